@@ -1,0 +1,28 @@
+# Two entry points: `make fuzz` (a short campaign with a report) and `make test`.
+# Both create and fill .venv on first use; later runs only check a stamp file.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+TORCH_PIN := torch==2.13.0
+BUDGET ?= 120
+OUT ?= runs/latest
+
+.PHONY: fuzz test setup clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet $(TORCH_PIN)
+	$(PY) -m pip install --quiet -e .
+	touch $(STAMP)
+
+fuzz: $(STAMP)
+	$(PY) -m harness fuzz --budget $(BUDGET) --out $(OUT)
+
+test: $(STAMP)
+	$(PY) -m pytest suites/
+
+clean:
+	rm -rf $(VENV) runs
