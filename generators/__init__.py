@@ -1,0 +1,1 @@
+"""Programs with loops and repeated blocks: IR, op catalogue, strategies, codegen."""
