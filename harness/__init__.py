@@ -1,0 +1,1 @@
+"""The capture pipeline: eager and torch.compile runs with graph deduplication."""

@@ -1,0 +1,76 @@
+"""Run a model forward and backward, turning exceptions into values."""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any, Callable
+
+import torch
+import torch._dynamo.exc as dynamo_exc
+from torch.utils._pytree import tree_flatten
+
+from .outcome import Execution, Failure
+
+# Exception classes Dynamo raises, mapped to the stage they name; first match wins.
+STAGES: tuple[tuple[type, str], ...] = (
+    (dynamo_exc.BackendCompilerFailed, "backend_compile"),
+    (dynamo_exc.TorchDynamoException, "dynamo"),
+)
+
+
+def failure(exc: BaseException, default_stage: str) -> Failure:
+    stage = next((s for cls, s in STAGES if isinstance(exc, cls)), default_stage)
+    message = str(exc).strip().splitlines()
+    return Failure(
+        stage=stage,
+        type=type(exc).__qualname__,
+        message=message[0][:500] if message else "",
+        traceback="".join(traceback.format_exception(exc))[-8000:],
+    )
+
+
+def cotangent(leaf: torch.Tensor, index: int) -> torch.Tensor:
+    """The same values for every run of a program, whatever its dtype."""
+    g = torch.Generator().manual_seed(1_000 + index)
+    return torch.randn(leaf.shape, generator=g, dtype=torch.float32).to(leaf.dtype)
+
+
+def _snapshot(x: Any) -> Any:
+    return x.detach().clone() if isinstance(x, torch.Tensor) else x
+
+
+def execute(
+    fn: Callable,
+    model: torch.nn.Module,
+    inputs: list[torch.Tensor],
+    input_names: list[str],
+    backward: bool = True,
+) -> Execution:
+    try:
+        out = fn(*inputs)
+    except Exception as e:  # the compiler under test may raise anything
+        return Execution(failure=failure(e, "runtime"))
+    leaves, spec = tree_flatten(out)
+    result = Execution(
+        outputs=[_snapshot(x) for x in leaves],
+        requires_grad=[isinstance(x, torch.Tensor) and x.requires_grad for x in leaves],
+        treespec=str(spec),
+    )
+    if backward:
+        pairs = [
+            (x, cotangent(x, i))
+            for i, x in enumerate(leaves)
+            if isinstance(x, torch.Tensor) and x.requires_grad
+        ]
+        if pairs:
+            try:
+                torch.autograd.backward([x for x, _ in pairs], [c for _, c in pairs])
+            except Exception as e:
+                result.failure = failure(e, "backward")
+    result.grads = {f"input:{n}": _grad(t) for n, t in zip(input_names, inputs) if t.requires_grad}
+    result.grads.update({f"param:{n}": _grad(p) for n, p in model.named_parameters() if p.requires_grad})
+    return result
+
+
+def _grad(t: torch.Tensor) -> torch.Tensor | None:
+    return None if t.grad is None else t.grad.detach().clone()

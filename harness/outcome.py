@@ -1,0 +1,78 @@
+"""What one pipeline run produced: plain values that oracles judge.
+
+The harness records; it never decides whether a result is right.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import torch
+
+from generators.ir import Program
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    backend: str = "aot_eager"
+    dedup: bool = True
+    backward: bool = True
+    fullgraph: bool = False
+    dynamic: Optional[bool] = False
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An exception raised by the code under test, with where it was raised."""
+
+    stage: str  # "dynamo", "backend_compile", "runtime", "backward"
+    type: str
+    message: str
+    traceback: str = ""
+
+
+@dataclass
+class Execution:
+    """Forward outputs (flattened) and gradients after one backward pass."""
+
+    outputs: list[Any] = field(default_factory=list)  # detached copies
+    requires_grad: list[bool] = field(default_factory=list)  # per output, before detaching
+    treespec: str = ""
+    grads: dict[str, Optional[torch.Tensor]] = field(default_factory=dict)
+    failure: Optional[Failure] = None
+
+
+@dataclass
+class RegionNode:
+    name: str
+    op: str
+    target: str
+
+
+@dataclass
+class Capture:
+    """What Dynamo built: graphs after deduplication and the region groups."""
+
+    graphs: list[str] = field(default_factory=list)  # post-dedup Dynamo graph code, per frame
+    region_groups: list[list[list[RegionNode]]] = field(default_factory=list)
+    frames: int = 0  # graphs handed to the backend
+    graph_breaks: int = 0
+    invoke_subgraph_calls: int = 0
+
+    @property
+    def deduplicated(self) -> bool:
+        return self.invoke_subgraph_calls > 0
+
+
+@dataclass
+class Outcome:
+    program: Program
+    config: RunConfig
+    source: str
+    eager: Execution
+    eager_again: Execution
+    reference: Execution  # the same program in float64
+    compiled: Execution
+    capture: Capture
+    seconds: dict[str, float] = field(default_factory=dict)

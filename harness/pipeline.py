@@ -1,0 +1,89 @@
+"""The staged pipeline: eager, eager again, float64 reference, then compiled.
+
+``run_program`` returns an ``Outcome`` for any behaviour of the compiler under
+test; it raises only for a program that fails in eager (a generator bug).
+"""
+
+from __future__ import annotations
+
+import time
+from types import ModuleType
+
+import torch
+import torch._dynamo
+
+from generators.codegen import render
+from generators.ir import Program
+
+from .backends import resolve
+from .execute import execute, failure
+from .loader import load_source
+from .observe import recording_backend, recording_regions
+from .outcome import Capture, Execution, Outcome, RunConfig
+
+
+class InvalidProgram(RuntimeError):
+    """The program fails in eager mode: it should never have been generated."""
+
+
+def instantiate(module: ModuleType, program: Program, float64: bool = False):
+    torch.manual_seed(program.seed)
+    model = module.Program()
+    inputs = module.make_inputs()
+    if float64:
+        model = model.double()
+        inputs = [
+            t.detach().double().requires_grad_(t.requires_grad) if t.is_floating_point() else t
+            for t in inputs
+        ]
+    return model, inputs
+
+
+def run_eager(module: ModuleType, program: Program, config: RunConfig, float64: bool = False) -> Execution:
+    model, inputs = instantiate(module, program, float64)
+    result = execute(model, model, inputs, _input_names(program), config.backward)
+    if result.failure is not None:
+        raise InvalidProgram(f"program fails in eager ({result.failure.stage}): {result.failure.type}: {result.failure.message}")
+    return result
+
+
+def run_compiled(module: ModuleType, program: Program, config: RunConfig) -> tuple[Execution, Capture]:
+    capture = Capture()
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    backend = resolve(config.backend)
+    model, inputs = instantiate(module, program)
+    with torch._dynamo.config.patch(use_graph_deduplication=config.dedup), recording_regions(capture):
+        try:
+            compiled = torch.compile(
+                model,
+                backend=recording_backend(backend.compiler_fn(), capture),
+                fullgraph=config.fullgraph,
+                dynamic=config.dynamic,
+                **backend.options,
+            )
+        except Exception as e:
+            return Execution(failure=failure(e, "dynamo")), capture
+        result = execute(compiled, model, inputs, _input_names(program), config.backward)
+    capture.graph_breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
+    torch._dynamo.reset()
+    return result, capture
+
+
+def run_program(program: Program, config: RunConfig = RunConfig()) -> Outcome:
+    seconds: dict[str, float] = {}
+    t = time.perf_counter()
+    source = render(program)
+    module = load_source(source)
+    eager = run_eager(module, program, config)
+    eager_again = run_eager(module, program, config)
+    reference = run_eager(module, program, config, float64=True)
+    seconds["eager"] = time.perf_counter() - t
+    t = time.perf_counter()
+    compiled, capture = run_compiled(module, program, config)
+    seconds["compiled"] = time.perf_counter() - t
+    return Outcome(program, config, source, eager, eager_again, reference, compiled, capture, seconds)
+
+
+def _input_names(program: Program) -> list[str]:
+    return [n for n, _ in program.inputs]
