@@ -22,6 +22,12 @@ STRUCTURES_BY_KIND = {
 MAX_DIM = 5
 
 
+def _likely(draw, odds: int = 3) -> bool:
+    """A "keep going?" decision that says yes ``odds`` times in ``odds + 1``;
+    it shrinks to no, so the shrinker can delete one iteration at a time."""
+    return draw(st.integers(0, odds)) > 0
+
+
 @dataclass
 class _BlockBuilder:
     """Mutable state while drawing one block: shapes are tracked per repeat."""
@@ -67,7 +73,7 @@ def _draw_operands(draw, b: _BlockBuilder, op: OpSpec) -> tuple[list, list, list
             operands.append(Const(_agreed([slot.value(s) for s in primary_shapes])))
         elif isinstance(slot, S):
             choices = _agreed([slot.choices(s) for s in primary_shapes])
-            if b.per_repeat_args and draw(st.booleans()):
+            if b.per_repeat_args and _likely(draw, 2):
                 name = f"s{len(b.args) + len(new_args)}"
                 new_args.append((name, [draw(st.sampled_from(choices)) for _ in range(b.repeats)]))
                 operands.append(Arg(name))
@@ -130,7 +136,7 @@ def broadcastable_to(draw, shape: Shape) -> Shape:
 
 
 @st.composite
-def programs(draw, max_stmts: int = 6, max_repeats: int = 4, ops: tuple[str, ...] | None = None) -> Program:
+def programs(draw, max_stmts: int = 8, max_repeats: int = 4, ops: tuple[str, ...] | None = None) -> Program:
     """A valid program: one block, repeated at least twice."""
     op_list = [OPS[name] for name in (ops or tuple(OPS))]
     kind = draw(st.sampled_from(("function", "module")))
@@ -151,7 +157,7 @@ def programs(draw, max_stmts: int = 6, max_repeats: int = 4, ops: tuple[str, ...
         b.scope[name] = [spec.shape] * repeats
         b.tensors.append(name)
     attempts = 0
-    while attempts < 4 * max_stmts and len(b.body) < max_stmts and (not b.body or draw(st.booleans())):
+    while attempts < 4 * max_stmts and len(b.body) < max_stmts and (len(b.body) < 2 or _likely(draw)):
         attempts += 1
         _try_stmt(draw, b, draw(st.sampled_from(op_list)))
     if not b.body:
