@@ -1,0 +1,1 @@
+"""Findings: triage into stable signatures, known issues, repro scripts, campaign reports."""

@@ -1,0 +1,61 @@
+"""The known-issues baseline: torch bugs the harness has found and recorded.
+
+Each issue is a folder under ``reports/known_issues/`` holding ``issue.json``
+(id, title, signature patterns, the backend it shows on, links to the code),
+``program.json`` (a minimal program) and ``repro.py`` (standalone). Suites
+consult it so CI stays green on a recorded bug, and its regression tests fail
+loudly, like ``xfail(strict=True)``, when a bug stops reproducing.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Optional
+
+from generators.ir import Program
+
+ROOT = Path(__file__).parent / "known_issues"
+
+
+@dataclass(frozen=True)
+class KnownIssue:
+    id: str
+    title: str
+    patterns: tuple[str, ...]  # fnmatch patterns over finding signatures
+    backend: str
+    description: str
+    code: tuple[str, ...]  # where in torch the bug lives
+    folder: Path
+
+    def matches(self, signature: str) -> bool:
+        return any(fnmatch.fnmatchcase(signature, p) for p in self.patterns)
+
+    def program(self) -> Program:
+        return Program.from_json((self.folder / "program.json").read_text())
+
+
+@lru_cache(maxsize=None)
+def load(root: Path = ROOT) -> tuple[KnownIssue, ...]:
+    issues = []
+    for path in sorted(root.glob("*/issue.json")):
+        d = json.loads(path.read_text())
+        issues.append(
+            KnownIssue(
+                id=d["id"],
+                title=d["title"],
+                patterns=tuple(d["patterns"]),
+                backend=d["backend"],
+                description=d["description"],
+                code=tuple(d.get("code", ())),
+                folder=path.parent,
+            )
+        )
+    return tuple(issues)
+
+
+def match(signature: str) -> Optional[KnownIssue]:
+    return next((i for i in load() if i.matches(signature)), None)
