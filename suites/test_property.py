@@ -1,0 +1,50 @@
+"""Property suites: drawn programs through deduplication and a real backend.
+
+Every verdict must pass, be inconclusive, or be a failure whose signature the
+known-issues baseline lists; anything else is a new finding, and Hypothesis
+shrinks it to a minimal program before reporting.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+
+from generators.strategies import programs
+from harness.outcome import RunConfig
+from harness.pipeline import run_program
+from oracles.registry import judge
+from reports.known_issues import match
+from reports.repro import render_repro
+from reports.triage import triage
+
+pytestmark = pytest.mark.property
+
+
+def assert_only_known_findings(program, backend: str) -> None:
+    outcome = run_program(program, RunConfig(backend=backend))
+    for verdict in judge(outcome):
+        if not verdict.failed:
+            continue
+        finding = triage(outcome, verdict)
+        if match(finding.signature) is None:
+            repro = render_repro(program, outcome.config, finding.signature)
+            raise AssertionError(
+                f"new finding {finding.signature}\n{verdict}\n\nprogram.json: {program.to_json()}\n\nrepro.py:\n{repro}")
+
+
+@given(programs())
+def test_dedup_eager_backend(program):
+    assert_only_known_findings(program, "eager")
+
+
+@given(programs())
+def test_dedup_aot_eager_backend(program):
+    assert_only_known_findings(program, "aot_eager")
+
+
+@pytest.mark.inductor
+@settings(max_examples=max(6, settings.default.max_examples // 16))
+@given(programs(max_stmts=5))
+def test_dedup_inductor_backend(program):
+    assert_only_known_findings(program, "inductor")
