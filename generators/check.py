@@ -28,8 +28,10 @@ def operand_value(operand, row: dict[str, Scalar]) -> Scalar:
     if isinstance(operand, Const):
         return operand.value
     if isinstance(operand, Arg):
+        if operand.name not in row:
+            raise Reject(f"argument {operand.name!r} is not a block argument")
         return row[operand.name]
-    raise TypeError(operand)
+    raise Reject(f"{operand!r} is not a scalar operand")
 
 
 def stmt_shape(

@@ -81,7 +81,7 @@ def test_loaded_program_comes_from_a_real_file():
         (lambda d: d["block"]["body"][0].update(op="no_such_op"), "unknown op"),
         (lambda d: d["repeat"].update(structure="while_true"), "unknown repetition structure"),
         (lambda d: d["repeat"]["args"].append([]), "every repeat must give a value"),
-        (lambda d: d["block"]["body"][0]["operands"][1].update(arg="s9"), ""),
+        (lambda d: d["block"]["body"][0]["operands"][1].update(arg="s9"), "not a block argument"),
         (lambda d: d["block"].update(result="v7"), "undefined"),
         (lambda d: d.pop("block"), "not a program"),
         (lambda d: d["block"]["body"][0]["operands"].__setitem__(0, {"what": 1}), "unknown operand"),
