@@ -1,0 +1,47 @@
+"""Command line: ``python -m harness fuzz --backend NAME --budget SECONDS ...``.
+
+The campaign composes every layer, so it lives in ``reports.campaign``; this
+entry point only parses arguments and turns bad input into one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness")
+    sub = parser.add_subparsers(dest="command", required=True)
+    fuzz = sub.add_parser("fuzz", help="run a fuzz campaign and write a report")
+    fuzz.add_argument("--backend", default="aot_eager", help="built-in name or package.module:callable")
+    fuzz.add_argument("--budget", type=float, default=120.0, help="seconds to spend drawing programs")
+    fuzz.add_argument("--seed", type=int, default=0)
+    fuzz.add_argument("--out", type=Path, default=Path("runs/latest"))
+    fuzz.add_argument("--oracles", default="", help="comma-separated oracle names (default: all)")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    from harness.backends import BackendError
+    from reports.campaign import run
+
+    torch.set_num_threads(1)
+    oracles = tuple(o for o in args.oracles.split(",") if o) or None
+    try:
+        summary = run(args.backend, args.budget, args.seed, args.out, oracles)
+    except (BackendError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    new = [f for f in summary["findings"] if not f["known_issue"]]
+    print(f"{summary['programs']} programs, {len(summary['findings'])} distinct findings "
+          f"({len(new)} new) on {summary['backend']}, torch {summary['torch']}")
+    for f in summary["findings"]:
+        print(f"  {f['count']:5d}x {f['known_issue'] or 'NEW':7s} {f['signature']}")
+    print(f"report: {args.out / 'report.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
