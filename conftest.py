@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, settings
 
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 settings.register_profile(
-    "ci", derandomize=True, max_examples=100, deadline=None, database=None,
+    "ci", derandomize=True, max_examples=200, deadline=None, database=None,
     suppress_health_check=_SLOW_OK, print_blob=True,
 )
 settings.register_profile("fuzz", max_examples=3000, deadline=None, suppress_health_check=_SLOW_OK, print_blob=True)
