@@ -7,8 +7,11 @@ random runs that keep their database).
 
 from __future__ import annotations
 
+import collections
+import json
 import os
-import warnings
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -24,7 +27,6 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 # One intra-op thread per pytest worker: the workers are the parallelism.
 torch.set_num_threads(1)
-warnings.filterwarnings("ignore", message=".*invoke_subgraph traced multiple backward graphs.*")
 
 
 @pytest.fixture(autouse=True)
@@ -38,3 +40,34 @@ def _fresh_torch_state():
     torch.set_grad_enabled(grad)
     torch.set_default_dtype(dtype)
     torch._dynamo.reset()
+
+
+# --- known-issue hits: workers append, the controller prints a summary -------
+HITS_ENV = "DEDUP_HARNESS_KNOWN_HITS"
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
+        os.environ[HITS_ENV] = tempfile.mkdtemp(prefix="known-hits-")
+
+
+def record_known_hit(issue_id: str, signature: str) -> None:
+    folder = os.environ.get(HITS_ENV)
+    if folder:
+        with open(os.path.join(folder, f"{os.getpid()}.jsonl"), "a") as f:
+            f.write(json.dumps({"issue": issue_id, "signature": signature}) + "\n")
+
+
+def pytest_terminal_summary(terminalreporter):
+    folder = os.environ.get(HITS_ENV)
+    if not folder or hasattr(terminalreporter.config, "workerinput"):
+        return
+    hits = collections.Counter()
+    for path in Path(folder).glob("*.jsonl"):
+        for line in path.read_text().splitlines():
+            d = json.loads(line)
+            hits[(d["issue"], d["signature"])] += 1
+    if hits:
+        terminalreporter.section("known torch issues hit by the property suites")
+        for (issue, signature), n in sorted(hits.items()):
+            terminalreporter.write_line(f"{n:5d}x {issue}  {signature}")

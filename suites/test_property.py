@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 
+from conftest import record_known_hit
 from generators.strategies import programs
 from harness.outcome import RunConfig
 from harness.pipeline import run_program
@@ -27,7 +28,10 @@ def assert_only_known_findings(program, backend: str) -> None:
         if not verdict.failed:
             continue
         finding = triage(outcome, verdict)
-        if match(finding.signature) is None:
+        issue = match(finding.signature)
+        if issue is not None:
+            record_known_hit(issue.id, finding.signature)
+        else:
             repro = render_repro(program, outcome.config, finding.signature)
             raise AssertionError(
                 f"new finding {finding.signature}\n{verdict}\n\nprogram.json: {program.to_json()}\n\nrepro.py:\n{repro}")
