@@ -51,7 +51,7 @@ class Campaign:
         try:
             outcome = run_program(program, self.config)
         except InvalidProgram as e:  # a generator bug, kept apart from compiler findings
-            self._log({"event": "invalid_program", "error": str(e), "program": json.loads(program.to_json())})
+            self.log({"event": "invalid_program", "error": str(e), "program": json.loads(program.to_json())})
             self.statuses["invalid_program"] += 1
             return
         self.programs += 1
@@ -76,7 +76,7 @@ class Campaign:
         if entry["size"] is None or size < entry["size"]:  # keep the smallest program that hits it
             entry["size"] = size
             self._write_folder(entry, finding, graphs)
-        self._log({"event": "finding", "signature": sig, "known_issue": entry["known_issue"], "message": str(finding.verdict)})
+        self.log({"event": "finding", "signature": sig, "known_issue": entry["known_issue"], "message": str(finding.verdict)})
         (self.out / entry["folder"] / "meta.json").write_text(json.dumps(self._meta(entry), indent=2))
 
     def _write_folder(self, entry: dict, finding: Finding, graphs: list[str]) -> None:
@@ -92,7 +92,7 @@ class Campaign:
         return {**entry, "backend": self.config.backend, "torch": torch.__version__,
                 "config": {"use_graph_deduplication": self.config.dedup}}
 
-    def _log(self, event: dict) -> None:
+    def log(self, event: dict) -> None:
         with open(self.out / "findings.jsonl", "a") as f:
             f.write(json.dumps({"time": round(time.time() - self.started, 3), **event}, default=str) + "\n")
 
@@ -150,7 +150,7 @@ def run(backend: str, budget: float, seed: int, out: Path, oracle_names: Optiona
         try:
             campaign.record(program)
         except Exception:  # a harness bug must not lose the campaign
-            campaign._log({"event": "harness_error", "traceback": traceback.format_exc()})
+            campaign.log({"event": "harness_error", "traceback": traceback.format_exc()})
             campaign.statuses["harness_error"] += 1
         if time.time() - last_print[0] > 10:
             last_print[0] = time.time()

@@ -45,3 +45,11 @@ def test_standalone_repro_exits_1_while_the_bug_is_there(issue):
     done = subprocess.run([sys.executable, str(issue.folder / "repro.py")], capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, f"repro exit {done.returncode}:\n{done.stdout}\n{done.stderr[-2000:]}"
     assert "REPRODUCED" in done.stdout
+
+
+@pytest.mark.parametrize("issue", ISSUES, ids=[i.id for i in ISSUES])
+def test_committed_repro_is_the_rendered_one(issue):
+    from reports.repro import render_repro
+
+    expected = render_repro(issue.program(), RunConfig(backend=issue.backend), f"{issue.id}: {issue.title}")
+    assert (issue.folder / "repro.py").read_text() == expected, "repro.py is stale: re-render it from program.json"

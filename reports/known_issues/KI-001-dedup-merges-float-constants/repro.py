@@ -1,4 +1,4 @@
-"""Repro: graph deduplication merges regions that differ only in a float constant
+"""Repro: KI-001: Graph deduplication merges regions that differ only in a non-int constant argument (float, str, ...)
 
 Exit status 1: reproduced; 0: not reproduced. Needs only torch."""
 import torch

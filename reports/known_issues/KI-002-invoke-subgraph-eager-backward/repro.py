@@ -1,4 +1,4 @@
-"""Repro: backward through invoke_subgraph raises 'fake_mode should be enabled for HOPs' on backend='eager'
+"""Repro: KI-002: Backward through a deduplicated invoke_subgraph raises 'fake_mode should be enabled for HOPs' on backend='eager'
 
 Exit status 1: reproduced; 0: not reproduced. Needs only torch."""
 import torch
