@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 
 
@@ -28,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     from reports.campaign import run
 
     torch.set_num_threads(1)
+    # torch's notice that one subgraph got several backward graphs: expected, not a finding.
+    warnings.filterwarnings("ignore", message="invoke_subgraph traced multiple backward graphs")
     oracles = tuple(o for o in args.oracles.split(",") if o) or None
     try:
         summary = run(args.backend, args.budget, args.seed, args.out, oracles)
