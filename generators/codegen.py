@@ -39,6 +39,10 @@ def _tensor_expr(spec: TensorSpec, scale: str | None = None) -> str:
     return expr
 
 
+def _weight_line(program: Program, name: str, spec: TensorSpec) -> str:
+    return f"        self.{name} = nn.Parameter({_tensor_expr(spec, _weight_scale(program, name))})"
+
+
 def _weight_scale(program: Program, name: str) -> str:
     for stmt in program.block.body:
         op = OPS[stmt.op]
@@ -80,7 +84,7 @@ def _render_block(program: Program) -> list[str]:
     init_params = "".join(f", {a}" for a in b.args) if attrs else ""
     lines = ["class Block(nn.Module):", f"    def __init__(self{init_params}):", "        super().__init__()"]
     for name, spec in b.weights:
-        lines.append(f"        self.{name} = nn.Parameter({_tensor_expr(spec, _weight_scale(program, name))})")
+        lines.append(_weight_line(program, name, spec))
     if attrs:
         lines += [f"        self.{a} = {a}" for a in b.args]
     fwd_params = [*b.inputs, *([] if attrs else b.args)]
@@ -143,7 +147,7 @@ def _render_program(program: Program) -> list[str]:
     lines = ["class Program(nn.Module):", "    def __init__(self):", "        super().__init__()"]
     if b.kind == "function":
         for name, spec in b.weights:
-            lines.append(f"        self.{name} = nn.Parameter({_tensor_expr(spec, _weight_scale(program, name))})")
+            lines.append(_weight_line(program, name, spec))
     elif r.structure == "for_values":
         lines.append("        self.block = Block()")
     else:

@@ -20,7 +20,7 @@ from typing import Callable, Optional
 import torch
 from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings
 
-from generators.ir import Program
+from generators.ir import Program, to_dict
 from generators.strategies import programs
 from harness.backends import resolve
 from harness.outcome import RunConfig
@@ -51,7 +51,7 @@ class Campaign:
         try:
             outcome = run_program(program, self.config)
         except InvalidProgram as e:  # a generator bug, kept apart from compiler findings
-            self.log({"event": "invalid_program", "error": str(e), "program": json.loads(program.to_json())})
+            self.log({"event": "invalid_program", "error": str(e), "program": to_dict(program)})
             self.statuses["invalid_program"] += 1
             return
         self.programs += 1
@@ -82,7 +82,7 @@ class Campaign:
     def _write_folder(self, entry: dict, finding: Finding, graphs: list[str]) -> None:
         folder = self.out / entry["folder"]
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "program.json").write_text(json.dumps(json.loads(finding.program.to_json()), indent=2))
+        (folder / "program.json").write_text(json.dumps(to_dict(finding.program), indent=2))
         (folder / "repro.py").write_text(render_repro(finding.program, finding.config, entry["signature"]))
         log = [str(finding.verdict), "", json.dumps(finding.verdict.details, indent=2, default=str), "",
                "# source", finding.source, "# Dynamo graphs after deduplication", *graphs]
