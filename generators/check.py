@@ -1,119 +1,334 @@
 """Well-formedness: the checks that make a program valid by construction.
 
-``check`` re-derives every shape of every repeat from the IR alone, so a program
-loaded from a file (or hand-edited into a repro) is verified the same way the
-strategy built it. It raises ``MalformedProgram`` with the offending statement.
+``check`` re-derives the static type of every value of every repeat from the IR
+alone, and enforces the rules that keep eager execution valid (what may be
+mutated in place, what autograd must still find unmodified, where inference
+tensors may flow), so a program loaded from a file or hand-edited into a repro
+is verified the same way the strategy built it. It raises ``MalformedProgram``
+naming the offending part.
 """
 
 from __future__ import annotations
 
+from dataclasses import fields
+
+from .interludes import INTERLUDES
 from .ir import (
     BLOCK_KINDS,
     DTYPES,
+    FLOATS,
     FLOWS,
+    LAYOUTS,
+    OUTPUT_STYLES,
     STRUCTURES,
+    VIEWS,
     Arg,
+    Block,
+    Call,
     Const,
+    Context,
     MalformedProgram,
     Program,
     Ref,
-    Scalar,
-    Shape,
+    Section,
     Stmt,
+    TensorSpec,
+    Value,
 )
-from .ops import OPS, D, OpSpec, Reject, S, T, W, broadcast
+from .ops import CALL_VIEWS, OPS, TT, D, Env, OpSpec, Reject, S, T, W, broadcast
+
+# Structures where every repeat has its own module instance.
+PER_INSTANCE = ("module_list", "calls")
+AUTOCASTABLE = ("float32", "bfloat16", "float16")
 
 
-def operand_value(operand, row: dict[str, Scalar]) -> Scalar:
+def operand_value(operand, row: dict[str, Value]) -> Value:
     if isinstance(operand, Const):
         return operand.value
     if isinstance(operand, Arg):
         if operand.name not in row:
             raise Reject(f"argument {operand.name!r} is not a block argument")
         return row[operand.name]
-    raise Reject(f"{operand!r} is not a scalar operand")
+    raise Reject(f"{operand!r} is not a Python-value operand")
 
 
-def stmt_shape(
-    op: OpSpec, stmt: Stmt, scope: dict[str, Shape], row: dict[str, Scalar]
-) -> Shape:
-    """Output shape of ``stmt`` for one repeat; raises Reject if invalid."""
+def env_of(context: Context) -> Env:
+    return Env(default_dtype=context.default_dtype or "float32", autocast=bool(context.autocast))
+
+
+def spec_type(spec: TensorSpec) -> TT:
+    return TT(spec.shape, spec.dtype, spec.layout == "contiguous")
+
+
+def stmt_type(op: OpSpec, stmt: Stmt, scope: dict[str, TT], row: dict[str, Value], env: Env) -> TT:
+    """Static type of ``stmt``'s output for one repeat; raises Reject if invalid."""
     if len(stmt.operands) != len(op.slots):
         raise Reject(f"{op.name} takes {len(op.slots)} operands, got {len(stmt.operands)}")
-    tensors: list[Shape] = []
-    scalars: list[Scalar] = []
+    tensors: list[TT] = []
+    values: list[Value] = []
+    has_weights = False
     for slot, operand in zip(op.slots, stmt.operands):
         if isinstance(slot, (T, W)):
             if not isinstance(operand, Ref) or operand.name not in scope:
                 raise Reject(f"{op.name}: {operand} is not a tensor in scope")
-            shape = scope[operand.name]
-            if isinstance(slot, T):
-                tensors.append(shape)
-            elif shape != slot.shape(tensors[0]):
-                raise Reject(f"{op.name}: weight {operand.name} has shape {shape}")
+            t = scope[operand.name]
+            if isinstance(slot, W):
+                has_weights = True
+                if t.shape != slot.shape(tensors[0].shape):
+                    raise Reject(f"{op.name}: weight {operand.name} has shape {t.shape}")
+                continue
+            if not tensors:
+                if t.dtype not in op.dtypes:
+                    raise Reject(f"{op.name} does not take {t.dtype}")
+            else:
+                if t.dtype not in slot.dtypes:
+                    raise Reject(f"{op.name}: operand {operand.name} is {t.dtype}")
+                if slot.relation == "same" and t.shape != tensors[0].shape:
+                    raise Reject(f"{op.name}: operands must have equal shapes")
+                if slot.relation == "broadcast" and broadcast(t.shape, tensors[0].shape) != tensors[0].shape:
+                    raise Reject(f"{op.name}: {operand.name} does not broadcast to the primary")
+            tensors.append(t)
         else:
             if isinstance(operand, Ref):
-                raise Reject(f"{op.name}: scalar slot got tensor {operand.name}")
+                raise Reject(f"{op.name}: Python-value slot got tensor {operand.name}")
             value = operand_value(operand, row)
             if isinstance(slot, S) and value not in slot.choices(tensors[0]):
                 raise Reject(f"{op.name}: {value!r} not among {slot.choices(tensors[0])}")
             if isinstance(slot, D):
-                if isinstance(operand, Arg) or value != slot.value(tensors[0]):
-                    raise Reject(f"{op.name}: derived operand must be {slot.value(tensors[0])!r}")
-            scalars.append(value)
-    return op.shape(tensors, scalars)
+                if isinstance(operand, Arg) or value != slot.value(tensors[0].shape):
+                    raise Reject(f"{op.name}: derived operand must be {slot.value(tensors[0].shape)!r}")
+            values.append(value)
+    autocasting = op.autocast and env.autocast
+    if has_weights:
+        allowed = AUTOCASTABLE if autocasting else op.weight_dtypes
+        if tensors[0].dtype not in allowed:
+            raise Reject(f"{op.name}: {tensors[0].dtype} input next to float32 weights")
+    if op.same_dtype:
+        dtypes = {("bfloat16" if autocasting and t.dtype in AUTOCASTABLE else t.dtype) for t in tensors}
+        if len(dtypes) > 1:
+            raise Reject(f"{op.name}: operands must share a dtype, got {sorted(dtypes)}")
+    out = op.rule(tensors, values, env)
+    if autocasting and tensors[0].dtype in AUTOCASTABLE:
+        out = TT(out.shape, "bfloat16", out.contiguous)
+    return out
 
 
-def check(program: Program) -> list[dict[str, Shape]]:
-    """Validate ``program``; return the shape of every value, per repeat."""
-    b, r = program.block, program.repeat
-    if b.kind not in BLOCK_KINDS:
-        raise MalformedProgram(f"unknown block kind {b.kind!r}")
-    if r.structure not in STRUCTURES:
-        raise MalformedProgram(f"unknown repetition structure {r.structure!r}")
-    if r.flow not in FLOWS:
-        raise MalformedProgram(f"unknown data flow {r.flow!r}")
-    if r.count < 1:
-        raise MalformedProgram("a program repeats its block at least once")
-    if any(len(row) != len(b.args) for row in r.args):
-        raise MalformedProgram("every repeat must give a value to every block argument")
-    if r.structure == "for_range" and b.args:
-        raise MalformedProgram("a for-range loop passes no per-repeat arguments")
-    if len(program.inputs) != len(b.inputs):
-        raise MalformedProgram("block inputs and program inputs must align")
-    for _, spec in (*program.inputs, *b.weights):
-        if spec.dtype not in DTYPES or any(d < 0 for d in spec.shape):
-            raise MalformedProgram(f"bad tensor spec {spec}")
-    names = [*b.inputs, *(n for n, _ in b.weights), *b.args, *(s.out for s in b.body)]
-    if len(set(names)) != len(names):
-        raise MalformedProgram(f"duplicate names in block: {names}")
+def _enum(value, allowed, what: str) -> None:
+    if value not in allowed:
+        raise MalformedProgram(f"unknown {what} {value!r}")
 
+
+def _check_shape_of_program(program: Program) -> None:
+    b = program.block
+    _enum(b.kind, BLOCK_KINDS, "block kind")
+    _enum(program.outputs, OUTPUT_STYLES, "output style")
+    if not program.sections:
+        raise MalformedProgram("a program runs its block in at least one section")
+    if len(program.interludes) != len(program.sections) - 1:
+        raise MalformedProgram("one interlude slot between each pair of sections")
+    for name in program.interludes:
+        if name is not None:
+            _enum(name, INTERLUDES, "interlude")
+    for s in program.sections:
+        _enum(s.structure, STRUCTURES, "repetition structure")
+        _enum(s.flow, FLOWS, "data flow")
+        if s.interleave is not None:
+            _enum(s.interleave, INTERLUDES, "interlude")
+        if not s.calls or s.outer < 1:
+            raise MalformedProgram("a section repeats its block at least once")
+        if s.outer > 1 and s.structure != "nested":
+            raise MalformedProgram("only a nested loop has an outer trip count")
+        if s.structure == "nested" and s.outer < 2:
+            raise MalformedProgram("a nested loop runs its outer loop at least twice")
+    names = [n for n, _ in program.inputs]
+    if len(set(names)) != len(names) or not names:
+        raise MalformedProgram(f"program inputs must be distinct and non-empty: {names}")
+    for _, spec in (*program.inputs, *b.weights, *b.buffers):
+        _enum(spec.dtype, DTYPES, "dtype")
+        _enum(spec.layout, LAYOUTS, "layout")
+        if any(d < 1 for d in spec.shape):
+            raise MalformedProgram(f"bad tensor shape {spec.shape}")
+        if spec.layout in ("transposed",) and len(spec.shape) < 2:
+            raise MalformedProgram("a transposed input needs rank >= 2")
+        if spec.layout != "contiguous" and not spec.shape:
+            raise MalformedProgram("a 0-dim input is always contiguous")
+        if spec.layout == "expanded" and spec.requires_grad:
+            raise MalformedProgram("an expanded input cannot require grad")
+    for name, spec in program.inputs:
+        if spec.requires_grad and spec.dtype not in FLOATS:
+            raise MalformedProgram(f"input {name}: only floating tensors require grad")
+    block_names = [*b.inputs, *(n for n, _ in b.weights), *(n for n, _ in b.buffers), *b.args, *(s.out for s in b.body)]
+    if len(set(block_names)) != len(block_names):
+        raise MalformedProgram(f"duplicate names in block: {block_names}")
+    if not b.inputs or any(n not in names for n in b.inputs[1:]):
+        raise MalformedProgram("block inputs after the first must be program inputs")
+    if names[0] in b.inputs[1:]:
+        raise MalformedProgram("the carried input is passed as the primary, not as an extra")
+    for stmt in b.body:
+        if stmt.op not in OPS:
+            raise MalformedProgram(f"unknown op {stmt.op!r}")
+    if b.attrs and (b.kind != "module" or any(s.structure not in PER_INSTANCE for s in program.sections)):
+        raise MalformedProgram("Python arguments can be module attributes only when every repeat has its own instance")
+
+
+def _check_mutation(program: Program) -> set[str]:
+    return mutation_rules(program.block, dict(program.inputs))
+
+
+def mutation_rules(b: Block, specs: dict[str, TensorSpec], finished: bool = True) -> set[str]:
+    """The in-place rules; returns the block inputs that the block mutates.
+
+    ``finished=False`` checks a block still being built (its result not final).
+    """
+    producer: dict[str, OpSpec] = {}
+    readers: dict[str, int] = {}
+    consumed: set[str] = set()
+    mutated_inputs: set[str] = set()
+    weights = {n for n, _ in (*b.weights, *b.buffers)}
+    for stmt in b.body:
+        op = OPS[stmt.op]
+        refs = [o.name for o in stmt.operands if isinstance(o, Ref)]
+        for name in refs:
+            if name in consumed:
+                raise MalformedProgram(f"{stmt.out}: reads {name} after it was mutated in place; read the result instead")
+        if op.inplace:
+            target = refs[0]
+            where = f"{stmt.out} = {stmt.op}({target}, ...)"
+            if target in weights:
+                raise MalformedProgram(f"{where}: parameters and buffers are not mutated in place")
+            if target == b.inputs[0]:
+                raise MalformedProgram(f"{where}: the primary input is not mutated in place")
+            if target in b.inputs:
+                spec = specs[target]
+                if spec.requires_grad or spec.layout != "contiguous" or spec.dtype != "float32":
+                    raise MalformedProgram(f"{where}: only contiguous float32 inputs without grad are mutated")
+                mutated_inputs.add(target)
+            else:
+                made_by = producer[target]
+                if made_by.view or made_by.saves_output:
+                    raise MalformedProgram(f"{where}: {target} is a view or saved for backward")
+                if readers.get(target):
+                    raise MalformedProgram(f"{where}: {target} was already read")
+            consumed.add(target)
+        for name in refs:
+            readers[name] = readers.get(name, 0) + 1
+        producer[stmt.out] = op
+    for stmt in b.body:
+        op = OPS[stmt.op]
+        for o in stmt.operands:
+            if isinstance(o, Ref) and o.name in mutated_inputs and op.saves_inputs and not op.inplace:
+                raise MalformedProgram(f"{stmt.out}: {op.name} saves {o.name} for backward, but the block mutates it")
+    if finished and b.result in consumed:
+        raise MalformedProgram(f"block result {b.result} was mutated in place; return the in-place result")
+    return mutated_inputs
+
+
+def _check_section(program: Program, k: int, s: Section, mutates: bool) -> None:
+    b = program.block
+    where = f"section {k}"
+    for f in fields(Context):
+        values = [getattr(c.context, f.name) for c in s.calls]
+        if any(v is None for v in values) and any(v is not None for v in values):
+            raise MalformedProgram(f"{where}: context {f.name} is set for some repeats only")
+    if any(len(c.args) != len(b.args) for c in s.calls):
+        raise MalformedProgram(f"{where}: every repeat must give a value to every block argument")
+    if any(c.tensor is not None for c in s.calls):
+        if s.flow != "fanout":
+            raise MalformedProgram(f"{where}: per-repeat tensors need fanout flow")
+        if any(c.tensor is None for c in s.calls):
+            raise MalformedProgram(f"{where}: per-repeat tensors are given for every repeat or none")
+        names = dict(program.inputs)
+        if any(c.tensor not in names for c in s.calls):
+            raise MalformedProgram(f"{where}: per-repeat tensor is not a program input")
+    for c in s.calls:
+        _enum(c.view, VIEWS, "call-site view")
+        if c.view != "none" and c.tensor is None:
+            raise MalformedProgram(f"{where}: a call-site view needs a per-repeat tensor")
+    if any(c.frozen for c in s.calls) and (b.kind != "module" or s.structure not in PER_INSTANCE):
+        raise MalformedProgram(f"{where}: only per-repeat module instances can be frozen")
+    if any(c.context.inference for c in s.calls):
+        if s.flow != "fanout" or mutates or b.buffers or any(OPS[st.op].inplace for st in b.body):
+            raise MalformedProgram(f"{where}: inference-mode repeats must feed only outputs and mutate nothing")
+        if any(c.context.grad is not None for c in s.calls):
+            raise MalformedProgram(f"{where}: grad mode and inference mode are not drawn together")
+    if any(c.context.grad is False or c.context.inference for c in s.calls) and returns_view(b):
+        raise MalformedProgram(f"{where}: a repeat without grad must not return a view (autograd rejects it)")
+    if s.structure in ("for_values", "for_tuple") and not _has_columns(program, s):
+        raise MalformedProgram(f"{where}: a loop over values needs something to iterate over")
+
+
+def returns_view(b: Block) -> bool:
+    made_by = {s.out: OPS[s.op] for s in b.body}
+    return b.result in made_by and made_by[b.result].view
+
+
+def _has_columns(program: Program, s: Section) -> bool:
+    """Whether a loop over values has a value per repeat to iterate over."""
+    b = program.block
+    return bool(b.args and not b.attrs) or len({(c.tensor, c.view) for c in s.calls}) > 1 or len(
+        {c.context for c in s.calls}
+    ) > 1
+
+
+def block_types(program: Program, call: Call, carried: TT) -> dict[str, TT]:
+    """Types of every value in the block for one repeat; raises MalformedProgram."""
+    b = program.block
+    specs = dict(program.inputs)
+    if call.tensor is not None:
+        try:
+            primary = CALL_VIEWS[call.view][1](spec_type(specs[call.tensor]))
+        except Reject as e:
+            raise MalformedProgram(f"per-repeat tensor {call.tensor} ({call.view}): {e}") from e
+    else:
+        primary = carried
+    scope: dict[str, TT] = {b.inputs[0]: primary}
+    scope.update({n: spec_type(specs[n]) for n in b.inputs[1:]})
+    scope.update({n: spec_type(spec) for n, spec in (*b.weights, *b.buffers)})
+    row = dict(zip(b.args, call.args))
+    env = env_of(call.context)
+    for stmt in b.body:
+        try:
+            scope[stmt.out] = stmt_type(OPS[stmt.op], stmt, scope, row, env)
+        except Reject as e:
+            raise MalformedProgram(f"{stmt.out} = {stmt.op}(...): {e}") from e
+    if b.result not in scope or b.result in b.inputs:
+        raise MalformedProgram(f"block result {b.result!r} is undefined")
+    return scope
+
+
+def check(program: Program) -> list[dict[str, TT]]:
+    """Validate ``program``; return the type of every block value, per repeat."""
+    _check_shape_of_program(program)
+    mutated = _check_mutation(program)
+    b = program.block
+    specs = dict(program.inputs)
+    carried = spec_type(specs[program.inputs[0][0]])
+    has_breaks = any(
+        INTERLUDES[n].breaks for n in (*program.interludes, *(s.interleave for s in program.sections)) if n
+    )
+    if has_breaks and program.options.fullgraph:
+        raise MalformedProgram("fullgraph=True with a graph break drawn")
+    if program.outputs == "single" and any(s.flow == "fanout" for s in program.sections):
+        raise MalformedProgram("a single output cannot return a fanout's results")
+    for name, dim, _ in program.options.mark_dynamic:
+        if name not in specs or not 0 <= dim < len(specs[name].shape) or specs[name].shape[dim] < 2:
+            raise MalformedProgram(f"cannot mark {name} dim {dim} dynamic")
     per_repeat = []
-    for row_values in r.args:
-        row = dict(zip(b.args, row_values))
-        scope: dict[str, Shape] = {
-            **{n: spec.shape for n, (_, spec) in zip(b.inputs, program.inputs)},
-            **{n: spec.shape for n, spec in b.weights},
-        }
-        for stmt in b.body:
-            op = OPS.get(stmt.op)
-            if op is None:
-                raise MalformedProgram(f"unknown op {stmt.op!r}")
-            try:
-                scope[stmt.out] = stmt_shape(op, stmt, scope, row)
-            except Reject as e:
-                raise MalformedProgram(f"{stmt.out} = {stmt.op}(...): {e}") from e
-        if b.result not in scope:
-            raise MalformedProgram(f"block result {b.result!r} is undefined")
-        if r.flow == "chain" and scope[b.result] != scope[b.inputs[0]]:
-            raise MalformedProgram(
-                f"a chained block must keep its input's shape: {scope[b.result]} != {scope[b.inputs[0]]}"
-            )
-        per_repeat.append(scope)
+    for k, s in enumerate(program.sections):
+        _check_section(program, k, s, bool(mutated))
+        for call in s.calls:
+            scope = block_types(program, call, carried)
+            result = scope[b.result]
+            if s.flow != "fanout" and (result.shape, result.dtype) != (carried.shape, carried.dtype):
+                raise MalformedProgram(
+                    f"section {k}: a {s.flow} block must return its input's shape and dtype: "
+                    f"{result.shape}/{result.dtype} != {carried.shape}/{carried.dtype}"
+                )
+            per_repeat.extend([scope] * (s.outer if s.structure == "nested" else 1))
     return per_repeat
 
 
-def broadcasts_to(small: Shape, big: Shape) -> bool:
+def broadcasts_to(small, big) -> bool:
     try:
         return broadcast(small, big) == big
     except Reject:

@@ -3,175 +3,325 @@
 The source defines ``Program`` (an ``nn.Module``) and ``make_inputs()``; it
 imports only torch, so it can be pasted into a bug report as it is. Loops stay
 loops and helpers stay helpers, so Dynamo traces real bytecode with real line
-numbers, which is what the region tracker keys on.
+numbers, which is what the region tracker keys on. Whatever differs between
+the repeats of a loop becomes a loop variable; whatever is the same is written
+once, as a literal.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import fields
 
-from .check import check
-from .ir import Arg, Const, Program, Ref, Scalar, TensorSpec
-from .ops import OPS, render_call
+from .check import PER_INSTANCE, check
+from .interludes import INTERLUDES
+from .ir import Arg, Call, Const, Context, DType, Program, PyList, PySlice, Ref, Section, TensorSpec, Value, typed_key
+from .ops import CALL_VIEWS, OPS, WEIGHT_INITS, W, render_call
 
 HEADER = """\
 import torch
 import torch.nn as nn
 import torch.nn.functional as F"""
 
+IND = "    "
 
-def literal(v: Scalar) -> str:
+
+def literal(v: Value) -> str:
     if isinstance(v, float) and not math.isfinite(v):
         return f"float({str(v)!r})"
     if isinstance(v, tuple):
         inner = ", ".join(literal(x) for x in v)
         return f"({inner},)" if len(v) == 1 else f"({inner})"
+    if isinstance(v, PyList):
+        return f"[{', '.join(literal(x) for x in v.items)}]"
+    if isinstance(v, PySlice):
+        return f"slice({v.start!r}, {v.stop!r}, {v.step!r})"
+    if isinstance(v, DType):
+        return f"torch.{v.name}"
     return repr(v)
 
 
-def _tensor_expr(spec: TensorSpec, scale: str | None = None) -> str:
-    shape = ", ".join(map(str, spec.shape))
-    expr = f"torch.randn({shape}, dtype=torch.{spec.dtype})"
-    if scale == "fan_in":
-        expr += f" / {spec.shape[-1] if spec.shape else 1} ** 0.5"
-    elif scale == "small":
-        expr += " * 0.1"
-    return expr
+def _shape(shape) -> str:
+    return f"({', '.join(map(str, shape))}{',' if len(shape) == 1 else ''})"
 
 
-def _weight_line(program: Program, name: str, spec: TensorSpec) -> str:
-    return f"        self.{name} = nn.Parameter({_tensor_expr(spec, _weight_scale(program, name))})"
-
-
-def _weight_scale(program: Program, name: str) -> str:
+def _weight_init(program: Program, name: str) -> str:
     for stmt in program.block.body:
-        op = OPS[stmt.op]
-        for slot, operand in zip(op.slots, stmt.operands):
-            if isinstance(operand, Ref) and operand.name == name and hasattr(slot, "scale"):
-                return slot.scale
+        for slot, operand in zip(OPS[stmt.op].slots, stmt.operands):
+            if isinstance(slot, W) and operand == Ref(name):
+                return slot.init
     return "fan_in"
 
 
-def _args_are_attributes(program: Program) -> bool:
-    """Module blocks keep per-repeat scalars as attributes, one instance per
-    repeat, except in a loop over values, which calls one shared instance."""
-    return program.block.kind == "module" and program.repeat.structure != "for_values"
+def _state_lines(program: Program, owner: str) -> list[str]:
+    """Parameter and buffer definitions, written inside ``__init__``."""
+    lines = []
+    for name, spec in program.block.weights:
+        init = WEIGHT_INITS[_weight_init(program, name)].format(
+            shape=_shape(spec.shape), fan_in=spec.shape[-1] if spec.shape else 1
+        )
+        lines.append(f"{owner}.{name} = nn.Parameter({init})")
+    for name, spec in program.block.buffers:
+        init = WEIGHT_INITS[_weight_init(program, name)].format(shape=_shape(spec.shape), fan_in=1)
+        lines.append(f"{owner}.register_buffer({name!r}, {init})")
+    return lines
 
 
 def _render_block(program: Program) -> list[str]:
     b = program.block
     module = b.kind == "module"
-    attrs = _args_are_attributes(program)
-    weight_names = {n for n, _ in b.weights}
+    state = {n for n, _ in (*b.weights, *b.buffers)}
 
     def operand(o) -> str:
         if isinstance(o, Const):
             return literal(o.value)
         if isinstance(o, Arg):
-            return f"self.{o.name}" if attrs else o.name
-        return f"self.{o.name}" if module and o.name in weight_names else o.name
+            return f"self.{o.name}" if b.attrs else o.name
+        return f"self.{o.name}" if module and o.name in state else o.name
 
-    body = [
-        f"        {s.out} = {render_call(OPS[s.op], [operand(o) for o in s.operands])}"
-        for s in b.body
-    ]
-    body.append(f"        return {b.result}")
+    body = [line for s in b.body for line in render_call(OPS[s.op], [operand(o) for o in s.operands], s.out)]
+    body.append(f"return {b.result}")
+    decorator = ["@torch.compiler.nested_compile_region"] if b.compile_region else []
 
     if not module:
-        params = [*b.inputs, *(n for n, _ in b.weights), *b.args]
-        return [f"def block({', '.join(params)}):", *(line[4:] for line in body)]
+        params = [*b.inputs, *sorted(state, key=_state_order(program)), *b.args]
+        return [*decorator, f"def block({', '.join(params)}):", *(IND + line for line in body)]
 
-    init_params = "".join(f", {a}" for a in b.args) if attrs else ""
-    lines = ["class Block(nn.Module):", f"    def __init__(self{init_params}):", "        super().__init__()"]
-    for name, spec in b.weights:
-        lines.append(_weight_line(program, name, spec))
-    if attrs:
-        lines += [f"        self.{a} = {a}" for a in b.args]
-    fwd_params = [*b.inputs, *([] if attrs else b.args)]
-    lines += ["", f"    def forward(self, {', '.join(fwd_params)}):", *body]
+    init_params = "".join(f", {a}" for a in b.args) if b.attrs else ""
+    lines = ["class Block(nn.Module):", f"{IND}def __init__(self{init_params}):", f"{IND * 2}super().__init__()"]
+    lines += [IND * 2 + line for line in _state_lines(program, "self")]
+    if b.attrs:
+        lines += [f"{IND * 2}self.{a} = {a}" for a in b.args]
+    fwd_params = [*b.inputs, *([] if b.attrs else b.args)]
+    lines += ["", *(IND + d for d in decorator), f"{IND}def forward(self, {', '.join(fwd_params)}):"]
+    return lines + [IND * 2 + line for line in body]
+
+
+def _state_order(program: Program):
+    order = [n for n, _ in (*program.block.weights, *program.block.buffers)]
+    return order.index
+
+
+# --- the Program module -----------------------------------------------------------
+
+
+def _instances(program: Program, k: int, s: Section) -> str | None:
+    """Attribute holding section ``k``'s module instances, if it has its own."""
+    if program.block.kind != "module" or s.structure not in PER_INSTANCE:
+        return None
+    return f"layers{k}" if s.structure == "module_list" else f"m{k}"
+
+
+def _render_init(program: Program) -> list[str]:
+    b = program.block
+    lines = ["class Program(nn.Module):", f"{IND}def __init__(self):", f"{IND * 2}super().__init__()"]
+    body: list[str] = []
+    if b.kind == "function":
+        body += _state_lines(program, "self")
+    else:
+        if any(_instances(program, k, s) is None for k, s in enumerate(program.sections)):
+            body.append("self.block = Block()")
+        for k, s in enumerate(program.sections):
+            attr = _instances(program, k, s)
+            if attr is None:
+                continue
+            ctors = [f"Block({', '.join(literal(v) for v in c.args) if b.attrs else ''})" for c in s.calls]
+            if s.structure == "module_list":
+                body.append(f"self.{attr} = nn.ModuleList([{', '.join(ctors)}])")
+                body += [f"self.{attr}[{i}].requires_grad_(False)" for i, c in enumerate(s.calls) if c.frozen]
+            else:
+                for i, ctor in enumerate(ctors):
+                    body.append(f"self.{attr}_{i} = {ctor}")
+                body += [f"self.{attr}_{i}.requires_grad_(False)" for i, c in enumerate(s.calls) if c.frozen]
+    return lines + [IND * 2 + line for line in body or ["pass"]]
+
+
+# Column names for what varies between the repeats of one loop.
+_CTX_VAR = {"grad": "g", "autocast": "ac", "inference": "inf", "default_dtype": "dd"}
+
+
+def _tensor_expr(call: Call) -> str | None:
+    return None if call.tensor is None else CALL_VIEWS[call.view][0].format(call.tensor)
+
+
+def _ctx_value(field: str, v) -> str:
+    return literal(DType(v)) if field == "default_dtype" else repr(v)
+
+
+def _columns(program: Program, s: Section) -> list[tuple[str, list[str]]]:
+    """(loop variable, per-call source) for everything that differs between calls."""
+    b = program.block
+    cols: list[tuple[str, list[str]]] = []
+    if not b.attrs:
+        for j, name in enumerate(b.args):
+            values = [c.args[j] for c in s.calls]
+            if s.structure in ("for_values", "for_tuple") or len({repr(typed_key(v)) for v in values}) > 1:
+                cols.append((name, [literal(v) for v in values]))
+    tensors = [_tensor_expr(c) for c in s.calls]
+    if len(set(tensors)) > 1:
+        cols.append(("t", tensors))
+    for f in fields(Context):
+        values = [getattr(c.context, f.name) for c in s.calls]
+        if len(set(values)) > 1:
+            cols.append((_CTX_VAR[f.name], [_ctx_value(f.name, v) for v in values]))
+    return cols
+
+
+def _context_lines(call: Call, cols: set[str]) -> tuple[list[str], list[str], list[str]]:
+    """(with-items, lines before, lines after) for one call's context."""
+    ctx = call.context
+    items: list[str] = []
+    before: list[str] = []
+    after: list[str] = []
+    if ctx.grad is not None:
+        if "g" in cols:
+            items.append("torch.set_grad_enabled(g)")
+        else:
+            items.append("torch.enable_grad()" if ctx.grad else "torch.no_grad()")
+    if ctx.inference is not None:
+        items.append("torch.inference_mode(inf)" if "inf" in cols else f"torch.inference_mode({ctx.inference})")
+    if ctx.autocast is not None:
+        enabled = "ac" if "ac" in cols else repr(ctx.autocast)
+        items.append(f'torch.autocast("cpu", dtype=torch.bfloat16, enabled={enabled})')
+    if ctx.default_dtype is not None:
+        dd = "dd" if "dd" in cols else literal(DType(ctx.default_dtype))
+        before.append(f"torch.set_default_dtype({dd})")
+        after.append("torch.set_default_dtype(torch.float32)")
+    return items, before, after
+
+
+def _call_lines(program: Program, s: Section, call: Call, callee: str, cols: dict[str, str]) -> list[str]:
+    """The statements for one repeat; ``cols`` maps varying things to loop variables."""
+    b = program.block
+    primary = "t" if "t" in cols else (_tensor_expr(call) or "h")
+    tensors = [primary, *b.inputs[1:]]
+    if b.kind == "function":
+        tensors += [f"self.{n}" for n, _ in (*b.weights, *b.buffers)]
+    pyargs: list[str] = []
+    if not b.attrs:
+        for j, name in enumerate(b.args):
+            value = name if name in cols else literal(call.args[j])
+            pyargs.append(f"{name}={value}" if s.keywords else value)
+    expr = f"{callee}({', '.join(tensors + pyargs)})"
+    flow = {"chain": f"h = {expr}", "residual": f"h = h + {expr}", "fanout": f"outs.append({expr})"}[s.flow]
+    items, before, after = _context_lines(call, set(cols))
+    lines = [*before]
+    if items:
+        lines += [f"with {', '.join(items)}:", IND + flow]
+    else:
+        lines.append(flow)
+    lines += after
+    if s.interleave:
+        lines += list(INTERLUDES[s.interleave].lines)
     return lines
+
+
+def _render_section(program: Program, k: int, s: Section) -> list[str]:
+    b = program.block
+    attr = _instances(program, k, s)
+    shared = "block" if b.kind == "function" else "self.block"
+    if s.structure == "calls":
+        lines = []
+        for i, call in enumerate(s.calls):
+            callee = f"self.{attr}_{i}" if attr else shared
+            lines += _call_lines(program, s, call, callee, {})
+        return lines
+
+    cols = _columns(program, s)
+    names = {name: name for name, _ in cols}
+    rows = [tuple(src[i] for _, src in cols) for i in range(len(s.calls))]
+    unpack = ", ".join(names)
+
+    def table(open_: str = "[", close: str = "]") -> str:
+        items = [row[0] if len(row) == 1 else f"({', '.join(row)})" for row in rows]
+        if open_ == "(" and len(items) == 1:
+            return f"({items[0]},)"
+        return f"{open_}{', '.join(items)}{close}"
+
+    def body(callee: str, index: str | None) -> list[str]:
+        pick = [f"{unpack} = {table()}[{index}]"] if cols and index else []
+        return pick + _call_lines(program, s, s.calls[0], callee, names)
+
+    n = len(s.calls)
+    if s.structure == "module_list":
+        target = unpack if len(cols) == 1 else f"({unpack})"
+        head = f"for blk, {target} in zip(self.{attr}, {table()}):" if cols else f"for blk in self.{attr}:"
+        return [head, *(IND + line for line in body("blk", None))]
+    if s.structure in ("for_values", "for_tuple"):
+        head = f"for {unpack} in {table() if s.structure == 'for_values' else table('(', ')')}:"
+        return [head, *(IND + line for line in body(shared, None))]
+    if s.structure == "for_range":
+        return [f"for i in range({n}):", *(IND + line for line in body(shared, "i"))]
+    if s.structure == "while":
+        return ["i = 0", f"while i < {n}:", *(IND + line for line in body(shared, "i")), IND + "i += 1"]
+    # nested: an outer counted loop around an inner loop over the calls
+    inner = f"for {unpack} in {table()}:" if cols else f"for j in range({n}):"
+    return [
+        f"for _ in range({s.outer}):",
+        IND + inner,
+        *(IND * 2 + line for line in body(shared, None)),
+    ]
 
 
 def _render_forward(program: Program) -> list[str]:
-    b, r = program.block, program.repeat
-    attrs = _args_are_attributes(program)
     names = [n for n, _ in program.inputs]
-    extras = names[1:]
-    chain = r.flow == "chain"
-    first = "h" if chain else names[0]
-
-    def call(callee: str, scalars: list[str]) -> str:
-        tensor_args = [first, *extras]
-        if b.kind == "function":
-            tensor_args += [f"self.{n}" for n, _ in b.weights]
-        return f"{callee}({', '.join(tensor_args + scalars)})"
-
-    def emit(expr: str, i: int | None) -> str:
-        if chain:
-            return f"h = {expr}"
-        return f"outs.append({expr})" if i is None else f"o{i} = {expr}"
-
-    lines = [f"    def forward(self, {', '.join(names)}):"]
-    if chain:
-        lines.append(f"        h = {names[0]}")
-    elif r.structure != "calls":
-        lines.append("        outs = []")
-
-    callee = "block" if b.kind == "function" else None
-    if r.structure == "for_range":
-        body = call(callee or "self.blocks[i]", [])
-        lines += [f"        for i in range({r.count}):", f"            {emit(body, None)}"]
-    elif r.structure == "module_list":
-        lines += ["        for blk in self.blocks:", f"            {emit(call('blk', []), None)}"]
-    elif r.structure == "for_values":
-        loop_vars = ", ".join(b.args) if b.args else "_"
-        rows = ", ".join(literal(row[0]) if len(row) == 1 else literal(tuple(row)) for row in r.args)
-        lines.append(f"        for {loop_vars} in [{rows}]:")
-        lines.append(f"            {emit(call(callee or 'self.block', list(b.args)), None)}")
-    else:  # calls: one source line per repeat
-        for i, row in enumerate(r.args):
-            c = callee or f"self.blocks[{i}]"
-            lines.append(f"        {emit(call(c, [] if attrs else [literal(v) for v in row]), i)}")
-
-    if chain:
-        lines.append("        return h")
-    elif r.structure == "calls":
-        lines.append(f"        return ({''.join(f'o{i}, ' for i in range(r.count))})")
-    else:
-        lines.append("        return tuple(outs)")
+    lines = [f"def forward(self, {', '.join(names)}):", f"{IND}h = {names[0]}"]
+    fanout = any(s.flow == "fanout" for s in program.sections)
+    if fanout:
+        lines.append(f"{IND}outs = []")
+    for k, s in enumerate(program.sections):
+        if k and program.interludes[k - 1]:
+            lines += [IND + line for line in INTERLUDES[program.interludes[k - 1]].lines]
+        lines += [IND + line for line in _render_section(program, k, s)]
+    returns = {
+        "single": "h",
+        "tuple": "(h, *outs)" if fanout else "(h,)",
+        "dict": '{"h": h, "outs": outs}' if fanout else '{"h": h}',
+    }
+    lines.append(f"{IND}return {returns[program.outputs]}")
     return lines
 
 
-def _render_program(program: Program) -> list[str]:
-    b, r = program.block, program.repeat
-    lines = ["class Program(nn.Module):", "    def __init__(self):", "        super().__init__()"]
-    if b.kind == "function":
-        for name, spec in b.weights:
-            lines.append(_weight_line(program, name, spec))
-    elif r.structure == "for_values":
-        lines.append("        self.block = Block()")
-    else:
-        ctor = [f"Block({', '.join(literal(v) for v in row)})" for row in r.args]
-        lines.append(f"        self.blocks = nn.ModuleList([{', '.join(ctor)}])")
-    if len(lines) == 3:
-        lines.append("        pass")
-    return lines + [""] + _render_forward(program)
+def _input_expr(spec: TensorSpec) -> str:
+    dtype = f"dtype=torch.{spec.dtype}"
+    s = spec.shape
+    if spec.layout == "transposed":
+        swapped = s[:-2] + (s[-1], s[-2])
+        return f"torch.randn({_shape(swapped)}, {dtype}).transpose(-1, -2)"
+    if spec.layout == "strided":
+        return f"torch.randn({_shape(s[:-1] + (2 * s[-1],))}, {dtype})[..., ::2]"
+    if spec.layout == "expanded":
+        return f"torch.randn({_shape((1,) + s[1:])}, {dtype}).expand({_shape(s)})"
+    return f"torch.randn({_shape(s)}, {dtype})"
 
 
 def _render_inputs(program: Program) -> list[str]:
-    lines = ["def make_inputs():", "    return ["]
-    for _, spec in program.inputs:
-        lines.append(f"        {_tensor_expr(spec)}.requires_grad_({spec.requires_grad}),")
-    return lines + ["    ]"]
+    lines = ["def make_inputs():"]
+    for name, spec in program.inputs:
+        lines.append(f"{IND}{name} = {_input_expr(spec)}.requires_grad_({spec.requires_grad})")
+    for name, dim, strict in program.options.mark_dynamic:
+        fn = "mark_dynamic" if strict else "maybe_mark_dynamic"
+        lines.append(f"{IND}torch._dynamo.{fn}({name}, {dim})")
+    lines.append(f"{IND}return [{', '.join(n for n, _ in program.inputs)}]")
+    return lines
+
+
+def compile_kwargs(program: Program) -> dict:
+    """The torch.compile options the program asks for."""
+    kwargs: dict = {"fullgraph": program.options.fullgraph}
+    if program.options.dynamic is not None:
+        kwargs["dynamic"] = program.options.dynamic
+    return kwargs
 
 
 def render(program: Program) -> str:
     """Python source for ``program``; raises MalformedProgram if it is invalid."""
     check(program)
+    forward = _render_forward(program)
     parts = [
         HEADER,
         "\n".join(_render_block(program)),
-        "\n".join(_render_program(program)),
+        "\n".join(_render_init(program) + [""] + [IND + line for line in forward]),
         "\n".join(_render_inputs(program)),
     ]
     return "\n\n\n".join(parts) + "\n"

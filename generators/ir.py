@@ -1,30 +1,76 @@
 """Program IR: a generated program as a plain, JSON-round-trippable value.
 
-A program is one *block* (a helper function or an ``nn.Module`` subclass)
-repeated several times by one *repetition structure*. Each repeat passes its
-own values for the block's scalar arguments, so the IR alone says which repeats
-are semantically identical: that is the ground truth that oracles check the
-deduplication pass against. Nothing here imports torch.
+A program defines one *block* (a helper function or an ``nn.Module`` subclass)
+and runs it in one or more *sections*, each a repetition structure (a loop, a
+nested loop, a ``while`` loop, or separate calls) whose repeats are described by
+``Call`` rows: the Python arguments, the tensor, the ambient state (grad mode,
+autocast, inference mode, default dtype) and the module instance of that
+repeat. The rows alone say which repeats compute the same function: that is the
+ground truth that oracles check the deduplication pass against. Nothing here
+imports torch.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any, Union
+from dataclasses import dataclass, field, fields
+from typing import Any, Optional, Union
 
 Shape = tuple[int, ...]
-# Python values an op argument may take. Tuples stand for tuple literals.
-Scalar = Union[int, float, bool, str, None, tuple]
 
-STRUCTURES = ("for_range", "for_values", "calls", "module_list")
-FLOWS = ("chain", "fanout")
+STRUCTURES = ("calls", "for_values", "for_tuple", "for_range", "module_list", "while", "nested")
+FLOWS = ("chain", "residual", "fanout")
 BLOCK_KINDS = ("function", "module")
-DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "bool")
+OUTPUT_STYLES = ("single", "tuple", "dict")
+DTYPES = ("float32", "float64", "bfloat16", "float16", "int64", "bool")
+FLOATS = ("float32", "float64", "bfloat16", "float16")
+LAYOUTS = ("contiguous", "transposed", "strided", "expanded")
+# Call-site views of a per-repeat tensor: how the argument expression is written.
+VIEWS = ("none", "transpose", "narrow", "contiguous")
 
 
 class MalformedProgram(ValueError):
     """The IR breaks one of its own invariants (a generator bug or a bad file)."""
+
+
+# --- Python values a program passes around ------------------------------------
+
+
+@dataclass(frozen=True)
+class PyList:
+    """A list literal (tuples are plain tuples)."""
+
+    items: tuple
+
+
+@dataclass(frozen=True)
+class PySlice:
+    start: Optional[int] = None
+    stop: Optional[int] = None
+    step: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class DType:
+    """A ``torch.<name>`` dtype object passed as a Python value."""
+
+    name: str
+
+
+Value = Union[int, float, bool, str, None, tuple, PyList, PySlice, DType]
+
+
+def typed_key(value: Any) -> Any:
+    """A key under which two values are equal only if they trace the same:
+    ``1``, ``1.0`` and ``True`` differ, and so do ``(1,)`` and ``[1]``."""
+    if isinstance(value, tuple):
+        return ("tuple", tuple(typed_key(v) for v in value))
+    if isinstance(value, PyList):
+        return ("list", tuple(typed_key(v) for v in value.items))
+    return (type(value).__name__, value)
+
+
+# --- tensors, operands, statements --------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -32,11 +78,12 @@ class TensorSpec:
     shape: Shape
     dtype: str = "float32"
     requires_grad: bool = False
+    layout: str = "contiguous"  # how make_inputs builds it: see LAYOUTS
 
 
 @dataclass(frozen=True)
 class Ref:
-    """A tensor already in scope: a block input, weight, or earlier statement."""
+    """A tensor already in scope: a block input, weight, buffer or earlier value."""
 
     name: str
 
@@ -45,12 +92,12 @@ class Ref:
 class Const:
     """A literal written into the block's source, the same in every repeat."""
 
-    value: Scalar
+    value: Value
 
 
 @dataclass(frozen=True)
 class Arg:
-    """A block parameter whose value each repeat chooses (``Repeat.args``)."""
+    """A block parameter whose value each repeat chooses (``Call.args``)."""
 
     name: str
 
@@ -68,86 +115,200 @@ class Stmt:
 @dataclass(frozen=True)
 class Block:
     kind: str  # one of BLOCK_KINDS
-    inputs: tuple[str, ...]  # tensor parameters: the carried value, then extra inputs
-    weights: tuple[tuple[str, TensorSpec], ...]  # nn.Parameters the block reads
-    args: tuple[str, ...]  # scalar parameters, valued per repeat
+    inputs: tuple[str, ...]  # tensor parameters: the primary, then program inputs it also reads
+    weights: tuple[tuple[str, TensorSpec], ...]  # nn.Parameters
+    buffers: tuple[tuple[str, TensorSpec], ...]  # registered buffers (batch-norm statistics)
+    args: tuple[str, ...]  # Python parameters, valued per repeat
     body: tuple[Stmt, ...]
     result: str
+    compile_region: bool = False  # decorated with torch.compiler.nested_compile_region
+    attrs: bool = False  # module blocks: Python arguments are constructor attributes
+
+
+# --- repeats ------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Repeat:
+class Context:
+    """Global state a repeat runs under; ``None`` leaves it as it is."""
+
+    grad: Optional[bool] = None  # torch.set_grad_enabled
+    autocast: Optional[bool] = None  # torch.autocast("cpu", dtype=torch.bfloat16, enabled=...)
+    inference: Optional[bool] = None  # torch.inference_mode
+    default_dtype: Optional[str] = None  # torch.set_default_dtype
+
+
+@dataclass(frozen=True)
+class Call:
+    """One repeat of the block within a section."""
+
+    args: tuple[Value, ...] = ()  # aligned with Block.args
+    tensor: Optional[str] = None  # fanout: the program input this repeat reads (None: h)
+    view: str = "none"  # how ``tensor`` is passed, see VIEWS
+    context: Context = Context()
+    frozen: bool = False  # this module instance's parameters have requires_grad=False
+
+
+@dataclass(frozen=True)
+class Section:
     structure: str  # one of STRUCTURES
-    flow: str  # "chain": h = block(h); "fanout": outs.append(block(x))
-    args: tuple[tuple[Scalar, ...], ...]  # one row per repeat, aligned with Block.args
+    flow: str  # chain: h = f(h); residual: h = h + f(h); fanout: outs.append(f(t))
+    calls: tuple[Call, ...]
+    outer: int = 1  # "nested": the outer loop's trip count; the inner loop runs ``calls``
+    interleave: Optional[str] = None  # an interlude run after every call (INTERLUDES)
+    keywords: bool = False  # Python arguments passed by keyword
 
     @property
     def count(self) -> int:
-        return len(self.args)
+        return self.outer * len(self.calls)
+
+    def repeats(self) -> list[Call]:
+        return [c for _ in range(self.outer) for c in self.calls]
+
+
+@dataclass(frozen=True)
+class Options:
+    fullgraph: bool = False
+    dynamic: Optional[bool] = None  # torch.compile(dynamic=...)
+    mark_dynamic: tuple[tuple[str, int, bool], ...] = ()  # (input, dim, strict)
 
 
 @dataclass(frozen=True)
 class Program:
-    inputs: tuple[tuple[str, TensorSpec], ...]  # first is the carried input
+    inputs: tuple[tuple[str, TensorSpec], ...]  # first is the carried input x
     block: Block
-    repeat: Repeat
+    sections: tuple[Section, ...]
+    interludes: tuple[Optional[str], ...] = ()  # code before each section after the first
+    outputs: str = "single"  # one of OUTPUT_STYLES
+    options: Options = Options()
     seed: int = 0
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
-    def identical_repeats(self) -> list[list[int]]:
-        """Groups of repeat indices that compute the same function.
+    # -- ground truth ----------------------------------------------------------
 
-        Two repeats are identical iff every scalar argument has the same type
-        and value (``1``, ``1.0`` and ``True`` differ: they trace differently).
-        """
+    def repeats(self) -> list[tuple[int, Call]]:
+        """Every repeat in execution order, as (section index, call)."""
+        return [(i, c) for i, s in enumerate(self.sections) for c in s.repeats()]
+
+    def repeat_key(self, call: Call) -> tuple:
+        """Two repeats with equal keys compute the same function of their inputs."""
+        spec = dict(self.inputs).get(call.tensor) if call.tensor else None
+        tensor = None if spec is None else (spec.shape, spec.dtype, spec.requires_grad, spec.layout)
+        ambient = tuple(ambient_state(call.context).values())
+        return (tuple(typed_key(v) for v in call.args), tensor, call.view, ambient, call.frozen)
+
+    def identical_repeats(self) -> list[list[int]]:
+        """Groups of repeat indices (execution order) that are semantically identical."""
         groups: dict[tuple, list[int]] = {}
-        for i, row in enumerate(self.repeat.args):
-            groups.setdefault(_typed_key(row), []).append(i)
+        for i, (_, call) in enumerate(self.repeats()):
+            groups.setdefault(self.repeat_key(call), []).append(i)
         return list(groups.values())
 
-    def differing_args(self) -> list[str]:
-        """Block arguments whose value is not the same in every repeat."""
-        return [
-            name
-            for j, name in enumerate(self.block.args)
-            if len({_typed_key(row[j]) for row in self.repeat.args}) > 1
-        ]
+    def variations(self) -> dict[str, list[str]]:
+        """What differs between repeats, by kind: ``{"arg:float": ["s0"], ...}``.
+
+        Kinds: ``arg:<type>`` (a Python argument), ``tensor:<attribute>`` (shape,
+        dtype, requires_grad, layout, view), ``context:<field>`` and ``frozen``.
+        """
+        calls = [c for _, c in self.repeats()]
+        out: dict[str, list[str]] = {}
+
+        def differs(values: list) -> bool:
+            return len({repr(typed_key(v)) for v in values}) > 1
+
+        for j, name in enumerate(self.block.args):
+            values = [c.args[j] for c in calls]
+            if differs(values):
+                kinds = sorted({value_kind(v) for v in values})
+                out.setdefault(f"arg:{'/'.join(kinds)}", []).append(name)
+        specs = [dict(self.inputs).get(c.tensor) if c.tensor else None for c in calls]
+        if any(s is not None for s in specs):
+            for attr in ("shape", "dtype", "requires_grad", "layout"):
+                if differs([getattr(s, attr, None) for s in specs]):
+                    out.setdefault(f"tensor:{attr}", []).append(attr)
+        if differs([c.view for c in calls]):
+            out["tensor:view"] = ["view"]
+        for f in fields(Context):
+            if differs([ambient_state(c.context)[f.name] for c in calls]):
+                out[f"context:{f.name}"] = [f.name]
+        if differs([c.frozen for c in calls]):
+            out["frozen"] = ["frozen"]
+        return out
+
+    def is_random(self) -> bool:
+        from .ops import OPS  # the catalogue knows which ops draw random numbers
+
+        return any(OPS[s.op].random for s in self.block.body if s.op in OPS)
 
     def to_json(self) -> str:
         return json.dumps(to_dict(self), sort_keys=True)
 
     @staticmethod
     def from_json(text: str) -> Program:
-        return from_dict(json.loads(text))
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise MalformedProgram(f"not JSON: {e}") from e
+        return from_dict(data)
 
 
-def _typed_key(value: Any) -> Any:
-    if isinstance(value, (tuple, list)):
-        return ("tuple", tuple(_typed_key(v) for v in value))
-    return (type(value).__name__, value)
+def ambient_state(ctx: Context) -> dict[str, Any]:
+    """The state a context leaves in force (``None`` fields keep the defaults
+    a program starts from), so that ``enable_grad()`` equals no context."""
+    return {
+        "grad": True if ctx.grad is None else ctx.grad,
+        "autocast": bool(ctx.autocast),
+        "inference": bool(ctx.inference),
+        "default_dtype": ctx.default_dtype or "float32",
+    }
 
 
-# --- JSON encoding -----------------------------------------------------------
-# JSON has no tuples and no operand tags, so both are made explicit.
+def value_kind(v: Value) -> str:
+    if isinstance(v, PyList):
+        return "list"
+    if isinstance(v, PySlice):
+        return "slice"
+    if isinstance(v, DType):
+        return "dtype"
+    return type(v).__name__
 
 
-def _enc_scalar(v: Scalar) -> Any:
+# --- JSON encoding -------------------------------------------------------------
+# JSON has no tuples, slices, dtypes or operand tags, so all are made explicit.
+
+
+def enc_value(v: Value) -> Any:
     if isinstance(v, tuple):
-        return {"tuple": [_enc_scalar(x) for x in v]}
+        return {"tuple": [enc_value(x) for x in v]}
+    if isinstance(v, PyList):
+        return {"list": [enc_value(x) for x in v.items]}
+    if isinstance(v, PySlice):
+        return {"slice": [v.start, v.stop, v.step]}
+    if isinstance(v, DType):
+        return {"dtype": v.name}
     if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
         return {"float": repr(v)}
     return v
 
 
-def _dec_scalar(v: Any) -> Scalar:
+def dec_value(v: Any) -> Value:
     if isinstance(v, dict):
-        if "tuple" in v:
-            return tuple(_dec_scalar(x) for x in v["tuple"])
-        if "float" in v:
-            return float(v["float"])
-        raise MalformedProgram(f"unknown scalar encoding {v!r}")
+        if len(v) != 1:
+            raise MalformedProgram(f"unknown value encoding {v!r}")
+        ((tag, x),) = v.items()
+        if tag == "tuple":
+            return tuple(dec_value(i) for i in x)
+        if tag == "list":
+            return PyList(tuple(dec_value(i) for i in x))
+        if tag == "slice":
+            return PySlice(*x)
+        if tag == "dtype":
+            return DType(x)
+        if tag == "float":
+            return float(x)
+        raise MalformedProgram(f"unknown value encoding {v!r}")
     if isinstance(v, list):
-        raise MalformedProgram(f"lists are not scalars: {v!r}")
+        raise MalformedProgram(f"bare JSON lists are not values: {v!r}")
     return v
 
 
@@ -156,10 +317,10 @@ def _enc_operand(o: Operand) -> dict:
         return {"ref": o.name}
     if isinstance(o, Arg):
         return {"arg": o.name}
-    return {"const": _enc_scalar(o.value)}
+    return {"const": enc_value(o.value)}
 
 
-def _dec_operand(d: dict) -> Operand:
+def _dec_operand(d: Any) -> Operand:
     if not isinstance(d, dict) or len(d) != 1:
         raise MalformedProgram(f"operand must be a one-key object, got {d!r}")
     ((tag, v),) = d.items()
@@ -168,71 +329,136 @@ def _dec_operand(d: dict) -> Operand:
     if tag == "arg":
         return Arg(v)
     if tag == "const":
-        return Const(_dec_scalar(v))
+        return Const(dec_value(v))
     raise MalformedProgram(f"unknown operand tag {tag!r}")
 
 
 def _enc_spec(s: TensorSpec) -> dict:
-    return {"shape": list(s.shape), "dtype": s.dtype, "requires_grad": s.requires_grad}
+    return {"shape": list(s.shape), "dtype": s.dtype, "requires_grad": s.requires_grad, "layout": s.layout}
 
 
 def _dec_spec(d: dict) -> TensorSpec:
-    return TensorSpec(tuple(d["shape"]), d["dtype"], bool(d["requires_grad"]))
+    return TensorSpec(tuple(d["shape"]), d["dtype"], bool(d["requires_grad"]), d.get("layout", "contiguous"))
+
+
+def _enc_named(pairs) -> list:
+    return [[n, _enc_spec(s)] for n, s in pairs]
+
+
+def _dec_named(items) -> tuple:
+    return tuple((n, _dec_spec(s)) for n, s in items)
+
+
+def _enc_call(c: Call) -> dict:
+    d: dict[str, Any] = {"args": [enc_value(v) for v in c.args]}
+    if c.tensor is not None:
+        d["tensor"] = c.tensor
+    if c.view != "none":
+        d["view"] = c.view
+    ctx = {f.name: getattr(c.context, f.name) for f in fields(Context) if getattr(c.context, f.name) is not None}
+    if ctx:
+        d["context"] = ctx
+    if c.frozen:
+        d["frozen"] = True
+    return d
+
+
+def _dec_call(d: dict) -> Call:
+    return Call(
+        args=tuple(dec_value(v) for v in d["args"]),
+        tensor=d.get("tensor"),
+        view=d.get("view", "none"),
+        context=Context(**d.get("context", {})),
+        frozen=bool(d.get("frozen", False)),
+    )
 
 
 def to_dict(p: Program) -> dict:
-    b, r = p.block, p.repeat
+    b = p.block
     return {
-        "inputs": [[n, _enc_spec(s)] for n, s in p.inputs],
+        "inputs": _enc_named(p.inputs),
         "block": {
             "kind": b.kind,
             "inputs": list(b.inputs),
-            "weights": [[n, _enc_spec(s)] for n, s in b.weights],
+            "weights": _enc_named(b.weights),
+            "buffers": _enc_named(b.buffers),
             "args": list(b.args),
             "body": [
                 {"out": s.out, "op": s.op, "operands": [_enc_operand(o) for o in s.operands]}
                 for s in b.body
             ],
             "result": b.result,
+            "compile_region": b.compile_region,
+            "attrs": b.attrs,
         },
-        "repeat": {
-            "structure": r.structure,
-            "flow": r.flow,
-            "args": [[_enc_scalar(v) for v in row] for row in r.args],
+        "sections": [
+            {
+                "structure": s.structure,
+                "flow": s.flow,
+                "calls": [_enc_call(c) for c in s.calls],
+                "outer": s.outer,
+                "interleave": s.interleave,
+                "keywords": s.keywords,
+            }
+            for s in p.sections
+        ],
+        "interludes": list(p.interludes),
+        "outputs": p.outputs,
+        "options": {
+            "fullgraph": p.options.fullgraph,
+            "dynamic": p.options.dynamic,
+            "mark_dynamic": [list(m) for m in p.options.mark_dynamic],
         },
         "seed": p.seed,
         "meta": p.meta,
         # Derived, written for readers of program.json; ignored when loading.
         "identical_repeats": p.identical_repeats(),
+        "variations": p.variations(),
     }
 
 
-def from_dict(d: dict) -> Program:
+def from_dict(d: Any) -> Program:
     try:
-        b, r = d["block"], d["repeat"]
-        program = Program(
-            inputs=tuple((n, _dec_spec(s)) for n, s in d["inputs"]),
+        b = d["block"]
+        o = d.get("options", {})
+        return Program(
+            inputs=_dec_named(d["inputs"]),
             block=Block(
                 kind=b["kind"],
                 inputs=tuple(b["inputs"]),
-                weights=tuple((n, _dec_spec(s)) for n, s in b["weights"]),
+                weights=_dec_named(b["weights"]),
+                buffers=_dec_named(b.get("buffers", [])),
                 args=tuple(b["args"]),
                 body=tuple(
-                    Stmt(s["out"], s["op"], tuple(_dec_operand(o) for o in s["operands"]))
+                    Stmt(s["out"], s["op"], tuple(_dec_operand(x) for x in s["operands"]))
                     for s in b["body"]
                 ),
                 result=b["result"],
+                compile_region=bool(b.get("compile_region", False)),
+                attrs=bool(b.get("attrs", False)),
             ),
-            repeat=Repeat(
-                structure=r["structure"],
-                flow=r["flow"],
-                args=tuple(tuple(_dec_scalar(v) for v in row) for row in r["args"]),
+            sections=tuple(
+                Section(
+                    structure=s["structure"],
+                    flow=s["flow"],
+                    calls=tuple(_dec_call(c) for c in s["calls"]),
+                    outer=int(s.get("outer", 1)),
+                    interleave=s.get("interleave"),
+                    keywords=bool(s.get("keywords", False)),
+                )
+                for s in d["sections"]
+            ),
+            interludes=tuple(d.get("interludes", ())),
+            outputs=d.get("outputs", "single"),
+            options=Options(
+                fullgraph=bool(o.get("fullgraph", False)),
+                dynamic=o.get("dynamic"),
+                mark_dynamic=tuple((str(n), int(i), bool(s)) for n, i, s in o.get("mark_dynamic", [])),
             ),
             seed=int(d.get("seed", 0)),
             meta=dict(d.get("meta", {})),
         )
-    except (KeyError, TypeError, ValueError) as e:
-        if isinstance(e, MalformedProgram):
-            raise
+    except MalformedProgram:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise MalformedProgram(f"not a program: {type(e).__name__}: {e}") from e
-    return program

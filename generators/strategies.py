@@ -1,25 +1,61 @@
-"""Hypothesis strategies for programs with repeated blocks.
+"""Hypothesis strategies for programs with loops and repeated blocks.
 
 Strategies only draw choices; Hypothesis's engine does the shrinking. So loops
-are drawn as "keep going?" decisions (one iteration can be deleted), and every
-``sampled_from`` lists the simplest alternative first.
+are drawn as "keep going?" decisions (one iteration can be deleted), every
+``sampled_from`` lists the simplest alternative first, and every per-repeat
+variation is a "does this repeat differ?" decision that shrinks to "no". A
+shrunk program therefore reads like a hand-written repro: a helper called
+twice, one or two ops, small shapes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hypothesis import strategies as st
 
-from .check import broadcasts_to, check, stmt_shape
-from .ir import Arg, Block, Const, Program, Ref, Repeat, Scalar, Shape, Stmt, TensorSpec
-from .ops import OPS, D, OpSpec, Reject, S, T, W
+from .check import PER_INSTANCE, broadcasts_to, check, env_of, mutation_rules, returns_view, spec_type, stmt_type
+from .interludes import INTERLUDES
+from .ir import (
+    FLOWS,
+    Arg,
+    Block,
+    Call,
+    Const,
+    Context,
+    MalformedProgram,
+    Options,
+    Program,
+    Ref,
+    Section,
+    Shape,
+    Stmt,
+    TensorSpec,
+    Value,
+    typed_key,
+)
+from .ops import CALL_VIEWS, MERGES, OPS, TT, D, Env, OpSpec, Reject, S, T, W
 
-STRUCTURES_BY_KIND = {
-    "function": ("for_values", "calls", "for_range"),
-    "module": ("module_list", "calls", "for_values", "for_range"),
-}
 MAX_DIM = 5
+# Loop structures a block kind can be repeated by, simplest first.
+STRUCTURES_BY_KIND = {
+    "function": ("calls", "for_values", "for_range", "for_tuple", "while", "nested"),
+    "module": ("module_list", "calls", "for_values", "for_range", "for_tuple", "while", "nested"),
+}
+# Categories whose ops never pin a dynamic dim to a constant (see Options.mark_dynamic).
+DYNAMIC_SAFE = {"unary", "activation", "binary", "scalar", "compare", "reduce", "softmax", "merge", "dtype"}
+
+
+def _has_nested_compile_region() -> bool:
+    try:
+        import torch
+
+        return hasattr(torch.compiler, "nested_compile_region")
+    except ImportError:  # pragma: no cover - torch is a dependency
+        return False
+
+
+HAS_NESTED_COMPILE_REGION = _has_nested_compile_region()
 
 
 def _likely(draw, odds: int = 3) -> bool:
@@ -28,160 +64,409 @@ def _likely(draw, odds: int = 3) -> bool:
     return draw(st.integers(0, odds)) > 0
 
 
-@dataclass
-class _BlockBuilder:
-    """Mutable state while drawing one block: shapes are tracked per repeat."""
-
-    repeats: int
-    per_repeat_args: bool
-    scope: dict[str, list[Shape]] = field(default_factory=dict)
-    tensors: list[str] = field(default_factory=list)  # values ops may read
-    weights: list[tuple[str, TensorSpec]] = field(default_factory=list)
-    args: list[str] = field(default_factory=list)
-    arg_rows: list[list[Scalar]] = field(default_factory=list)  # per arg, per repeat
-    body: list[Stmt] = field(default_factory=list)
-
-    def rows(self) -> list[dict[str, Scalar]]:
-        return [{a: self.arg_rows[j][i] for j, a in enumerate(self.args)} for i in range(self.repeats)]
+def _rarely(draw, odds: int = 3) -> bool:
+    """A decision that says yes once in ``odds + 1`` and shrinks to no."""
+    return draw(st.integers(0, odds)) == odds
 
 
-def _agreed(values: list) -> object:
-    first = values[0]
-    if any(v != first for v in values[1:]):
-        raise Reject("differs between repeats")
-    return first
-
-
-def _draw_operands(draw, b: _BlockBuilder, op: OpSpec) -> tuple[list, list, list]:
-    """Operands for ``op``, plus the weights and args they would add."""
-    primary = draw(st.sampled_from(b.tensors[::-1]))  # latest value first: chains shrink well
-    primary_shapes = b.scope[primary]
-    operands: list = [Ref(primary)]
-    new_weights: list[tuple[str, TensorSpec]] = []
-    new_args: list[tuple[str, list[Scalar]]] = []
-    for slot in op.slots[1:]:
-        if isinstance(slot, T):
-            fits = [n for n in b.tensors[::-1] if all(broadcasts_to(s, p) for s, p in zip(b.scope[n], primary_shapes))]
-            others = [n for n in b.tensors[::-1] if n not in fits]
-            operands.append(Ref(draw(st.sampled_from(fits + others))))
-        elif isinstance(slot, W):
-            name = f"w{len(b.weights) + len(new_weights)}"
-            shape = _agreed([slot.shape(s) for s in primary_shapes])
-            new_weights.append((name, TensorSpec(shape, "float32", True)))
-            operands.append(Ref(name))
-        elif isinstance(slot, D):
-            operands.append(Const(_agreed([slot.value(s) for s in primary_shapes])))
-        elif isinstance(slot, S):
-            choices = _agreed([slot.choices(s) for s in primary_shapes])
-            if b.per_repeat_args and _likely(draw, 2):
-                name = f"s{len(b.args) + len(new_args)}"
-                new_args.append((name, [draw(st.sampled_from(choices)) for _ in range(b.repeats)]))
-                operands.append(Arg(name))
-            else:
-                operands.append(Const(draw(st.sampled_from(choices))))
-    return operands, new_weights, new_args
-
-
-def _try_stmt(draw, b: _BlockBuilder, op: OpSpec) -> bool:
-    try:
-        operands, new_weights, new_args = _draw_operands(draw, b, op)
-    except Reject:
-        return False
-    out = f"v{len(b.body)}"
-    stmt = Stmt(out, op.name, tuple(operands))
-    weight_shapes = {n: spec.shape for n, spec in new_weights}
-    arg_values = dict(new_args)
-    try:
-        shapes = []
-        for i, row in enumerate(b.rows()):
-            scope = {n: s[i] for n, s in b.scope.items()} | weight_shapes
-            shapes.append(stmt_shape(op, stmt, scope, row | {a: v[i] for a, v in arg_values.items()}))
-    except Reject:
-        return False
-    b.body.append(stmt)
-    b.scope[out] = shapes
-    b.tensors.append(out)
-    for name, spec in new_weights:
-        b.weights.append((name, spec))
-        b.scope[name] = [spec.shape] * b.repeats
-    for name, values in new_args:
-        b.args.append(name)
-        b.arg_rows.append(values)
-    return True
-
-
-def _close_chain(b: _BlockBuilder, carried: str) -> None:
-    """Make the block's result the carried input's shape (a residual merge)."""
-    last = b.body[-1].out
-    if b.scope[last] == b.scope[carried]:
-        return
-    fits = all(broadcasts_to(s, c) for s, c in zip(b.scope[last], b.scope[carried]))
-    op = "add" if fits else "add_mean"
-    out = f"v{len(b.body)}"
-    b.body.append(Stmt(out, op, (Ref(carried), Ref(last))))
-    b.scope[out] = list(b.scope[carried])
+# --- shapes and tensors ------------------------------------------------------------
 
 
 @st.composite
-def shapes(draw, max_rank: int = 3) -> Shape:
-    rank = draw(st.integers(1, max_rank))
-    return tuple(draw(st.integers(1, MAX_DIM)) for _ in range(rank))
+def shapes(draw, max_rank: int = 4) -> Shape:
+    rank = draw(st.sampled_from((2, 1, 3, 4)[:max_rank]))
+    return tuple(draw(st.integers(2, MAX_DIM)) if _likely(draw) else 1 for _ in range(rank))
 
 
 @st.composite
 def broadcastable_to(draw, shape: Shape) -> Shape:
     """A shape that broadcasts to ``shape``: a suffix with some dims set to 1."""
-    keep = draw(st.integers(1, len(shape)))
-    return tuple(1 if draw(st.booleans()) else d for d in shape[-keep:])
+    keep = draw(st.integers(1, len(shape))) if shape else 0
+    return tuple(1 if _rarely(draw) else d for d in shape[len(shape) - keep :])
+
+
+def _layouts(shape: Shape, requires_grad: bool) -> tuple[str, ...]:
+    out = ["contiguous"]
+    if len(shape) >= 2:
+        out.append("transposed")
+    if shape:
+        out.append("strided")
+        if not requires_grad:
+            out.append("expanded")
+    return tuple(out)
 
 
 @st.composite
-def programs(draw, max_stmts: int = 8, max_repeats: int = 4, ops: tuple[str, ...] | None = None) -> Program:
-    """A valid program: one block, repeated at least twice."""
-    op_list = [OPS[name] for name in (ops or tuple(OPS))]
+def _variant(draw, base: TensorSpec) -> tuple[TensorSpec, str]:
+    """A tensor that differs from ``base`` in one way a compiler might miss."""
+    kind = draw(st.sampled_from(("shape", "dtype", "requires_grad", "layout", "view")))
+    if kind == "shape":
+        shape = tuple(draw(st.integers(1, MAX_DIM)) for _ in base.shape)
+        return replace(base, shape=shape, layout="contiguous"), "none"
+    if kind == "dtype":
+        return replace(base, dtype=draw(st.sampled_from(("float64", "bfloat16")))), "none"
+    if kind == "requires_grad":
+        return replace(base, requires_grad=not base.requires_grad, layout="contiguous"), "none"
+    if kind == "layout":
+        layouts = [lay for lay in _layouts(base.shape, base.requires_grad) if lay != base.layout]
+        return replace(base, layout=draw(st.sampled_from(layouts or ["contiguous"]))), "none"
+    views = [v for v in CALL_VIEWS if v != "none" and _view_ok(v, base)]
+    return base, draw(st.sampled_from(views or ["none"]))
+
+
+def _view_ok(view: str, spec: TensorSpec) -> bool:
+    try:
+        CALL_VIEWS[view][1](spec_type(spec))
+        return True
+    except Reject:
+        return False
+
+
+# --- the block builder --------------------------------------------------------------
+
+
+@dataclass
+class _Builder:
+    """State while drawing the block: every value's type in every repeat."""
+
+    envs: list[Env]  # one per distinct call, over all sections
+    types: list[dict[str, TT]]
+    specs: dict[str, TensorSpec]
+    inputs: list[str]
+    allow_inplace: bool
+    allow_buffers: bool
+    tensors: list[str] = field(default_factory=list)  # values ops may read
+    weights: list[tuple[str, TensorSpec]] = field(default_factory=list)
+    buffers: list[tuple[str, TensorSpec]] = field(default_factory=list)
+    args: list[str] = field(default_factory=list)
+    arg_rows: list[list[Value]] = field(default_factory=list)  # per arg, per call
+    body: list[Stmt] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return len(self.envs)
+
+    def rows(self) -> list[dict[str, Value]]:
+        return [{a: self.arg_rows[j][i] for j, a in enumerate(self.args)} for i in range(self.n)]
+
+    def block(self, kind: str = "function", result: str | None = None) -> Block:
+        return Block(
+            kind, tuple(self.inputs), tuple(self.weights), tuple(self.buffers), tuple(self.args),
+            tuple(self.body), result or (self.body[-1].out if self.body else self.inputs[0]),
+        )
+
+
+def _agreed(values: list) -> object:
+    first = values[0]
+    if any(repr(v) != repr(first) for v in values[1:]):
+        raise Reject("differs between repeats")
+    return first
+
+
+@st.composite
+def _per_call_values(draw, choices: tuple[Value, ...], n: int) -> list[Value]:
+    """One value per call; each call after the first differs only if drawn so."""
+    first = draw(st.sampled_from(choices))
+    return [first] + [draw(st.sampled_from(choices)) if _likely(draw, 1) else first for _ in range(n - 1)]
+
+
+def _common_choices(slot: S, primaries: list[TT]) -> tuple[Value, ...]:
+    sets = [slot.choices(p) for p in primaries]
+    keys = [{repr(typed_key(v)) for v in s} for s in sets[1:]]
+    return tuple(v for v in sets[0] if all(repr(typed_key(v)) in k for k in keys))
+
+
+def _draw_operands(draw, b: _Builder, op: OpSpec, per_repeat_args: bool):
+    """Operands for ``op``, plus the weights, buffers and args they would add."""
+    primary = draw(st.sampled_from(b.tensors[::-1]))  # latest value first: chains shrink well
+    primaries = [t[primary] for t in b.types]
+    operands: list = [Ref(primary)]
+    new_state: list[tuple[str, TensorSpec, bool]] = []
+    new_args: list[tuple[str, list[Value]]] = []
+    for slot in op.slots[1:]:
+        if isinstance(slot, T):
+            def fits(name: str) -> bool:
+                ts = [t[name] for t in b.types]
+                if slot.relation == "same":
+                    return all(a.shape == p.shape for a, p in zip(ts, primaries))
+                if slot.relation == "broadcast":
+                    return all(broadcasts_to(a.shape, p.shape) for a, p in zip(ts, primaries))
+                return True
+
+            good = [n for n in b.tensors[::-1] if fits(n)]
+            operands.append(Ref(draw(st.sampled_from(good or b.tensors[::-1]))))
+        elif isinstance(slot, W):
+            if slot.buffer and not b.allow_buffers:
+                raise Reject("no buffers here")
+            index = len(b.weights) + len(b.buffers) + len(new_state)
+            name = f"{'r' if slot.buffer else 'w'}{index}"
+            shape = _agreed([slot.shape(p.shape) for p in primaries])
+            new_state.append((name, TensorSpec(shape, "float32", not slot.buffer), slot.buffer))
+            operands.append(Ref(name))
+        elif isinstance(slot, D):
+            operands.append(Const(_agreed([slot.value(p.shape) for p in primaries])))
+        elif isinstance(slot, S):
+            choices = _common_choices(slot, primaries)
+            if not choices:
+                raise Reject("no value valid in every repeat")
+            if per_repeat_args and b.n > 1 and _likely(draw, 1):
+                name = f"s{len(b.args) + len(new_args)}"
+                new_args.append((name, draw(_per_call_values(choices, b.n))))
+                operands.append(Arg(name))
+            else:
+                operands.append(Const(draw(st.sampled_from(choices))))
+    return operands, new_state, new_args
+
+
+def _add_stmt(b: _Builder, stmt: Stmt, op: OpSpec, new_state=(), new_args=()) -> None:
+    """Type-check ``stmt`` in every repeat and commit it, or raise Reject."""
+    state_types = {n: TT(spec.shape, spec.dtype) for n, spec, _ in new_state}
+    arg_values = dict(new_args)
+    out_types = []
+    for i, (types, row, env) in enumerate(zip(b.types, b.rows(), b.envs)):
+        out_types.append(
+            stmt_type(op, stmt, types | state_types, row | {a: v[i] for a, v in arg_values.items()}, env)
+        )
+    candidate = replace(b.block(), body=(*b.body, stmt), result=stmt.out)
+    try:
+        mutation_rules(candidate, b.specs, finished=False)
+    except MalformedProgram as e:
+        raise Reject(str(e)) from e
+    b.body.append(stmt)
+    for types, t in zip(b.types, out_types):
+        types[stmt.out] = t
+    for name, spec, buffer in new_state:
+        (b.buffers if buffer else b.weights).append((name, spec))
+        for types in b.types:
+            types[name] = TT(spec.shape, spec.dtype)
+    for name, values in new_args:
+        b.args.append(name)
+        b.arg_rows.append(values)
+    if op.inplace:
+        target = stmt.operands[0].name
+        b.tensors.remove(target)
+    b.tensors.append(stmt.out)
+
+
+def _try_stmt(draw, b: _Builder, op: OpSpec, per_repeat_args: bool) -> bool:
+    if op.inplace and not b.allow_inplace:
+        return False
+    try:
+        operands, new_state, new_args = _draw_operands(draw, b, op, per_repeat_args)
+        _add_stmt(b, Stmt(f"v{len(b.body)}", op.name, tuple(operands)), op, new_state, new_args)
+    except Reject:
+        return False
+    return True
+
+
+def _close(b: _Builder, chained: list[int]) -> None:
+    """Bring the result back to the carried value's type in chained repeats."""
+    primary = b.inputs[0]
+    last = b.body[-1].out if b.body else primary
+    if b.body and all(
+        (b.types[i][last].shape, b.types[i][last].dtype) == (b.types[i][primary].shape, b.types[i][primary].dtype)
+        for i in chained
+    ):
+        return
+    fits = all(broadcasts_to(t[last].shape, t[primary].shape) for t in b.types)
+    for op in ((MERGES[0], MERGES[1]) if fits else (MERGES[1],)):
+        try:
+            _add_stmt(b, Stmt(f"v{len(b.body)}", op, (Ref(primary), Ref(last))), OPS[op])
+            return
+        except Reject:
+            continue
+    raise Reject("cannot close the chain")  # pragma: no cover - merge_mean takes anything
+
+
+# --- sections and repeats ------------------------------------------------------------
+
+
+@st.composite
+def _contexts(draw, n: int, allow_inference: bool) -> list[Context]:
+    """Per-call global state: each field unused, constant, or varying."""
+    fields_: dict[str, list] = {}
+    if _rarely(draw):
+        fields_["grad"] = draw(_per_call_values((False, True), n))
+    if _rarely(draw):
+        fields_["autocast"] = draw(_per_call_values((True, False), n))
+    if "grad" not in fields_ and allow_inference and _rarely(draw, 5):
+        fields_["inference"] = draw(_per_call_values((True, False), n))
+    if _rarely(draw, 5):
+        fields_["default_dtype"] = draw(_per_call_values(("float64", "float32"), n))
+    return [Context(**{k: v[i] for k, v in fields_.items()}) for i in range(n)]
+
+
+@dataclass
+class _SectionPlan:
+    structure: str
+    flow: str
+    n: int
+    outer: int
+    contexts: list[Context]
+    tensors: list[tuple[str | None, str]]  # (program input, view) per call
+    frozen: list[bool]
+    keywords: bool
+    interleave: str | None
+
+
+@st.composite
+def programs(
+    draw,
+    max_stmts: int = 6,
+    max_repeats: int = 4,
+    ops: tuple[str, ...] | None = None,
+    max_sections: int = 2,
+    breaks: bool = True,
+) -> Program:
+    """A valid program: one block run by one or two repetition sections."""
+    op_list = [OPS[name] for name in (ops or tuple(n for n in OPS if OPS[n].category != "merge"))]
     kind = draw(st.sampled_from(("function", "module")))
-    structure = draw(st.sampled_from(STRUCTURES_BY_KIND[kind]))
-    flow = draw(st.sampled_from(("chain", "fanout")))
-
     main = draw(shapes())
-    inputs = [("x", TensorSpec(main, "float32", draw(st.booleans())))]
-    while len(inputs) < 3 and draw(st.booleans()):
-        inputs.append((f"y{len(inputs) - 1}", TensorSpec(draw(broadcastable_to(main)), "float32", draw(st.booleans()))))
+    x_grad = draw(st.booleans())
+    x = TensorSpec(main, draw(st.sampled_from(("float32", "float32", "float64", "bfloat16"))), x_grad)
+    if _rarely(draw):
+        x = replace(x, layout=draw(st.sampled_from(_layouts(main, x_grad))))
+    specs: dict[str, TensorSpec] = {"x": x}
+    extras: list[str] = []
+    while len(extras) < 2 and _rarely(draw, 2):
+        grad = draw(st.booleans())
+        name = f"y{len(extras)}"
+        specs[name] = TensorSpec(draw(broadcastable_to(main)), "float32", grad)
+        extras.append(name)
 
-    repeats = 2
-    while repeats < max_repeats and draw(st.booleans()):
-        repeats += 1
+    n_sections = 1 + (max_sections > 1 and _rarely(draw, 4))
+    compile_region = HAS_NESTED_COMPILE_REGION and _rarely(draw, 5)
+    attrs = kind == "module" and _rarely(draw)
+    plans: list[_SectionPlan] = []
+    allow_inference = True
+    for k in range(n_sections):
+        structures = STRUCTURES_BY_KIND[kind]
+        if attrs:
+            structures = tuple(s for s in structures if s in PER_INSTANCE)
+        structure = draw(st.sampled_from(structures))
+        flow = draw(st.sampled_from(FLOWS))
+        n = 2
+        while n < max_repeats and _likely(draw, 1):
+            n += 1
+        outer = 2 if structure == "nested" else 1
+        if structure == "nested":
+            n = max(1, n // 2)
+        tensors: list[tuple[str | None, str]] = [(None, "none")] * n
+        if flow == "fanout" and _rarely(draw, 2):
+            tensors = [("x", "none")]
+            for _ in range(n - 1):
+                if not _likely(draw, 1):
+                    tensors.append(("x", "none"))
+                    continue
+                spec, view = draw(_variant(x))
+                if spec == x:
+                    tensors.append(("x", view))
+                else:
+                    name = f"t{len([s for s in specs if s.startswith('t')])}"
+                    specs[name] = spec
+                    tensors.append((name, "none"))
+        contexts = draw(_contexts(n, flow == "fanout"))
+        frozen = [False] * n
+        if kind == "module" and structure in PER_INSTANCE and _rarely(draw):
+            frozen = [False] + [draw(st.booleans()) for _ in range(n - 1)]
+        interleave = None
+        if _rarely(draw, 4):
+            choices = [k_ for k_, v in INTERLUDES.items() if breaks or not v.breaks]
+            interleave = draw(st.sampled_from(choices))
+        plans.append(_SectionPlan(structure, flow, n, outer, contexts, tensors, frozen, draw(st.booleans()), interleave))
 
-    b = _BlockBuilder(repeats, per_repeat_args=structure != "for_range")
-    for name, spec in inputs:
-        b.scope[name] = [spec.shape] * repeats
-        b.tensors.append(name)
+    inference = any(c.inference for p in plans for c in p.contexts)
+    all_calls = [(p, i) for p in plans for i in range(p.n)]
+    carried = spec_type(x)
+    envs, types = [], []
+    for p, i in all_calls:
+        tensor, view = p.tensors[i]
+        primary = carried if tensor is None else CALL_VIEWS[view][1](spec_type(specs[tensor]))
+        envs.append(env_of(p.contexts[i]))
+        types.append({"x": primary, **{n: spec_type(specs[n]) for n in extras}})
+    b = _Builder(envs, types, specs, ["x", *extras], allow_inplace=not inference, allow_buffers=not inference)
+    b.tensors = ["x", *extras]
     attempts = 0
-    while attempts < 4 * max_stmts and len(b.body) < max_stmts and (len(b.body) < 2 or _likely(draw)):
+    while attempts < 4 * max_stmts and len(b.body) < max_stmts and (not b.body or _likely(draw, 2)):
         attempts += 1
-        _try_stmt(draw, b, draw(st.sampled_from(op_list)))
+        _try_stmt(draw, b, draw(st.sampled_from(op_list)), per_repeat_args=True)
     if not b.body:
-        b.body.append(Stmt("v0", "neg", (Ref("x"),)))
-        b.scope["v0"] = list(b.scope["x"])
-    if flow == "chain":
-        _close_chain(b, "x")
+        _add_stmt(b, Stmt("v0", "neg", (Ref("x"),)), OPS["neg"])
+    chained = [j for j, (p, _) in enumerate(all_calls) if p.flow != "fanout"]
+    if chained:
+        try:
+            _close(b, chained)
+        except Reject:
+            raise MalformedProgram("generator could not close the chain")  # noqa: B904
+
+    no_grad = any(c.grad is False or c.inference for p in plans for c in p.contexts)
+    if no_grad and returns_view(b.block()):
+        _add_stmt(b, Stmt(f"v{len(b.body)}", "clone", (Ref(b.body[-1].out),)), OPS["clone"])
+    block = replace(b.block(kind), compile_region=compile_region, attrs=attrs)
+    sections = []
+    j = 0
+    for p in plans:
+        calls = []
+        for i in range(p.n):
+            tensor, view = p.tensors[i]
+            args = tuple(b.arg_rows[a][j] for a in range(len(b.args)))
+            calls.append(Call(args, tensor, view, p.contexts[i], p.frozen[i] and bool(b.weights)))
+            j += 1
+        structure = p.structure
+        section = Section(structure, p.flow, tuple(calls), p.outer, p.interleave, p.keywords and bool(b.args))
+        sections.append(section)
+
+    interludes = []
+    for _ in sections[1:]:
+        choices = [k_ for k_, v in INTERLUDES.items() if breaks or not v.breaks]
+        interludes.append(draw(st.sampled_from(choices)) if _likely(draw, 1) else None)
+    fanout = any(s.flow == "fanout" for s in sections)
+    outputs = draw(st.sampled_from(("tuple", "dict") if fanout else ("single", "tuple", "dict")))
 
     program = Program(
-        inputs=tuple(inputs),
-        block=Block(
-            kind=kind,
-            inputs=tuple(n for n, _ in inputs),
-            weights=tuple(b.weights),
-            args=tuple(b.args),
-            body=tuple(b.body),
-            result=b.body[-1].out,
-        ),
-        repeat=Repeat(
-            structure=structure,
-            flow=flow,
-            args=tuple(tuple(b.arg_rows[j][i] for j in range(len(b.args))) for i in range(repeats)),
-        ),
+        inputs=tuple(specs.items()),
+        block=block,
+        sections=tuple(sections),
+        interludes=tuple(interludes),
+        outputs=outputs,
         seed=draw(st.integers(0, 2**16)),
     )
+    program = _fix_loops(program)
+    program = replace(program, options=draw(_options(program)))
     check(program)  # valid by construction; a failure here is a generator bug
     return program
+
+
+def _fix_loops(program: Program) -> Program:
+    """A loop over values needs a value to iterate over; otherwise count."""
+    from .check import _has_columns
+
+    sections = tuple(
+        replace(s, structure="for_range")
+        if s.structure in ("for_values", "for_tuple") and not _has_columns(program, s)
+        else s
+        for s in program.sections
+    )
+    return replace(program, sections=sections)
+
+
+@st.composite
+def _options(draw, program: Program) -> Options:
+    has_breaks = any(
+        INTERLUDES[n].breaks for n in (*program.interludes, *(s.interleave for s in program.sections)) if n
+    )
+    fullgraph = not has_breaks and _rarely(draw)
+    dynamic = True if _rarely(draw, 5) else None
+    marks: list[tuple[str, int, bool]] = []
+    if dynamic is None and _rarely(draw, 4):
+        name, spec = program.inputs[0]
+        if spec.shape and spec.shape[0] >= 2:
+            b = program.block
+            strict = (
+                len(program.inputs) == 1
+                and not b.weights
+                and not b.buffers
+                and all(OPS[s.op].category in DYNAMIC_SAFE and not OPS[s.op].shape_literals for s in b.body)
+            )
+            marks.append((name, 0, strict))
+    return Options(fullgraph=fullgraph, dynamic=dynamic, mark_dynamic=tuple(marks))

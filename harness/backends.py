@@ -21,6 +21,8 @@ class Backend:
     backend: str | Callable  # what torch.compile's ``backend=`` receives
     options: dict[str, Any] = field(default_factory=dict)  # further torch.compile kwargs
     description: str = ""
+    # torch._inductor.config settings while compiling and running
+    inductor_config: dict[str, Any] = field(default_factory=dict)
 
     def compiler_fn(self) -> Callable:
         """The callable Dynamo hands each captured graph to."""
@@ -41,7 +43,14 @@ BUILTIN: dict[str, Backend] = {
             "aot_eager_decomp_partition",
             description="AOTAutograd with inductor's decompositions and partitioner",
         ),
-        Backend("inductor", "inductor", description="Inductor codegen (C++ on CPU)"),
+        Backend(
+            "inductor",
+            "inductor",
+            description="Inductor codegen (C++ on CPU)",
+            # Random ops draw from eager's generator, as torch's accuracy checks do,
+            # so dropout under a fixed seed is comparable with eager.
+            inductor_config={"fallback_random": True},
+        ),
     ]
 }
 

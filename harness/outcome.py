@@ -18,8 +18,9 @@ class RunConfig:
     backend: str = "aot_eager"
     dedup: bool = True
     backward: bool = True
-    fullgraph: bool = False
-    dynamic: Optional[bool] = False
+    # None: as the program asks (Program.options); a value overrides it.
+    fullgraph: Optional[bool] = None
+    dynamic: Optional[bool] = None
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,8 @@ class Execution:
     requires_grad: list[bool] = field(default_factory=list)  # per output, before detaching
     treespec: str = ""
     grads: dict[str, Optional[torch.Tensor]] = field(default_factory=dict)
+    # Every input and buffer after the run: in-place mutations are results too.
+    state: dict[str, torch.Tensor] = field(default_factory=dict)
     failure: Optional[Failure] = None
 
 
@@ -72,7 +75,7 @@ class Outcome:
     source: str
     eager: Execution
     eager_again: Execution
-    reference: Execution  # the same program in float64
+    reference: Optional[Execution]  # the same program in float64, if it runs in float64
     compiled: Execution
     capture: Capture
     seconds: dict[str, float] = field(default_factory=dict)

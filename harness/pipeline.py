@@ -6,13 +6,14 @@ test; it raises only for a program that fails in eager (a generator bug).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from types import ModuleType
 
 import torch
 import torch._dynamo
 
-from generators.codegen import render
+from generators.codegen import compile_kwargs, render
 from generators.ir import Program
 
 from .backends import resolve
@@ -47,19 +48,40 @@ def run_eager(module: ModuleType, program: Program, config: RunConfig, float64: 
     return result
 
 
+def torch_compile_kwargs(program: Program, config: RunConfig) -> dict:
+    """The program's own compile options, overridden by the run's."""
+    kwargs = compile_kwargs(program)
+    if config.fullgraph is not None:
+        kwargs["fullgraph"] = config.fullgraph
+    if config.dynamic is not None:
+        kwargs["dynamic"] = config.dynamic
+    return kwargs
+
+
+def _backend_config(backend):
+    if not backend.inductor_config:
+        return contextlib.nullcontext()
+    import torch._inductor.config
+
+    return torch._inductor.config.patch(backend.inductor_config)
+
+
 def run_compiled(module: ModuleType, program: Program, config: RunConfig) -> tuple[Execution, Capture]:
     capture = Capture()
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     backend = resolve(config.backend)
     model, inputs = instantiate(module, program)
-    with torch._dynamo.config.patch(use_graph_deduplication=config.dedup), recording_regions(capture):
+    with (
+        torch._dynamo.config.patch(use_graph_deduplication=config.dedup),
+        recording_regions(capture),
+        _backend_config(backend),
+    ):
         try:
             compiled = torch.compile(
                 model,
                 backend=recording_backend(backend.compiler_fn(), capture),
-                fullgraph=config.fullgraph,
-                dynamic=config.dynamic,
+                **torch_compile_kwargs(program, config),
                 **backend.options,
             )
         except Exception as e:
@@ -77,7 +99,10 @@ def run_program(program: Program, config: RunConfig = RunConfig()) -> Outcome:
     module = load_source(source)
     eager = run_eager(module, program, config)
     eager_again = run_eager(module, program, config)
-    reference = run_eager(module, program, config, float64=True)
+    try:
+        reference = run_eager(module, program, config, float64=True)
+    except InvalidProgram:
+        reference = None  # e.g. an explicit .to(torch.float32) meets float64 weights
     seconds["eager"] = time.perf_counter() - t
     t = time.perf_counter()
     compiled, capture = run_compiled(module, program, config)

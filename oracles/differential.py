@@ -15,8 +15,11 @@ from .verdict import Status, Verdict, combine
 NAME = "differential"
 
 
-def _pairs(run: Execution) -> dict[str, object]:
+def _pairs(run: Execution | None) -> dict[str, object]:
+    if run is None:
+        return {}
     values = {f"output[{i}]": v for i, v in enumerate(run.outputs)}
+    values.update({f"state[{k}]": v for k, v in run.state.items()})
     values.update({f"grad[{k}]": v for k, v in run.grads.items()})
     return values
 
@@ -63,4 +66,4 @@ def check(outcome: Outcome) -> Verdict:
 
 
 def _order(where: str) -> tuple[int, str]:
-    return (0 if where.startswith("output") else 1, where)
+    return ({"output": 0, "state": 1}.get(where.split("[")[0], 2), where)

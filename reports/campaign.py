@@ -72,7 +72,7 @@ class Campaign:
             "size": None,
         })
         entry["count"] = self.hits[sig]
-        size = len(finding.program.block.body) * finding.program.repeat.count
+        size = len(finding.program.block.body) * len(finding.program.repeats())
         if entry["size"] is None or size < entry["size"]:  # keep the smallest program that hits it
             entry["size"] = size
             self._write_folder(entry, finding, graphs)

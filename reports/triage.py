@@ -2,9 +2,9 @@
 
 A signature names the bug, not the program: the oracle, the kind of failure,
 the layer to blame (re-run with deduplication off: if the failure goes away,
-the pass is to blame) and, for wrong values, which kind of per-repeat argument
-has to differ between repeats for it to appear (found by giving every repeat
-the same value for one argument at a time).
+the pass is to blame) and, for wrong values, which kind of difference between
+repeats it needs (a Python argument's type, a tensor attribute, a context
+field), found by taking the differences away one kind at a time.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Callable, Optional
 
-from generators.check import check
-from generators.ir import MalformedProgram, Program, Repeat
+from generators.ir import Program
+from generators.variation import equalize
 from harness.outcome import Outcome, RunConfig
 from harness.pipeline import run_program
 from oracles.registry import ORACLES
@@ -42,21 +42,6 @@ def normalize(message: str) -> str:
     return message[:200]
 
 
-def with_equal_args(program: Program, names: list[str]) -> Optional[Program]:
-    """``program`` with every repeat given repeat 0's value for ``names``."""
-    idx = [program.block.args.index(n) for n in names]
-    first = program.repeat.args[0]
-    rows = tuple(
-        tuple(first[j] if j in idx else v for j, v in enumerate(row)) for row in program.repeat.args
-    )
-    candidate = replace(program, repeat=Repeat(program.repeat.structure, program.repeat.flow, rows))
-    try:
-        check(candidate)
-    except MalformedProgram:
-        return None
-    return candidate
-
-
 def _fails(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict]) -> bool:
     return oracle(run_program(program, config)).failed
 
@@ -78,15 +63,15 @@ def triage(outcome: Outcome, verdict: Verdict) -> Finding:
 
 
 def _trigger(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict]) -> str:
-    """The kind of argument whose difference between repeats alone brings the
-    failure out; "identical-repeats" when it fails with no difference at all."""
-    differing = program.differing_args()
-    same = with_equal_args(program, differing)
-    if not differing or (same is not None and _fails(same, config, oracle)):
+    """The kind of difference between repeats that alone brings the failure
+    out (e.g. ``arg:float``, ``context:autocast``, ``tensor:dtype``);
+    "identical-repeats" when it fails with no difference at all."""
+    kinds = sorted(program.variations())
+    same = equalize(program, kinds)
+    if not kinds or (same is not None and _fails(same, config, oracle)):
         return "identical-repeats"
-    type_of = {n: type(program.repeat.args[0][program.block.args.index(n)]).__name__ for n in differing}
-    for kind in sorted(set(type_of.values())):
-        candidate = with_equal_args(program, [n for n in differing if type_of[n] != kind])
+    for kind in kinds:
+        candidate = equalize(program, [k for k in kinds if k != kind])
         if candidate is not None and _fails(candidate, config, oracle):
             return kind
-    return "combined-args"
+    return "combined"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from generators.ir import Block, Program, Ref, Repeat, Stmt, TensorSpec
+from generators.ir import Block, Call, Program, Ref, Section, Stmt, TensorSpec
 from harness.outcome import Execution, Failure, Outcome, RunConfig, Capture
 from harness.pipeline import run_program
 from oracles import differential
@@ -70,12 +70,20 @@ def test_non_finite_reference_is_inconclusive_not_a_pass():
 
 
 def _outcome(eager, again, compiled, ref=None) -> Outcome:
-    program = Program((("x", TensorSpec((2,))),), Block("function", ("x",), (), (), (Stmt("v0", "neg", (Ref("x"),)),), "v0"), Repeat("for_range", "chain", ((), ())))
+    body = (Stmt("v0", "neg", (Ref("x"),)),)
+    program = Program(
+        (("x", TensorSpec((2,))),),
+        Block("function", ("x",), (), (), (), body, "v0"),
+        (Section("for_range", "chain", (Call(), Call())),),
+    )
     return Outcome(program, RunConfig(), "", eager, again, ref or eager, compiled, Capture())
 
 
-def _run(*outs, grads=None, rg=None):
-    return Execution(outputs=list(outs), requires_grad=rg or [False] * len(outs), treespec="spec", grads=grads or {})
+def _run(*outs, grads=None, rg=None, state=None):
+    return Execution(
+        outputs=list(outs), requires_grad=rg or [False] * len(outs), treespec="spec", grads=grads or {},
+        state=state or {},
+    )
 
 
 def test_nondeterministic_eager_skips_numerics():
@@ -95,6 +103,21 @@ def test_dropped_gradient_is_a_failure():
     assert v.failed and v.kind == "missing_grad" and v.where == "grad[input:x]"
 
 
+def test_mutated_inputs_and_buffers_are_compared():
+    before, after = {"input:y0": _x(1.0, 2.0)}, {"input:y0": _x(2.0, 4.0)}
+    v = differential.check(_outcome(_run(_x(1.0), state=after), _run(_x(1.0), state=after), _run(_x(1.0), state=before)))
+    assert v.failed and v.where == "state[input:y0]"
+
+
+def test_missing_float64_reference_falls_back_to_tolerance():
+    close, far = _x(1.0, 2.0), _x(1.0, 2.5)
+    outcome = _outcome(_run(close), _run(close), _run(far))
+    outcome.reference = None
+    assert differential.check(outcome).failed
+    outcome.compiled = _run(close)
+    assert differential.check(outcome).status is Status.PASS
+
+
 def test_every_output_is_checked_not_just_the_first():
     good, bad = _x(1.0, 2.0), _x(1.0, 2.5)
     v = differential.check(_outcome(_run(good, good), _run(good, good), _run(good, bad)))
@@ -105,8 +128,8 @@ def test_every_output_is_checked_not_just_the_first():
 
 PLANTED_PROGRAM = Program(
     inputs=(("x", TensorSpec((3, 4), "float32", True)),),
-    block=Block("function", ("x",), (), (), (Stmt("v0", "sin", (Ref("x"),)), Stmt("v1", "tanh", (Ref("v0"),))), "v1"),
-    repeat=Repeat("calls", "chain", ((), ())),
+    block=Block("function", ("x",), (), (), (), (Stmt("v0", "sin", (Ref("x"),)), Stmt("v1", "tanh", (Ref("v0"),))), "v1"),
+    sections=(Section("calls", "chain", (Call(), Call())),),
 )
 
 

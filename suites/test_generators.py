@@ -1,4 +1,4 @@
-"""Self-tests of the program IR, the well-formedness check and codegen."""
+"""Self-tests of the program IR, the well-formedness check, codegen and strategies."""
 
 from __future__ import annotations
 
@@ -9,21 +9,46 @@ from hypothesis import given, settings
 
 from generators.check import check
 from generators.codegen import render
-from generators.ir import Arg, Block, Const, MalformedProgram, Program, Ref, Repeat, Stmt, TensorSpec
+from generators.ir import (
+    Arg,
+    Block,
+    Call,
+    Const,
+    Context,
+    DType,
+    MalformedProgram,
+    Options,
+    Program,
+    PyList,
+    PySlice,
+    Ref,
+    Section,
+    Stmt,
+    TensorSpec,
+)
+from generators.ops import CATEGORIES, OPS
 from generators.strategies import programs
+from generators.variation import equalize
 from harness.loader import load_source
-from harness.pipeline import instantiate
+from harness.outcome import RunConfig
+from harness.pipeline import run_eager
 
 pytestmark = pytest.mark.unit
 
+SIN_OF_SCALED = (Stmt("v0", "mul_scalar", (Ref("x"), Arg("s0"))), Stmt("v1", "sin", (Ref("v0"),)))
 
-def _program(rows=((0.5,), (2.0,)), structure="for_values", kind="function", body=None) -> Program:
-    body = body or (Stmt("v0", "mul_scalar", (Ref("x"), Arg("s0"))), Stmt("v1", "sin", (Ref("v0"),)))
+
+def _program(calls=(Call((0.5,)), Call((2.0,))), structure="for_values", kind="function", body=SIN_OF_SCALED,
+             flow="chain", args=("s0",), inputs=None, outer=1, **block) -> Program:
     return Program(
-        inputs=(("x", TensorSpec((3, 4), "float32", True)),),
-        block=Block(kind, ("x",), (), ("s0",) if rows and rows[0] else (), body, body[-1].out),
-        repeat=Repeat(structure, "chain", rows),
+        inputs=inputs or (("x", TensorSpec((3, 4), "float32", True)),),
+        block=Block(kind, ("x",), (), (), args, body, body[-1].out, **block),
+        sections=(Section(structure, flow, tuple(calls), outer),),
+        outputs="single" if flow != "fanout" else "tuple",
     )
+
+
+# --- drawn programs -------------------------------------------------------------------
 
 
 @settings(max_examples=200)
@@ -41,21 +66,67 @@ def test_drawn_programs_are_well_formed_and_render_deterministically(program):
     compile(render(program), "<generated>", "exec")
 
 
-@settings(max_examples=60)
+@settings(max_examples=100)
 @given(programs())
-def test_drawn_programs_run_in_eager(program):
+def test_drawn_programs_run_in_eager_forward_and_backward(program):
     module = load_source(render(program))
-    model, inputs = instantiate(module, program)
-    out = model(*inputs)
-    assert out is not None
+    run_eager(module, program, RunConfig())  # raises InvalidProgram on any eager error
+
+
+def test_catalogue_has_the_ops_and_categories_the_issue_lists():
+    assert len(OPS) >= 60
+    for category in ("unary", "activation", "binary", "scalar", "compare", "reduce", "linalg", "norm", "softmax",
+                     "random", "join", "index", "view", "dtype", "factory", "inplace"):
+        assert category in CATEGORIES
+    for name in ("where", "bmm", "linear", "conv1d", "conv2d", "batch_norm", "group_norm", "layer_norm",
+                 "log_softmax", "dropout", "cat", "stack", "split", "chunk", "permute", "expand", "contiguous",
+                 "to_dtype", "ones", "arange", "zeros_like", "add_", "mul_", "advanced_index", "slice"):
+        assert name in OPS, name
+
+
+# --- ground truth ---------------------------------------------------------------------
 
 
 def test_ground_truth_distinguishes_value_and_type():
-    assert _program(rows=((0.5,), (2.0,), (0.5,))).identical_repeats() == [[0, 2], [1]]
-    assert _program(rows=((2.0,), (2.0,))).identical_repeats() == [[0, 1]]
-    mixed = _program(rows=((2,), (2.0,)), body=(Stmt("v0", "add_scalar", (Ref("x"), Arg("s0"))), Stmt("v1", "sin", (Ref("v0"),))))
+    assert _program(calls=(Call((0.5,)), Call((2.0,)), Call((0.5,)))).identical_repeats() == [[0, 2], [1]]
+    assert _program(calls=(Call((2.0,)), Call((2.0,)))).identical_repeats() == [[0, 1]]
+    add = (Stmt("v0", "add_scalar", (Ref("x"), Arg("s0"))), Stmt("v1", "sin", (Ref("v0"),)))
+    mixed = _program(calls=(Call((2,)), Call((2.0,))), body=add)
     assert mixed.identical_repeats() == [[0], [1]]
-    assert mixed.differing_args() == ["s0"]
+    assert mixed.variations() == {"arg:float/int": ["s0"]}
+
+
+def test_ground_truth_sees_contexts_and_treats_the_ambient_state_as_equal():
+    grad = _program(calls=(Call((0.5,), context=Context(grad=True)), Call((0.5,), context=Context(grad=False))))
+    assert grad.identical_repeats() == [[0], [1]] and "context:grad" in grad.variations()
+    same = Program(**{**grad.__dict__, "sections": grad.sections + (Section("calls", "chain", (Call((0.5,)),)),),
+                      "interludes": (None,)})
+    assert same.identical_repeats() == [[0, 2], [1]]
+
+
+def test_ground_truth_expands_nested_loops():
+    nested = _program(calls=(Call((0.5,)), Call((2.0,))), structure="nested", outer=2)
+    assert nested.identical_repeats() == [[0, 2], [1, 3]]
+
+
+def test_ground_truth_sees_per_repeat_tensors():
+    inputs = (("x", TensorSpec((3, 4), "float32", True)), ("t1", TensorSpec((3, 4), "float64", True)))
+    body = (Stmt("v0", "sin", (Ref("x"),)),)
+    p = _program(calls=(Call(tensor="x"), Call(tensor="t1"), Call(tensor="x", view="transpose")), body=body,
+                 args=(), flow="fanout", structure="for_values", inputs=inputs)
+    assert p.identical_repeats() == [[0], [1], [2]]
+    assert set(p.variations()) == {"tensor:dtype", "tensor:view"}
+    assert "for t in [x, t1, x.transpose(-1, -2)]:" in render(p)
+
+
+def test_equalize_takes_one_kind_of_difference_away():
+    p = _program(calls=(Call((0.5,), context=Context(autocast=True)), Call((2.0,), context=Context(autocast=False))))
+    no_args = equalize(p, ["arg:float"])
+    assert no_args is not None and set(no_args.variations()) == {"context:autocast"}
+    assert equalize(p, sorted(p.variations())).identical_repeats() == [[0, 1]]
+
+
+# --- rendering --------------------------------------------------------------------------
 
 
 def test_render_uses_real_loops_and_one_line_per_call():
@@ -63,8 +134,63 @@ def test_render_uses_real_loops_and_one_line_per_call():
     assert "for s0 in [0.5, 2.0]:" in loop and loop.count("block(h, s0)") == 1
     calls = render(_program(structure="calls"))
     assert "h = block(h, 0.5)" in calls and "h = block(h, 2.0)" in calls
-    modules = render(_program(kind="module", structure="module_list"))
+    modules = render(_program(kind="module", structure="module_list", attrs=True))
     assert "nn.ModuleList([Block(0.5), Block(2.0)])" in modules and "self.s0" in modules
+    tuples = render(_program(structure="for_tuple"))
+    assert "for s0 in (0.5, 2.0):" in tuples
+
+
+@pytest.mark.parametrize(
+    "structure, expected",
+    [
+        ("while", ["i = 0", "while i < 2:", "s0 = [0.5, 2.0][i]", "i += 1"]),
+        ("for_range", ["for i in range(2):", "s0 = [0.5, 2.0][i]"]),
+        ("nested", ["for _ in range(2):", "for s0 in [0.5, 2.0]:"]),
+    ],
+)
+def test_render_counted_and_nested_loops(structure, expected):
+    source = render(_program(structure=structure, outer=2 if structure == "nested" else 1))
+    for line in expected:
+        assert line in source
+
+
+def test_render_contexts_keywords_and_python_values():
+    calls = (
+        Call((DType("float64"), PySlice(None, None, 2)), context=Context(grad=False, autocast=True)),
+        Call((DType("bfloat16"), PySlice(1, None)), context=Context(grad=True, autocast=True)),
+    )
+    body = (Stmt("v0", "slice", (Ref("x"), Arg("s1"))), Stmt("v1", "to_dtype", (Ref("v0"), Arg("s0"))),
+            Stmt("v2", "sin", (Ref("v1"),)))
+    p = Program(
+        inputs=(("x", TensorSpec((4, 3), "float32", True)),),
+        block=Block("function", ("x",), (), (), ("s0", "s1"), body, "v2"),
+        sections=(Section("calls", "fanout", calls, keywords=True),),
+        outputs="dict",
+    )
+    source = render(p)
+    assert "with torch.no_grad(), torch.autocast(\"cpu\", dtype=torch.bfloat16, enabled=True):" in source
+    assert "outs.append(block(h, s0=torch.float64, s1=slice(None, None, 2)))" in source
+    assert 'return {"h": h, "outs": outs}' in source
+    module = load_source(source)
+    run_eager(module, p, RunConfig())
+
+
+def test_render_compile_options_and_nested_compile_region():
+    p = _program(compile_region=True)
+    p = Program(**{**p.__dict__, "options": Options(fullgraph=True, mark_dynamic=(("x", 0, True),))})
+    source = render(p)
+    assert "@torch.compiler.nested_compile_region\ndef block(x, s0):" in source
+    assert "torch._dynamo.mark_dynamic(x, 0)" in source
+
+
+def test_literals_round_trip_through_python():
+    from generators.codegen import literal
+
+    for v in (None, True, 2, 0.5, "tanh", (1, -1), PyList((0, -1)), PySlice(None, -1, None), DType("bfloat16")):
+        src = literal(v)
+        assert src == literal(v)
+        if not isinstance(v, DType):
+            compile(src, "<literal>", "eval")
 
 
 def test_loaded_program_comes_from_a_real_file():
@@ -75,16 +201,22 @@ def test_loaded_program_comes_from_a_real_file():
         assert "def block(x, s0):" in f.read()
 
 
+# --- bad input ----------------------------------------------------------------------------
+
+
 @pytest.mark.parametrize(
     "mutate, message",
     [
         (lambda d: d["block"]["body"][0].update(op="no_such_op"), "unknown op"),
-        (lambda d: d["repeat"].update(structure="while_true"), "unknown repetition structure"),
-        (lambda d: d["repeat"]["args"].append([]), "every repeat must give a value"),
+        (lambda d: d["sections"][0].update(structure="while_true"), "unknown repetition structure"),
+        (lambda d: d["sections"][0]["calls"].append({"args": []}), "every repeat must give a value"),
         (lambda d: d["block"]["body"][0]["operands"][1].update(arg="s9"), "not a block argument"),
         (lambda d: d["block"].update(result="v7"), "undefined"),
         (lambda d: d.pop("block"), "not a program"),
         (lambda d: d["block"]["body"][0]["operands"].__setitem__(0, {"what": 1}), "unknown operand"),
+        (lambda d: d["sections"][0]["calls"][0].update(context={"grad": False}), "set for some repeats only"),
+        (lambda d: d.update(outputs="list"), "unknown output style"),
+        (lambda d: d["sections"][0]["calls"][0].update(view="transpose"), "needs a per-repeat tensor"),
     ],
 )
 def test_malformed_programs_get_a_clear_error(mutate, message):
@@ -94,7 +226,29 @@ def test_malformed_programs_get_a_clear_error(mutate, message):
         check(Program.from_json(json.dumps(d)))
 
 
+def test_not_json_is_a_clear_error():
+    with pytest.raises(MalformedProgram, match="not JSON"):
+        Program.from_json("{nope")
+
+
 def test_chained_block_must_keep_its_shape():
-    body = (Stmt("v0", "sum", (Ref("x"), Const(-1))),)
-    with pytest.raises(MalformedProgram, match="keep its input's shape"):
-        check(_program(rows=((), ()), structure="for_range", body=body))
+    body = (Stmt("v0", "sum", (Ref("x"), Const(-1), Const(True))),)
+    with pytest.raises(MalformedProgram, match="return its input's shape"):
+        check(_program(calls=(Call(), Call()), structure="for_range", body=body, args=()))
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        # tanh keeps its output for backward: mutating it would corrupt the gradient
+        ((Stmt("v0", "tanh", (Ref("x"),)), Stmt("v1", "mul_", (Ref("v0"), Const(2.0)))), "saved for backward"),
+        # after an in-place op the old name must not be read again
+        ((Stmt("v0", "sin", (Ref("x"),)), Stmt("v1", "mul_", (Ref("v0"), Const(2.0))),
+          Stmt("v2", "add", (Ref("v0"), Ref("v1")))), "after it was mutated"),
+        # the carried input (a leaf that requires grad) is never mutated
+        ((Stmt("v0", "mul_", (Ref("x"), Const(2.0))),), "primary input"),
+    ],
+)
+def test_in_place_rules(body, message):
+    with pytest.raises(MalformedProgram, match=message):
+        check(_program(calls=(Call(), Call()), structure="for_range", body=body, args=()))

@@ -1,0 +1,69 @@
+"""Take a difference between repeats away, one kind at a time.
+
+Triage asks which difference a failure needs: it gives every repeat the first
+repeat's value for one kind of variation (``Program.variations``) and sees
+whether the failure survives. The result is checked, so a variation that cannot
+be removed on its own yields ``None``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from typing import Optional
+
+from .check import check
+from .ir import Call, Context, MalformedProgram, Program
+
+
+def _equalize_call(program: Program, kind: str, names: list[str], call: Call, first: Call) -> Call:
+    if kind.startswith("arg:"):
+        idx = {program.block.args.index(n) for n in names}
+        args = tuple(first.args[j] if j in idx else v for j, v in enumerate(call.args))
+        return replace(call, args=args)
+    if kind.startswith("tensor:"):
+        return replace(call, tensor=first.tensor, view=first.view)
+    if kind.startswith("context:"):
+        field = kind.split(":", 1)[1]
+        return replace(call, context=replace(call.context, **{field: getattr(first.context, field)}))
+    if kind == "frozen":
+        return replace(call, frozen=False)
+    raise ValueError(f"unknown variation kind {kind!r}")
+
+
+def equalize(program: Program, kinds: list[str]) -> Optional[Program]:
+    """``program`` with the variations of ``kinds`` removed, or None if invalid."""
+    variations = program.variations()
+    first = program.repeats()[0][1]
+    sections = []
+    for s in program.sections:
+        calls = list(s.calls)
+        for kind in kinds:
+            calls = [_equalize_call(program, kind, variations.get(kind, []), c, first) for c in calls]
+        sections.append(replace(s, calls=tuple(calls)))
+    candidate = replace(program, sections=tuple(sections))
+    if any(k.startswith("context:") for k in kinds):
+        candidate = _uniform_contexts(candidate)
+    try:
+        check(candidate)
+    except MalformedProgram:
+        return None
+    return candidate
+
+
+def _uniform_contexts(program: Program) -> Program:
+    """Within a section a context field is set for every call or none."""
+    sections = []
+    for s in program.sections:
+        calls = list(s.calls)
+        for f in fields(Context):
+            values = [getattr(c.context, f.name) for c in calls]
+            if any(v is None for v in values) and any(v is not None for v in values):
+                fill = next(v for v in values if v is not None)
+                calls = [
+                    replace(c, context=replace(c.context, **{f.name: fill}))
+                    if getattr(c.context, f.name) is None
+                    else c
+                    for c in calls
+                ]
+        sections.append(replace(s, calls=tuple(calls)))
+    return replace(program, sections=tuple(sections))
