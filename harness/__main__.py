@@ -1,4 +1,5 @@
-"""Command line: ``python -m harness fuzz --backend NAME --budget SECONDS ...``.
+"""Command line: ``python -m harness fuzz --backend NAME --budget SECONDS ...``
+and ``python -m harness stats -n 2000`` (the generator report).
 
 The campaign composes every layer, so it lives in ``reports.campaign``; this
 entry point only parses arguments and turns bad input into one line.
@@ -21,7 +22,22 @@ def main(argv: list[str] | None = None) -> int:
     fuzz.add_argument("--seed", type=int, default=0)
     fuzz.add_argument("--out", type=Path, default=Path("runs/latest"))
     fuzz.add_argument("--oracles", default="", help="comma-separated oracle names (default: all)")
+    stats = sub.add_parser("stats", help="generator report: feature counts, eager validity, region share")
+    stats.add_argument("-n", type=int, default=2000, help="programs to draw")
+    stats.add_argument("--seed", type=int, default=0)
+    stats.add_argument("--jobs", type=int, default=2, help="worker processes for the eager and Dynamo runs")
+    stats.add_argument("--no-run", action="store_true", help="count features only; run nothing")
+    stats.add_argument("--json", type=Path, default=None, help="also write the summary here")
+    stats.add_argument("--check", action="store_true", help="exit 1 unless every target is met")
     args = parser.parse_args(argv)
+
+    if args.command == "stats":
+        from harness import stats as generator_stats
+
+        if args.n < 1 or args.jobs < 1:
+            print("error: -n and --jobs must be positive", file=sys.stderr)
+            return 2
+        return generator_stats.run(args.n, args.seed, args.jobs, not args.no_run, args.json, args.check)
 
     import torch
 

@@ -3,6 +3,8 @@ one promise, to prove the oracles fire. Named as ``suites.planted:NAME``."""
 
 from __future__ import annotations
 
+import operator
+
 import torch
 
 
@@ -31,3 +33,18 @@ wrong_dtype = _wrap(lambda t: t.double())
 # The right values, cut from the autograd graph: gradients silently vanish.
 drop_gradient = _wrap(lambda t: t.detach())
 not_a_backend = 42
+
+
+def corrupt_every_third_invoke_subgraph(gm: torch.fx.GraphModule, example_inputs):
+    """Adds 1.0 to the first result of the 3rd, 6th, ... invoke_subgraph call
+    of each graph, then runs the graph like the ``eager`` backend: a bug only
+    deduplicated programs with at least three region calls can show."""
+    calls = [n for n in gm.graph.nodes if n.target is torch.ops.higher_order.invoke_subgraph]
+    for node in calls[2::3]:
+        for user in list(node.users):
+            if user.target is operator.getitem and user.args[1] == 0:
+                with gm.graph.inserting_after(user):
+                    bad = gm.graph.call_function(torch.add, (user, 1.0))
+                user.replace_all_uses_with(bad, delete_user_cb=lambda n: n is not bad)
+    gm.recompile()
+    return gm.forward
