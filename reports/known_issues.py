@@ -59,3 +59,28 @@ def load(root: Path = ROOT) -> tuple[KnownIssue, ...]:
 
 def match(signature: str) -> Optional[KnownIssue]:
     return next((i for i in load() if i.matches(signature)), None)
+
+
+def record(
+    folder_name: str,
+    issue: dict,
+    program: Program,
+    root: Path = ROOT,
+) -> Path:
+    """Write a known issue's folder: issue.json, program.json and repro.py.
+
+    ``issue`` holds id, title, patterns, backend, description and code.
+    """
+    from generators.ir import to_dict
+    from harness.outcome import RunConfig
+
+    from .repro import render_repro
+
+    folder = root / folder_name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "issue.json").write_text(json.dumps(issue, indent=2) + "\n")
+    (folder / "program.json").write_text(json.dumps(to_dict(program), indent=2, sort_keys=True) + "\n")
+    title = f"{issue['id']}: {issue['title']}"
+    (folder / "repro.py").write_text(render_repro(program, RunConfig(backend=issue["backend"]), title))
+    load.cache_clear()
+    return folder

@@ -63,6 +63,7 @@ def run(compiled, float64=False):
             cots.append(torch.randn(o.shape, generator=g).to(o.dtype))
         torch.autograd.backward([o for _, o in diff], cots)
     values = {{f"output[{{i}}]": o.detach() for i, o in enumerate(outs)}}
+    values.update({{f"output[{{i}}].requires_grad": torch.tensor(o.requires_grad) for i, o in enumerate(outs)}})
     values.update({{f"input {{i}} after the run": t.detach() for i, t in enumerate(inputs)}})
     values.update({{f"buffer {{n}} after the run": b for n, b in model.named_buffers()}})
     values.update({{f"grad[input {{i}}]": t.grad for i, t in enumerate(inputs) if t.requires_grad}})
