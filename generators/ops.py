@@ -438,6 +438,12 @@ def _merge_add(t: list[TT], v: list[Value], e: Env) -> TT:
     return t[0]
 
 
+def _merge_same(t: list[TT], v: list[Value], e: Env) -> TT:
+    if t[1].dtype != t[0].dtype:
+        raise Reject("merge_add needs the carried dtype")
+    return _merge_add(t, v, e)
+
+
 def _inplace(rule: Rule) -> Rule:
     """In place: the result keeps the primary's shape and dtype, or is invalid."""
 
@@ -669,14 +675,15 @@ _ENTRIES = [
     _op("setitem", "inplace", "{out} = {0}\n{out}[..., 0] = {1}", (T(), S(lambda t: (0.0, 1.0, -2.0))),
         _inplace(_with_rank(1, _scalar)), inplace=True, saves_inputs=False),
     # residual merges: how a chained block brings its result back to the carried value
-    _op("merge_add", "merge", "{0} + {1}.type_as({0})", (T(), T(dtypes=_ANY, relation="any")), _merge_add,
+    _op("merge_add", "merge", "{0} + {1}", (T(), T(relation="any")), _merge_same, saves_inputs=False),
+    _op("merge_cast", "merge", "{0} + {1}.type_as({0})", (T(), T(dtypes=_ANY, relation="any")), _merge_add,
         saves_inputs=False),
     _op("merge_mean", "merge", "{0} + {1}.float().mean().type_as({0})", (T(), T(dtypes=_ANY, relation="any")),
         same, saves_inputs=False),
 ]
 
 OPS: dict[str, OpSpec] = {op.name: op for op in _ENTRIES}
-MERGES = ("merge_add", "merge_mean")
+MERGES = ("merge_add", "merge_cast", "merge_mean")
 CATEGORIES = tuple(dict.fromkeys(op.category for op in _ENTRIES))
 
 

@@ -269,7 +269,7 @@ def _close(b: _Builder, chained: list[int]) -> None:
     ):
         return
     fits = all(broadcasts_to(t[last].shape, t[primary].shape) for t in b.types)
-    for op in ((MERGES[0], MERGES[1]) if fits else (MERGES[1],)):
+    for op in (MERGES if fits else MERGES[2:]):
         try:
             _add_stmt(b, Stmt(f"v{len(b.body)}", op, (Ref(primary), Ref(last))), OPS[op])
             return
@@ -335,7 +335,7 @@ def programs(
         extras.append(name)
 
     n_sections = 1 + (max_sections > 1 and _rarely(draw, 4))
-    compile_region = HAS_NESTED_COMPILE_REGION and _rarely(draw, 5)
+    compile_region = HAS_NESTED_COMPILE_REGION and _rarely(draw, 7)
     attrs = kind == "module" and _rarely(draw)
     plans: list[_SectionPlan] = []
     allow_inference = True
@@ -387,7 +387,7 @@ def programs(
     b = _Builder(envs, types, specs, ["x", *extras], allow_inplace=not inference, allow_buffers=not inference)
     b.tensors = ["x", *extras]
     attempts = 0
-    while attempts < 4 * max_stmts and len(b.body) < max_stmts and (not b.body or _likely(draw, 2)):
+    while attempts < 4 * max_stmts and len(b.body) < max_stmts and (not b.body or _likely(draw, 3)):
         attempts += 1
         _try_stmt(draw, b, draw(st.sampled_from(op_list)), per_repeat_args=True)
     if not b.body:
