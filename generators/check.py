@@ -218,6 +218,13 @@ def mutation_rules(b: Block, specs: dict[str, TensorSpec], finished: bool = True
         for o in stmt.operands:
             if isinstance(o, Ref) and o.name in mutated_inputs and op.saves_inputs and not op.inplace:
                 raise MalformedProgram(f"{stmt.out}: {op.name} saves {o.name} for backward, but the block mutates it")
+    if finished:
+        live = live_values(b)
+        for stmt in b.body:
+            if OPS[stmt.op].random and stmt.out not in live:
+                # Compilers drop dead code, and with it the random numbers it
+                # would have drawn: every later draw would then differ from eager.
+                raise MalformedProgram(f"{stmt.out} = {stmt.op}(...): a random op's result must reach the block's result")
     if finished and b.result in consumed:
         raise MalformedProgram(f"block result {b.result} was mutated in place; return the in-place result")
     return mutated_inputs
@@ -255,6 +262,20 @@ def _check_section(program: Program, k: int, s: Section, mutates: bool) -> None:
         raise MalformedProgram(f"{where}: a repeat without grad must not return a view (autograd rejects it)")
     if s.structure in ("for_values", "for_tuple") and not _has_columns(program, s):
         raise MalformedProgram(f"{where}: a loop over values needs something to iterate over")
+
+
+def live_values(b: Block) -> set[str]:
+    """Statements whose effect the caller can see: the result, what it reads,
+    and side effects (mutating an input, updating a buffer)."""
+    needed = {b.result}
+    for stmt in reversed(b.body):
+        op = OPS[stmt.op]
+        refs = [o.name for o in stmt.operands if isinstance(o, Ref)]
+        side_effect = (op.inplace and refs[0] in b.inputs) or any(isinstance(s, W) and s.buffer for s in op.slots)
+        if stmt.out in needed or side_effect:
+            needed.add(stmt.out)
+            needed.update(refs)
+    return needed
 
 
 def returns_view(b: Block) -> bool:

@@ -14,7 +14,17 @@ from dataclasses import dataclass, field, replace
 
 from hypothesis import strategies as st
 
-from .check import PER_INSTANCE, broadcasts_to, check, env_of, mutation_rules, returns_view, spec_type, stmt_type
+from .check import (
+    PER_INSTANCE,
+    broadcasts_to,
+    check,
+    env_of,
+    live_values,
+    mutation_rules,
+    returns_view,
+    spec_type,
+    stmt_type,
+)
 from .interludes import INTERLUDES
 from .ir import (
     FLOWS,
@@ -278,6 +288,21 @@ def _close(b: _Builder, chained: list[int]) -> None:
     raise Reject("cannot close the chain")  # pragma: no cover - merge_mean takes anything
 
 
+def _prune_dead_random(b: _Builder) -> None:
+    """Drop random ops nothing uses, and what reads them: a compiler may drop
+    dead code, and with it draws from the generator eager makes."""
+    live = live_values(b.block())
+    dropped: set[str] = set()
+    body = []
+    for stmt in b.body:
+        reads = {o.name for o in stmt.operands if isinstance(o, Ref)}
+        if stmt.out not in live and (OPS[stmt.op].random or reads & dropped):
+            dropped.add(stmt.out)
+            continue
+        body.append(stmt)
+    b.body = body
+
+
 # --- sections and repeats ------------------------------------------------------------
 
 
@@ -399,6 +424,7 @@ def programs(
         except Reject:
             raise MalformedProgram("generator could not close the chain")  # noqa: B904
 
+    _prune_dead_random(b)
     no_grad = any(c.grad is False or c.inference for p in plans for c in p.contexts)
     if no_grad and returns_view(b.block()):
         _add_stmt(b, Stmt(f"v{len(b.body)}", "clone", (Ref(b.body[-1].out),)), OPS["clone"])

@@ -46,11 +46,20 @@ def _fails(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verd
     return oracle(run_program(program, config)).failed
 
 
+def _fails_alike(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict], like: Verdict) -> bool:
+    """Fails the way ``like`` did: same kind, and for a crash the same error.
+    (Without deduplication a program may still fail, for another reason.)"""
+    other = oracle(run_program(program, config))
+    if not other.failed or other.kind != like.kind:
+        return False
+    return like.kind != "crash" or normalize(other.message) == normalize(like.message)
+
+
 def triage(outcome: Outcome, verdict: Verdict) -> Finding:
     program, config = outcome.program, outcome.config
     oracle = ORACLES[verdict.oracle]
     culprit = "backend"
-    if config.dedup and not _fails(program, replace(config, dedup=False), oracle):
+    if config.dedup and not _fails_alike(program, replace(config, dedup=False), oracle, verdict):
         culprit = "dedup"
     trigger = ""
     if verdict.kind == "crash":

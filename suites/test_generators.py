@@ -252,3 +252,38 @@ def test_chained_block_must_keep_its_shape():
 def test_in_place_rules(body, message):
     with pytest.raises(MalformedProgram, match=message):
         check(_program(calls=(Call(), Call()), structure="for_range", body=body, args=()))
+
+
+# --- the generator report ----------------------------------------------------------------
+
+
+@settings(max_examples=100)
+@given(programs())
+def test_every_feature_a_program_shows_is_in_the_reported_universe(program):
+    from generators.features import features, universe
+
+    assert features(program) <= set(universe())
+
+
+def test_stats_command_counts_features_and_rejects_bad_input():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "harness", "stats", "-n", "30", "--no-run"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "30 programs drawn" in done.stdout and "op:sin" in done.stdout
+    bad = subprocess.run([sys.executable, "-m", "harness", "stats", "-n", "0"], capture_output=True, text=True,
+                         timeout=300)
+    assert bad.returncode == 2 and "must be positive" in bad.stderr
+
+
+def test_stats_measures_eager_validity_and_regions_with_the_real_tracker():
+    from harness.stats import measure
+
+    calls = (Call(), Call(), Call())
+    body = tuple(Stmt(f"v{i}", op, (Ref("x" if i == 0 else f"v{i - 1}"),))
+                 for i, op in enumerate(("sin", "cos", "tanh", "sigmoid")))
+    m = measure(_program(calls=calls, structure="for_range", body=body, args=()).to_json())
+    assert not m.eager_error and not m.compile_error
+    assert m.region_groups >= 1 and m.invoke_subgraph_calls == 3
