@@ -156,6 +156,11 @@ class _Builder:
     def n(self) -> int:
         return len(self.envs)
 
+    def fresh(self) -> str:
+        """A statement name not yet used (statements may have been pruned)."""
+        used = {int(s.out[1:]) for s in self.body}
+        return f"v{max(used, default=-1) + 1}"
+
     def rows(self) -> list[dict[str, Value]]:
         return [{a: self.arg_rows[j][i] for j, a in enumerate(self.args)} for i in range(self.n)]
 
@@ -263,7 +268,7 @@ def _try_stmt(draw, b: _Builder, op: OpSpec, per_repeat_args: bool) -> bool:
         return False
     try:
         operands, new_state, new_args = _draw_operands(draw, b, op, per_repeat_args)
-        _add_stmt(b, Stmt(f"v{len(b.body)}", op.name, tuple(operands)), op, new_state, new_args)
+        _add_stmt(b, Stmt(b.fresh(), op.name, tuple(operands)), op, new_state, new_args)
     except Reject:
         return False
     return True
@@ -281,7 +286,7 @@ def _close(b: _Builder, chained: list[int]) -> None:
     fits = all(broadcasts_to(t[last].shape, t[primary].shape) for t in b.types)
     for op in (MERGES if fits else MERGES[2:]):
         try:
-            _add_stmt(b, Stmt(f"v{len(b.body)}", op, (Ref(primary), Ref(last))), OPS[op])
+            _add_stmt(b, Stmt(b.fresh(), op, (Ref(primary), Ref(last))), OPS[op])
             return
         except Reject:
             continue
@@ -427,7 +432,7 @@ def programs(
     _prune_dead_random(b)
     no_grad = any(c.grad is False or c.inference for p in plans for c in p.contexts)
     if no_grad and returns_view(b.block()):
-        _add_stmt(b, Stmt(f"v{len(b.body)}", "clone", (Ref(b.body[-1].out),)), OPS["clone"])
+        _add_stmt(b, Stmt(b.fresh(), "clone", (Ref(b.body[-1].out),)), OPS["clone"])
     block = replace(b.block(kind), compile_region=compile_region, attrs=attrs)
     sections = []
     j = 0

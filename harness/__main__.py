@@ -58,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
           f"({len(new)} new) on {summary['backend']}, torch {summary['torch']}")
     for f in summary["findings"]:
         print(f"  {f['count']:5d}x {f['known_issue'] or 'NEW':7s} {f['signature']}")
+    if summary.get("aborted"):
+        print(f"campaign stopped early: {summary['aborted']}")
     print(f"report: {args.out / 'report.md'}")
     return 0
 

@@ -92,7 +92,26 @@ def run_compiled(module: ModuleType, program: Program, config: RunConfig) -> tup
     return result, capture
 
 
+@contextlib.contextmanager
+def isolated_global_state():
+    """Programs set grad mode, default dtype and autocast; a crash of the
+    compiler under test can leave them set. Restore them for the next program."""
+    grad, dtype = torch.is_grad_enabled(), torch.get_default_dtype()
+    autocast = torch.is_autocast_enabled("cpu")
+    try:
+        yield
+    finally:
+        torch.set_grad_enabled(grad)
+        torch.set_default_dtype(dtype)
+        torch.set_autocast_enabled("cpu", autocast)
+
+
 def run_program(program: Program, config: RunConfig = RunConfig()) -> Outcome:
+    with isolated_global_state():
+        return _run_program(program, config)
+
+
+def _run_program(program: Program, config: RunConfig) -> Outcome:
     seconds: dict[str, float] = {}
     t = time.perf_counter()
     source = render(program)

@@ -46,6 +46,7 @@ class Campaign:
     hits: Counter = field(default_factory=Counter)
     findings: dict[str, dict] = field(default_factory=dict)
     seen: set[str] = field(default_factory=set)
+    aborted: str = ""  # why the campaign stopped before its budget, if it did
 
     def record(self, program: Program) -> None:
         try:
@@ -109,7 +110,17 @@ class Campaign:
             "torch": torch.__version__,
             "python": platform.python_version(),
             "findings": sorted(self.findings.values(), key=lambda e: -e["count"]),
+            "aborted": self.aborted,
         }
+
+
+def process_healthy() -> bool:
+    """Whether plain eager tensor code still works in this process."""
+    try:
+        torch.randn(1, 2).expand(3, 2).sum().item()
+        return True
+    except Exception:
+        return False
 
 
 def _slug(signature: str) -> str:
@@ -142,9 +153,11 @@ def run(backend: str, budget: float, seed: int, out: Path, oracle_names: Optiona
     deadline = campaign.started + budget
     last_print = [time.time()]
 
+    previous: list[str] = [""]
+
     def body(program: Program) -> None:
         key = program.to_json()
-        if time.time() >= deadline or key in campaign.seen:
+        if time.time() >= deadline or key in campaign.seen or campaign.aborted:
             return
         campaign.seen.add(key)
         try:
@@ -152,13 +165,21 @@ def run(backend: str, budget: float, seed: int, out: Path, oracle_names: Optiona
         except Exception:  # a harness bug must not lose the campaign
             campaign.log({"event": "harness_error", "traceback": traceback.format_exc()})
             campaign.statuses["harness_error"] += 1
+            if not process_healthy():
+                # The compiler under test left this process unusable (seen:
+                # "PythonDispatcherTLS was not set" after a failed compile).
+                # Everything after would be noise: stop, keeping the results.
+                campaign.aborted = "process state corrupted; see poisoned_by.json"
+                (out / "poisoned_by.json").write_text(json.dumps({"previous": previous[0], "current": key}))
+                campaign.log({"event": "process_poisoned", "previous_program": previous[0], "program": key})
+        previous[0] = key
         if time.time() - last_print[0] > 10:
             last_print[0] = time.time()
             progress(f"[{time.time() - campaign.started:5.0f}s] {campaign.programs} programs, "
                      f"{sum(campaign.hits.values())} failures in {len(campaign.findings)} distinct findings")
 
     batch = 0
-    while time.time() < deadline:
+    while time.time() < deadline and not campaign.aborted:
         test = settings(max_examples=BATCH, database=None, deadline=None, phases=[Phase.generate],
                         suppress_health_check=list(HealthCheck))(given(programs())(body))
         hyp_seed(seed * 100_003 + batch)(test)()
