@@ -62,6 +62,7 @@ class Capture:
     frames: int = 0  # graphs handed to the backend
     graph_breaks: int = 0
     invoke_subgraph_calls: int = 0
+    leaked_state: list[str] = field(default_factory=list)  # see harness.hygiene
 
     @property
     def deduplicated(self) -> bool:

@@ -18,6 +18,7 @@ from generators.ir import Program
 
 from .backends import resolve
 from .execute import execute, failure
+from .hygiene import clean_up, leaked_state
 from .loader import load_source
 from .observe import recording_backend, recording_regions
 from .outcome import Capture, Execution, Outcome, RunConfig
@@ -85,8 +86,10 @@ def run_compiled(module: ModuleType, program: Program, config: RunConfig) -> tup
                 **backend.options,
             )
         except Exception as e:
+            _check_hygiene(capture)
             return Execution(failure=failure(e, "dynamo")), capture
         result = execute(compiled, model, inputs, _input_names(program), config.backward)
+    _check_hygiene(capture)
     capture.graph_breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
     torch._dynamo.reset()
     return result, capture
@@ -104,6 +107,12 @@ def isolated_global_state():
         torch.set_grad_enabled(grad)
         torch.set_default_dtype(dtype)
         torch.set_autocast_enabled("cpu", autocast)
+
+
+def _check_hygiene(capture: Capture) -> None:
+    capture.leaked_state = leaked_state()
+    if capture.leaked_state:
+        clean_up()
 
 
 def run_program(program: Program, config: RunConfig = RunConfig()) -> Outcome:

@@ -6,11 +6,12 @@ from typing import Callable
 
 from harness.outcome import Outcome
 
-from . import differential
+from . import differential, hygiene
 from .verdict import Verdict
 
 ORACLES: dict[str, Callable[[Outcome], Verdict]] = {
     differential.NAME: differential.check,
+    hygiene.NAME: hygiene.check,
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import operator
 
 import torch
+import torch.utils._python_dispatch
 
 
 def _wrap(transform):
@@ -47,4 +48,16 @@ def corrupt_every_third_invoke_subgraph(gm: torch.fx.GraphModule, example_inputs
                     bad = gm.graph.call_function(torch.add, (user, 1.0))
                 user.replace_all_uses_with(bad, delete_user_cb=lambda n: n is not bad)
     gm.recompile()
+    return gm.forward
+
+
+class _PassThrough(torch.utils._python_dispatch.TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def leak_dispatch_mode(gm: torch.fx.GraphModule, example_inputs):
+    """Compiles correctly but leaves a dispatch mode pushed, as a compile that
+    fails half-way can: every later program in the process runs under it."""
+    _PassThrough().__enter__()
     return gm.forward
