@@ -352,6 +352,10 @@ def _last_slice(sl: PySlice) -> Rule:
     return rule
 
 
+def _last_slice_arg(t: list[TT], v: list[Value], e: Env) -> TT:
+    return _last_slice(v[0])(t, v, e)
+
+
 def _advanced(t: list[TT], v: list[Value], e: Env) -> TT:
     s, idx = t[0].shape, v[0].items
     if not s or any(not -s[0] <= i < s[0] for i in idx):
@@ -620,6 +624,9 @@ _ENTRIES = [
     _op("slice", "index", "{0}[{1}]",
         (T(), S(lambda t: (PySlice(None, None, 2), PySlice(1, None), PySlice(None, -1), PySlice(-2, None)))),
         _index_slice, view=True, saves_inputs=False),
+    _op("slice_last", "index", "{0}[..., {1}]",
+        (T(), S(lambda t: (PySlice(None, None, 2), PySlice(1, None), PySlice(None, -1), PySlice(-2, None)))),
+        _last_slice_arg, view=True, saves_inputs=False),
     _op("step_last", "index", "{0}[..., ::2]", _u, _last_slice(PySlice(None, None, 2)), view=True,
         saves_inputs=False),
     _op("neg_slice", "index", "{0}[..., -2:]", _u, _last_slice(PySlice(-2, None)), view=True, saves_inputs=False),
