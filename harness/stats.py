@@ -58,9 +58,12 @@ def measure(program_json: str) -> Measured:
     import warnings
 
     warnings.filterwarnings("ignore")
+    import logging
+
     import torch
 
     torch.set_num_threads(1)
+    torch._logging.set_logs(dynamo=logging.ERROR)
     from generators.codegen import render
     from generators.ir import Program
     from harness.loader import load_source
