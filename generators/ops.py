@@ -218,7 +218,7 @@ def _reduce(keep: bool | None = None, dtype: str | None = None) -> Rule:
 
     def rule(t: list[TT], v: list[Value], e: Env) -> TT:
         shape = t[0].shape
-        dims = v[0]
+        dims = tuple(range(len(shape))) if v[0] is None else v[0]
         dims = dims.items if isinstance(dims, PyList) else dims if isinstance(dims, tuple) else (dims,)
         idx = {_dim(shape, d) for d in dims}
         if len(idx) != len(dims):
@@ -473,6 +473,11 @@ def _dims(t: TT) -> tuple[int, ...]:
     return tuple(range(-1, -len(t.shape) - 1, -1))
 
 
+def _dims_or_all(t: TT) -> tuple[Value, ...]:
+    """Reduction dims, and None for "all of them"."""
+    return _dims(t) + (None,)
+
+
 def _dims_and_new(t: TT) -> tuple[int, ...]:
     return tuple(range(-1, -len(t.shape) - 2, -1))
 
@@ -559,8 +564,10 @@ _ENTRIES = [
     _op("masked_fill", "compare", "{0}.masked_fill({0} > {1}, {2})",
         (T(), S(lambda t: (0.0, 0.5)), S(lambda t: (0.0, -1.0, 1.0)))),
     # reductions with dim and keepdim
-    _op("sum", "reduce", "{0}.sum(dim={1}, keepdim={2})", (T(), S(_dims), S(_keep)), _reduce(), saves_inputs=False),
-    _op("mean", "reduce", "{0}.mean(dim={1}, keepdim={2})", (T(), S(_dims), S(_keep)), _reduce(), saves_inputs=False),
+    _op("sum", "reduce", "{0}.sum(dim={1}, keepdim={2})", (T(), S(_dims_or_all), S(_keep)), _reduce(),
+        saves_inputs=False),
+    _op("mean", "reduce", "{0}.mean(dim={1}, keepdim={2})", (T(), S(_dims_or_all), S(_keep)), _reduce(),
+        saves_inputs=False),
     _op("mean_dims", "reduce", "{0}.mean(dim={1})",
         (T(), S(lambda t: ((-1,), PyList((-1,)), (0, -1), PyList((0, -1)))[: 4 if len(t.shape) > 1 else 2])),
         _reduce(keep=False), saves_inputs=False),
@@ -569,7 +576,7 @@ _ENTRIES = [
     _op("var", "reduce", "{0}.var(dim={1}, keepdim={2}, correction=0)", (T(), S(_dims), S(_keep)), _reduce()),
     _op("logsumexp", "reduce", "torch.logsumexp({0}, dim={1}, keepdim={2})", (T(), S(_dims), S(_keep)), _reduce(),
         saves_output=True),
-    _op("norm", "reduce", "torch.linalg.vector_norm({0}, dim={1}, keepdim={2})", (T(), S(_dims), S(_keep)),
+    _op("norm", "reduce", "torch.linalg.vector_norm({0}, dim={1}, keepdim={2})", (T(), S(_dims_or_all), S(_keep)),
         _reduce(), saves_output=True),
     _op("sum_all", "reduce", "{0}.sum()", _u, _reduce_all, saves_inputs=False),
     _op("argmax", "reduce", "{0}.argmax(dim={1}, keepdim={2})", (T(), S(_dims), S(_keep)), _reduce(dtype="int64"),
@@ -579,18 +586,22 @@ _ENTRIES = [
         autocast=True),
     _op("matmul_t", "linalg", "{0} @ {1}.transpose(-1, -2)", (T(), T(relation="same")), _fresh(_matmul_t),
         autocast=True, same_dtype=True),
-    _op("bmm", "linalg", "torch.bmm({0}, {1})", (T(), W(lambda s: (s[0], s[-1], s[-1]) if len(s) == 3 else (1,))),
-        _fresh(_with_rank(3, hi=3)), autocast=True),
+    # any rank >= 2, folded to the (batch, m, k) bmm needs and back
+    _op("bmm", "linalg", "torch.bmm({0}.reshape({1}), {2}).reshape({3})",
+        (T(), D(lambda s: (-1,) + s[-2:]), W(lambda s: (_numel(s[:-2]), s[-1], s[-1])), D(lambda s: s)),
+        _fresh(_with_rank(2)), autocast=True),
     _op("linear", "linalg", "F.linear({0}, {1}, {2})",
         (T(), W(lambda s: (_last(s), _last(s))), W(lambda s: (_last(s),), "small")), _fresh(_with_rank(1)),
         autocast=True),
     _op("einsum", "linalg", "torch.einsum({1}, {0}, {2})",
         (T(), S(lambda t: ("...i,ij->...j", "...i,ji->...j")), W(lambda s: (_last(s), _last(s)))),
         _fresh(_with_rank(1)), autocast=True),
+    # batched (N, C, L) / (N, C, H, W) or unbatched (C, L) / (C, H, W) input
     _op("conv1d", "linalg", "F.conv1d({0}, {1}, padding=1)",
-        (T(), W(lambda s: (s[1], s[1], 3) if len(s) == 3 else (1,))), _fresh(_with_rank(3, hi=3)), autocast=True),
+        (T(), W(lambda s: (s[-2], s[-2], 3) if len(s) >= 2 else (1,))), _fresh(_with_rank(2, hi=3)), autocast=True),
     _op("conv2d", "linalg", "F.conv2d({0}, {1}, padding=1)",
-        (T(), W(lambda s: (s[1], s[1], 3, 3) if len(s) == 4 else (1,))), _fresh(_with_rank(4, hi=4)), autocast=True),
+        (T(), W(lambda s: (s[-3], s[-3], 3, 3) if len(s) >= 3 else (1,))), _fresh(_with_rank(3, hi=4)),
+        autocast=True),
     # norms
     _op("layer_norm", "norm", "F.layer_norm({0}, {1})", (T(), D(lambda s: (_last(s),))), _with_rank(1)),
     _op("layer_norm_affine", "norm", "F.layer_norm({0}, {1}, {2}, {3})",

@@ -109,7 +109,7 @@ def _layouts(shape: Shape, requires_grad: bool) -> tuple[str, ...]:
 @st.composite
 def _variant(draw, base: TensorSpec) -> tuple[TensorSpec, str]:
     """A tensor that differs from ``base`` in one way a compiler might miss."""
-    kind = draw(st.sampled_from(("shape", "dtype", "requires_grad", "layout", "view")))
+    kind = draw(st.sampled_from(("view", "shape", "dtype", "requires_grad", "layout")))
     if kind == "shape":
         shape = tuple(draw(st.integers(1, MAX_DIM)) for _ in base.shape)
         return replace(base, shape=shape, layout="contiguous"), "none"
@@ -191,9 +191,24 @@ def _common_choices(slot: S, primaries: list[TT]) -> tuple[Value, ...]:
     return tuple(v for v in sets[0] if all(repr(typed_key(v)) in k for k in keys))
 
 
+def _may_mutate(b: _Builder, name: str) -> bool:
+    """A cheap pre-filter of in-place targets (mutation_rules has the last word):
+    a contiguous float32 input without grad, or a fresh, unread intermediate."""
+    if name in b.inputs:
+        spec = b.specs[name]
+        return name != b.inputs[0] and not spec.requires_grad and spec.layout == "contiguous"
+    made = next((s for s in b.body if s.out == name), None)
+    if made is None or OPS[made.op].view or OPS[made.op].saves_output:
+        return False
+    return not any(isinstance(o, Ref) and o.name == name for s in b.body for o in s.operands)
+
+
 def _draw_operands(draw, b: _Builder, op: OpSpec, per_repeat_args: bool):
     """Operands for ``op``, plus the weights, buffers and args they would add."""
-    primary = draw(st.sampled_from(b.tensors[::-1]))  # latest value first: chains shrink well
+    candidates = [n for n in b.tensors[::-1] if _may_mutate(b, n)] if op.inplace else b.tensors[::-1]
+    if not candidates:
+        raise Reject("nothing here may be mutated in place")
+    primary = draw(st.sampled_from(candidates))  # latest value first: chains shrink well
     primaries = [t[primary] for t in b.types]
     operands: list = [Ref(primary)]
     new_state: list[tuple[str, TensorSpec, bool]] = []
@@ -264,14 +279,18 @@ def _add_stmt(b: _Builder, stmt: Stmt, op: OpSpec, new_state=(), new_args=()) ->
 
 
 def _try_stmt(draw, b: _Builder, op: OpSpec, per_repeat_args: bool) -> bool:
+    """Add one ``op`` statement; an op that does not fit the drawn operands gets
+    two more tries, so ops with narrow domains (conv2d, bmm) still appear."""
     if op.inplace and not b.allow_inplace:
         return False
-    try:
-        operands, new_state, new_args = _draw_operands(draw, b, op, per_repeat_args)
-        _add_stmt(b, Stmt(b.fresh(), op.name, tuple(operands)), op, new_state, new_args)
-    except Reject:
-        return False
-    return True
+    for _ in range(3):
+        try:
+            operands, new_state, new_args = _draw_operands(draw, b, op, per_repeat_args)
+            _add_stmt(b, Stmt(b.fresh(), op.name, tuple(operands)), op, new_state, new_args)
+            return True
+        except Reject:
+            continue
+    return False
 
 
 def _close(b: _Builder, chained: list[int]) -> None:
@@ -349,7 +368,10 @@ def programs(
     breaks: bool = True,
 ) -> Program:
     """A valid program: one block run by one or two repetition sections."""
-    op_list = [OPS[name] for name in (ops or tuple(n for n in OPS if OPS[n].category != "merge"))]
+    by_category: dict[str, list[OpSpec]] = {}
+    for name in ops or tuple(n for n in OPS if OPS[n].category != "merge"):
+        by_category.setdefault(OPS[name].category, []).append(OPS[name])
+    categories = list(by_category)
     kind = draw(st.sampled_from(("function", "module")))
     main = draw(shapes())
     x_grad = draw(st.booleans())
@@ -382,7 +404,7 @@ def programs(
         if structure == "nested":
             n = max(1, n // 2)
         tensors: list[tuple[str | None, str]] = [(None, "none")] * n
-        if flow == "fanout" and _rarely(draw, 2):
+        if flow == "fanout" and _likely(draw, 1):
             tensors = [("x", "none")]
             for _ in range(n - 1):
                 if not _likely(draw, 1):
@@ -419,7 +441,10 @@ def programs(
     attempts = 0
     while attempts < 4 * max_stmts and len(b.body) < max_stmts and (not b.body or _likely(draw, 3)):
         attempts += 1
-        _try_stmt(draw, b, draw(st.sampled_from(op_list)), per_repeat_args=True)
+        # Category first, then op: each kind of op gets an even share, so a
+        # category of few ops (dtype conversion) is drawn as often as one of many.
+        op = draw(st.sampled_from(by_category[draw(st.sampled_from(categories))]))
+        _try_stmt(draw, b, op, per_repeat_args=True)
     if not b.body:
         _add_stmt(b, Stmt("v0", "neg", (Ref("x"),)), OPS["neg"])
     chained = [j for j, (p, _) in enumerate(all_calls) if p.flow != "fanout"]
