@@ -278,6 +278,17 @@ def live_values(b: Block) -> set[str]:
     return needed
 
 
+def mutates_state(b: Block) -> bool:
+    """Whether the block writes to something its caller owns: an input
+    (in place, maybe through a view) or a buffer (batch-norm statistics)."""
+    for stmt in b.body:
+        op = OPS[stmt.op]
+        refs = [o.name for o in stmt.operands if isinstance(o, Ref)]
+        if (op.inplace and refs[0] in b.inputs) or any(isinstance(s, W) and s.buffer for s in op.slots):
+            return True
+    return False
+
+
 def returns_view(b: Block) -> bool:
     made_by = {s.out: OPS[s.op] for s in b.body}
     return b.result in made_by and made_by[b.result].view

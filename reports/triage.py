@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Callable, Optional
 
+from generators.check import mutates_state
 from generators.ir import Program
 from generators.variation import equalize
 from harness.outcome import Outcome, RunConfig
@@ -66,7 +67,9 @@ def triage(outcome: Outcome, verdict: Verdict) -> Finding:
         detail = f"{verdict.details.get('stage')}:{normalize(verdict.message)}"
     else:
         trigger = _trigger(program, config, oracle) if culprit == "dedup" else ""
-        detail = trigger
+        # Wrong values from a block that writes to caller-owned state are
+        # their own class: the pass must keep mutations in order and in place.
+        detail = ":".join(p for p in (trigger, "mutation" if mutates_state(program.block) else "") if p)
     signature = ":".join(p for p in (verdict.oracle, verdict.kind, culprit, detail) if p)
     return Finding(signature, verdict, program, config, culprit, trigger, outcome.source)
 
