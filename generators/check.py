@@ -278,15 +278,10 @@ def live_values(b: Block) -> set[str]:
     return needed
 
 
-def mutates_state(b: Block) -> bool:
-    """Whether the block writes to something its caller owns: an input
-    (in place, maybe through a view) or a buffer (batch-norm statistics)."""
-    for stmt in b.body:
-        op = OPS[stmt.op]
-        refs = [o.name for o in stmt.operands if isinstance(o, Ref)]
-        if (op.inplace and refs[0] in b.inputs) or any(isinstance(s, W) and s.buffer for s in op.slots):
-            return True
-    return False
+def mutates(b: Block) -> bool:
+    """Whether the block writes anything in place: an input, an intermediate
+    (maybe through a view) or a buffer (batch-norm statistics)."""
+    return any(OPS[s.op].inplace or any(isinstance(x, W) and x.buffer for x in OPS[s.op].slots) for s in b.body)
 
 
 def returns_view(b: Block) -> bool:

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Callable, Optional
 
-from generators.check import mutates_state
+from generators.check import mutates
 from generators.ir import Program
 from generators.variation import equalize
 from harness.outcome import Outcome, RunConfig
@@ -43,6 +43,19 @@ def normalize(message: str) -> str:
     return message[:200]
 
 
+def tags(program: Program) -> list[str]:
+    """Program features that make a class of wrong values of their own, so a
+    known bug in one class cannot hide a new one elsewhere: in-place writes
+    (the pass must keep mutations in order) and default-dtype changes
+    (factories must follow the dtype in force when they run)."""
+    out = []
+    if mutates(program.block):
+        out.append("mutation")
+    if any(c.context.default_dtype for _, c in program.repeats()):
+        out.append("default_dtype")
+    return out
+
+
 def _fails(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict]) -> bool:
     return oracle(run_program(program, config)).failed
 
@@ -67,9 +80,7 @@ def triage(outcome: Outcome, verdict: Verdict) -> Finding:
         detail = f"{verdict.details.get('stage')}:{normalize(verdict.message)}"
     else:
         trigger = _trigger(program, config, oracle) if culprit == "dedup" else ""
-        # Wrong values from a block that writes to caller-owned state are
-        # their own class: the pass must keep mutations in order and in place.
-        detail = ":".join(p for p in (trigger, "mutation" if mutates_state(program.block) else "") if p)
+        detail = ":".join(p for p in (trigger, *tags(program)) if p)
     signature = ":".join(p for p in (verdict.oracle, verdict.kind, culprit, detail) if p)
     return Finding(signature, verdict, program, config, culprit, trigger, outcome.source)
 

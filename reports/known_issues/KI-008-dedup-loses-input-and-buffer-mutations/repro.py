@@ -1,4 +1,4 @@
-"""Repro: KI-008: Deduplicated regions that mutate an input or a buffer give wrong results (batch-norm running stats lost, in-place writes through views)
+"""Repro: KI-008: Deduplicated regions that write in place give wrong results (batch-norm running stats lost, in-place writes through views into inputs or intermediates)
 
 Exit status 1: reproduced; 0: not reproduced. Needs only torch."""
 import torch
