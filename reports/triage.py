@@ -46,13 +46,16 @@ def normalize(message: str) -> str:
 def tags(program: Program) -> list[str]:
     """Program features that make a class of wrong values of their own, so a
     known bug in one class cannot hide a new one elsewhere: in-place writes
-    (the pass must keep mutations in order) and default-dtype changes
-    (factories must follow the dtype in force when they run)."""
+    (the pass must keep mutations in order), default-dtype changes
+    (factories must follow the dtype in force when they run) and random ops
+    (each region must draw what eager draws)."""
     out = []
     if mutates(program.block):
         out.append("mutation")
     if any(c.context.default_dtype for _, c in program.repeats()):
         out.append("default_dtype")
+    if program.is_random():
+        out.append("random")
     return out
 
 
