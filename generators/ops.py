@@ -177,11 +177,6 @@ def _binary(t: list[TT], v: list[Value], e: Env) -> TT:
     return TT(shape, promote(t[0].dtype, t[1].dtype), t[0].contiguous and t[1].contiguous)
 
 
-def _ternary(t: list[TT], v: list[Value], e: Env) -> TT:
-    out = _binary(t[:2], v, e)
-    return _binary([out, t[2]], v, e)
-
-
 def _where(t: list[TT], v: list[Value], e: Env) -> TT:
     for other in t[1:]:
         if broadcast(t[0].shape, other.shape) != t[0].shape:
