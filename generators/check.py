@@ -260,8 +260,14 @@ def _check_section(program: Program, k: int, s: Section, mutates: bool) -> None:
             raise MalformedProgram(f"{where}: grad mode and inference mode are not drawn together")
     if any(c.context.grad is False or c.context.inference for c in s.calls) and returns_view(b):
         raise MalformedProgram(f"{where}: a repeat without grad must not return a view (autograd rejects it)")
-    if s.structure in ("for_values", "for_tuple") and not _has_columns(program, s):
+    if s.structure in ("for_values", "for_tuple") and not has_columns(program, s):
         raise MalformedProgram(f"{where}: a loop over values needs something to iterate over")
+
+
+def has_graph_breaks(program: Program) -> bool:
+    return any(
+        INTERLUDES[n].breaks for n in (*program.interludes, *(s.interleave for s in program.sections)) if n
+    )
 
 
 def live_values(b: Block) -> set[str]:
@@ -289,7 +295,7 @@ def returns_view(b: Block) -> bool:
     return b.result in made_by and made_by[b.result].view
 
 
-def _has_columns(program: Program, s: Section) -> bool:
+def has_columns(program: Program, s: Section) -> bool:
     """Whether a loop over values has a value per repeat to iterate over."""
     b = program.block
     return bool(b.args and not b.attrs) or len({(c.tensor, c.view) for c in s.calls}) > 1 or len(
@@ -330,10 +336,7 @@ def check(program: Program) -> list[dict[str, TT]]:
     b = program.block
     specs = dict(program.inputs)
     carried = spec_type(specs[program.inputs[0][0]])
-    has_breaks = any(
-        INTERLUDES[n].breaks for n in (*program.interludes, *(s.interleave for s in program.sections)) if n
-    )
-    if has_breaks and program.options.fullgraph:
+    if has_graph_breaks(program) and program.options.fullgraph:
         raise MalformedProgram("fullgraph=True with a graph break drawn")
     if program.outputs == "single" and any(s.flow == "fanout" for s in program.sections):
         raise MalformedProgram("a single output cannot return a fanout's results")

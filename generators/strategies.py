@@ -19,6 +19,8 @@ from .check import (
     broadcasts_to,
     check,
     env_of,
+    has_columns,
+    has_graph_breaks,
     live_values,
     mutation_rules,
     returns_view,
@@ -203,7 +205,7 @@ def _may_mutate(b: _Builder, name: str) -> bool:
     return not any(isinstance(o, Ref) and o.name == name for s in b.body for o in s.operands)
 
 
-def _draw_operands(draw, b: _Builder, op: OpSpec, per_repeat_args: bool):
+def _draw_operands(draw, b: _Builder, op: OpSpec):
     """Operands for ``op``, plus the weights, buffers and args they would add."""
     candidates = [n for n in b.tensors[::-1] if _may_mutate(b, n)] if op.inplace else b.tensors[::-1]
     if not candidates:
@@ -239,7 +241,7 @@ def _draw_operands(draw, b: _Builder, op: OpSpec, per_repeat_args: bool):
             choices = _common_choices(slot, primaries)
             if not choices:
                 raise Reject("no value valid in every repeat")
-            if per_repeat_args and b.n > 1 and _likely(draw, 1):
+            if b.n > 1 and _likely(draw, 1):
                 name = f"s{len(b.args) + len(new_args)}"
                 new_args.append((name, draw(_per_call_values(choices, b.n))))
                 operands.append(Arg(name))
@@ -278,14 +280,14 @@ def _add_stmt(b: _Builder, stmt: Stmt, op: OpSpec, new_state=(), new_args=()) ->
     b.tensors.append(stmt.out)
 
 
-def _try_stmt(draw, b: _Builder, op: OpSpec, per_repeat_args: bool) -> bool:
+def _try_stmt(draw, b: _Builder, op: OpSpec) -> bool:
     """Add one ``op`` statement; an op that does not fit the drawn operands gets
     two more tries, so ops with narrow domains (conv2d, bmm) still appear."""
     if op.inplace and not b.allow_inplace:
         return False
     for _ in range(3):
         try:
-            operands, new_state, new_args = _draw_operands(draw, b, op, per_repeat_args)
+            operands, new_state, new_args = _draw_operands(draw, b, op)
             _add_stmt(b, Stmt(b.fresh(), op.name, tuple(operands)), op, new_state, new_args)
             return True
         except Reject:
@@ -389,6 +391,7 @@ def programs(
     n_sections = 1 + (max_sections > 1 and _rarely(draw, 4))
     compile_region = HAS_NESTED_COMPILE_REGION and _rarely(draw, 7)
     attrs = kind == "module" and _rarely(draw)
+    interludes_allowed = [name for name, i in INTERLUDES.items() if breaks or not i.breaks]
     plans: list[_SectionPlan] = []
     allow_inference = True
     for k in range(n_sections):
@@ -421,10 +424,7 @@ def programs(
         frozen = [False] * n
         if kind == "module" and structure in PER_INSTANCE and _rarely(draw):
             frozen = [False] + [draw(st.booleans()) for _ in range(n - 1)]
-        interleave = None
-        if _rarely(draw, 4):
-            choices = [k_ for k_, v in INTERLUDES.items() if breaks or not v.breaks]
-            interleave = draw(st.sampled_from(choices))
+        interleave = draw(st.sampled_from(interludes_allowed)) if _rarely(draw, 4) else None
         plans.append(_SectionPlan(structure, flow, n, outer, contexts, tensors, frozen, draw(st.booleans()), interleave))
 
     inference = any(c.inference for p in plans for c in p.contexts)
@@ -444,7 +444,7 @@ def programs(
         # Category first, then op: each kind of op gets an even share, so a
         # category of few ops (dtype conversion) is drawn as often as one of many.
         op = draw(st.sampled_from(by_category[draw(st.sampled_from(categories))]))
-        _try_stmt(draw, b, op, per_repeat_args=True)
+        _try_stmt(draw, b, op)
     if not b.body:
         _add_stmt(b, Stmt("v0", "neg", (Ref("x"),)), OPS["neg"])
     chained = [j for j, (p, _) in enumerate(all_calls) if p.flow != "fanout"]
@@ -468,14 +468,11 @@ def programs(
             args = tuple(b.arg_rows[a][j] for a in range(len(b.args)))
             calls.append(Call(args, tensor, view, p.contexts[i], p.frozen[i] and bool(b.weights)))
             j += 1
-        structure = p.structure
-        section = Section(structure, p.flow, tuple(calls), p.outer, p.interleave, p.keywords and bool(b.args))
-        sections.append(section)
+        sections.append(Section(p.structure, p.flow, tuple(calls), p.outer, p.interleave, p.keywords and bool(b.args)))
 
     interludes = []
     for _ in sections[1:]:
-        choices = [k_ for k_, v in INTERLUDES.items() if breaks or not v.breaks]
-        interludes.append(draw(st.sampled_from(choices)) if _likely(draw, 1) else None)
+        interludes.append(draw(st.sampled_from(interludes_allowed)) if _likely(draw, 1) else None)
     fanout = any(s.flow == "fanout" for s in sections)
     outputs = draw(st.sampled_from(("tuple", "dict") if fanout else ("single", "tuple", "dict")))
 
@@ -495,11 +492,9 @@ def programs(
 
 def _fix_loops(program: Program) -> Program:
     """A loop over values needs a value to iterate over; otherwise count."""
-    from .check import _has_columns
-
     sections = tuple(
         replace(s, structure="for_range")
-        if s.structure in ("for_values", "for_tuple") and not _has_columns(program, s)
+        if s.structure in ("for_values", "for_tuple") and not has_columns(program, s)
         else s
         for s in program.sections
     )
@@ -508,10 +503,7 @@ def _fix_loops(program: Program) -> Program:
 
 @st.composite
 def _options(draw, program: Program) -> Options:
-    has_breaks = any(
-        INTERLUDES[n].breaks for n in (*program.interludes, *(s.interleave for s in program.sections)) if n
-    )
-    fullgraph = not has_breaks and _rarely(draw)
+    fullgraph = not has_graph_breaks(program) and _rarely(draw)
     dynamic = True if _rarely(draw, 5) else None
     marks: list[tuple[str, int, bool]] = []
     if dynamic is None and _rarely(draw, 4):
