@@ -23,6 +23,9 @@ class Backend:
     description: str = ""
     # torch._inductor.config settings while compiling and running
     inductor_config: dict[str, Any] = field(default_factory=dict)
+    # Runs the same kernels whether or not part of the graph is a subgraph
+    # call, so forward values with and without deduplication agree bitwise.
+    bitwise: bool = False
 
     def compiler_fn(self) -> Callable:
         """The callable Dynamo hands each captured graph to."""
@@ -36,12 +39,13 @@ class Backend:
 BUILTIN: dict[str, Backend] = {
     b.name: b
     for b in [
-        Backend("eager", "eager", description="Dynamo graph run by the FX interpreter"),
-        Backend("aot_eager", "aot_eager", description="AOTAutograd, no codegen (the default)"),
+        Backend("eager", "eager", description="Dynamo graph run by the FX interpreter", bitwise=True),
+        Backend("aot_eager", "aot_eager", description="AOTAutograd, no codegen (the default)", bitwise=True),
         Backend(
             "aot_eager_decomp_partition",
             "aot_eager_decomp_partition",
             description="AOTAutograd with inductor's decompositions and partitioner",
+            bitwise=True,
         ),
         Backend(
             "inductor",

@@ -67,9 +67,10 @@ def execute(
                 torch.autograd.backward([x for x, _ in pairs], [c for _, c in pairs])
             except Exception as e:
                 result.failure = failure(e, "backward")
-    result.state = {f"input:{n}": t.detach().clone() for n, t in zip(input_names, inputs)}
+    tensors = [(n, t) for n, t in zip(input_names, inputs) if isinstance(t, torch.Tensor)]
+    result.state = {f"input:{n}": t.detach().clone() for n, t in tensors}
     result.state.update({f"buffer:{n}": b.detach().clone() for n, b in model.named_buffers()})
-    result.grads = {f"input:{n}": _grad(t) for n, t in zip(input_names, inputs) if t.requires_grad}
+    result.grads = {f"input:{n}": _grad(t) for n, t in tensors if t.requires_grad}
     result.grads.update({f"param:{n}": _grad(p) for n, p in model.named_parameters() if p.requires_grad})
     return result
 

@@ -21,6 +21,8 @@ class RunConfig:
     # None: as the program asks (Program.options); a value overrides it.
     fullgraph: Optional[bool] = None
     dynamic: Optional[bool] = None
+    # Extra compiles some oracles compare with (see harness.pipeline.COMPANIONS).
+    companions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,8 @@ class Capture:
     graph_breaks: int = 0
     invoke_subgraph_calls: int = 0
     leaked_state: list[str] = field(default_factory=list)  # see harness.hygiene
+    guards: list[str] = field(default_factory=list)  # "GUARD_TYPE name", every frame
+    structure: list[Any] = field(default_factory=list)  # harness.structure.GraphRecord per frame
 
     @property
     def deduplicated(self) -> bool:
@@ -80,3 +84,4 @@ class Outcome:
     compiled: Execution
     capture: Capture
     seconds: dict[str, float] = field(default_factory=dict)
+    companions: dict[str, tuple[Execution, Capture]] = field(default_factory=dict)

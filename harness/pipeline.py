@@ -7,8 +7,11 @@ test; it raises only for a program that fails in eager (a generator bug).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import time
+from dataclasses import replace
 from types import ModuleType
+from typing import Callable
 
 import torch
 import torch._dynamo
@@ -20,7 +23,8 @@ from .backends import resolve
 from .execute import execute, failure
 from .hygiene import clean_up, leaked_state
 from .loader import load_source
-from .observe import recording_backend, recording_regions
+from .observe import recording_backend, recording_guards
+from .structure import StructureRecorder, recording_structure, region_nodes
 from .outcome import Capture, Execution, Outcome, RunConfig
 
 
@@ -67,28 +71,39 @@ def _backend_config(backend):
     return torch._inductor.config.patch(backend.inductor_config)
 
 
+def _block_code(module: ModuleType):
+    """The code object Dynamo inlines for each call of the program's block."""
+    fn = getattr(module, "block", None) or module.Block.forward
+    return inspect.unwrap(fn).__code__
+
+
 def run_compiled(module: ModuleType, program: Program, config: RunConfig) -> tuple[Execution, Capture]:
     capture = Capture()
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     backend = resolve(config.backend)
     model, inputs = instantiate(module, program)
+    recorder = StructureRecorder(_block_code(module))
+    options = dict(backend.options)
+    options["options"] = {**options.get("options", {}), "guard_filter_fn": recording_guards(capture)}
     with (
         torch._dynamo.config.patch(use_graph_deduplication=config.dedup),
-        recording_regions(capture),
+        recording_structure(recorder),
         _backend_config(backend),
     ):
         try:
             compiled = torch.compile(
                 model,
-                backend=recording_backend(backend.compiler_fn(), capture),
+                backend=recording_backend(backend.compiler_fn(), capture, recorder),
                 **torch_compile_kwargs(program, config),
-                **backend.options,
+                **options,
             )
         except Exception as e:
             _check_hygiene(capture)
             return Execution(failure=failure(e, "dynamo")), capture
         result = execute(compiled, model, inputs, _input_names(program), config.backward)
+    capture.structure = recorder.graphs
+    capture.region_groups = [g for record in recorder.graphs for g in region_nodes(record.groups)]
     _check_hygiene(capture)
     capture.graph_breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
     torch._dynamo.reset()
@@ -135,7 +150,22 @@ def _run_program(program: Program, config: RunConfig) -> Outcome:
     t = time.perf_counter()
     compiled, capture = run_compiled(module, program, config)
     seconds["compiled"] = time.perf_counter() - t
-    return Outcome(program, config, source, eager, eager_again, reference, compiled, capture, seconds)
+    outcome = Outcome(program, config, source, eager, eager_again, reference, compiled, capture, seconds)
+    for name in config.companions:
+        t = time.perf_counter()
+        outcome.companions[name] = run_compiled(module, program, replace(COMPANIONS[name](config), companions=()))
+        seconds[name] = time.perf_counter() - t
+    return outcome
+
+
+# Extra compiles of the same program that oracles compare the main run with.
+COMPANIONS: dict[str, Callable[[RunConfig], RunConfig]] = {
+    # the same backend without the pass (oracles.dedup_toggle)
+    "dedup_off": lambda c: replace(c, dedup=False),
+    # a second capture on the same backend (its compiled code decides which
+    # frames recompile), forward only (oracles.determinism)
+    "recapture": lambda c: replace(c, backward=False),
+}
 
 
 def _input_names(program: Program) -> list[str]:

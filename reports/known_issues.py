@@ -30,6 +30,7 @@ class KnownIssue:
     description: str
     code: tuple[str, ...]  # where in torch the bug lives
     folder: Path
+    repro: str = "differential"  # what repro.py checks (reports.repro.DRIVERS)
 
     def matches(self, signature: str) -> bool:
         return any(fnmatch.fnmatchcase(signature, p) for p in self.patterns)
@@ -52,6 +53,7 @@ def load(root: Path = ROOT) -> tuple[KnownIssue, ...]:
                 description=d["description"],
                 code=tuple(d.get("code", ())),
                 folder=path.parent,
+                repro=d.get("repro", "differential"),
             )
         )
     return tuple(issues)
@@ -81,6 +83,7 @@ def record(
     (folder / "issue.json").write_text(json.dumps(issue, indent=2) + "\n")
     (folder / "program.json").write_text(json.dumps(to_dict(program), indent=2, sort_keys=True) + "\n")
     title = f"{issue['id']}: {issue['title']}"
-    (folder / "repro.py").write_text(render_repro(program, RunConfig(backend=issue["backend"]), title))
+    (folder / "repro.py").write_text(
+        render_repro(program, RunConfig(backend=issue["backend"]), title, issue.get("repro", "differential")))
     load.cache_clear()
     return folder

@@ -123,10 +123,51 @@ if __name__ == "__main__":
 '''
 
 
-def render_repro(program: Program, config: RunConfig, title: str) -> str:
+# For missed optimizations: the finding is that nothing was deduplicated.
+DEDUP_DRIVER = '''
+
+# ---- driver: exits 1 when no region is deduplicated, 0 when one is ----
+import sys
+
+import torch._dynamo
+
+BACKEND = {backend!r}
+SEED = {seed!r}
+COMPILE_KWARGS = {compile_kwargs!r}
+
+
+def main():
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return torch._dynamo.lookup_backend(BACKEND)(gm, example_inputs)
+
+    torch.manual_seed(SEED)
+    torch._dynamo.config.use_graph_deduplication = True
+    torch.compile(Program(), backend=backend, **COMPILE_KWARGS)(*make_inputs())
+    calls = sum(n.target is torch.ops.higher_order.invoke_subgraph for gm in graphs for n in gm.graph.nodes)
+    for gm in graphs:
+        print(gm.code)
+    if calls == 0:
+        print(f"REPRODUCED: the block's identical calls were not deduplicated (torch {{torch.__version__}})")
+        return 1
+    print(f"not reproduced: {{calls}} invoke_subgraph calls (torch {{torch.__version__}})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+# What a repro checks, by the name an issue.json gives under "repro".
+DRIVERS = {"differential": DRIVER, "deduplicated": DEDUP_DRIVER}
+
+
+def render_repro(program: Program, config: RunConfig, title: str, check: str = "differential") -> str:
     header = f'"""Repro: {title}\n\nExit status 1: reproduced; 0: not reproduced. Needs only torch."""\n'
     backend = resolve(config.backend)
-    driver = DRIVER.format(
+    driver = DRIVERS[check].format(
         backend=config.backend,
         dedup=config.dedup,
         seed=program.seed,

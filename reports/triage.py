@@ -73,14 +73,17 @@ def _fails_alike(program: Program, config: RunConfig, oracle: Callable[[Outcome]
 
 
 def triage(outcome: Outcome, verdict: Verdict) -> Finding:
-    program, config = outcome.program, outcome.config
+    program = outcome.program
     oracle = ORACLES[verdict.oracle]
+    config = replace(outcome.config, companions=oracle.needs)
     culprit = "backend"
     if config.dedup and not _fails_alike(program, replace(config, dedup=False), oracle, verdict):
         culprit = "dedup"
     trigger = ""
     if verdict.kind == "crash":
         detail = f"{verdict.details.get('stage')}:{normalize(verdict.message)}"
+    elif "label" in verdict.details:  # structural oracles name the difference themselves
+        detail = ":".join([verdict.details["label"], *tags(program)])
     else:
         trigger = _trigger(program, config, oracle) if culprit == "dedup" else ""
         detail = ":".join(p for p in (trigger, *tags(program)) if p)

@@ -51,5 +51,5 @@ def test_standalone_repro_exits_1_while_the_bug_is_there(issue):
 def test_committed_repro_is_the_rendered_one(issue):
     from reports.repro import render_repro
 
-    expected = render_repro(issue.program(), RunConfig(backend=issue.backend), f"{issue.id}: {issue.title}")
+    expected = render_repro(issue.program(), RunConfig(backend=issue.backend), f"{issue.id}: {issue.title}", issue.repro)
     assert (issue.folder / "repro.py").read_text() == expected, "repro.py is stale: re-render it from program.json"

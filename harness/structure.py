@@ -1,0 +1,315 @@
+"""Records what the deduplication pass saw and did, for the structural oracles.
+
+Wrapping, never replacing, the real code for the duration of one capture:
+
+- ``SubgraphTracer.create_proxy``: the global state each node was traced
+  under, and which call of the block traced it (the inlining frame);
+- ``OutputGraph.__init__``: the state a frame's graph starts from;
+- ``apply_graph_deduplication``: a copy of the graph before the pass;
+- ``GraphRegionTracker.get_identical_regions``: each region group, described
+  as plain data while its nodes still exist (the pass erases them);
+- ``_replace_region_with_subgraph``: which regions became an
+  ``invoke_subgraph`` call and which were skipped, with this module's own
+  reading of input mutation and aliasing for every region;
+- the backend: the graph handed to it, and both graphs run on the same inputs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Optional
+
+import torch
+import torch.fx
+from torch._dynamo import graph_deduplication, output_graph
+from torch._dynamo.graph_region_tracker import GraphRegionTracker
+from torch.utils._pytree import tree_flatten
+
+from .ambient import ambient_state
+from .effects import example_value, storage_key, written_args
+from .outcome import Execution, RegionNode
+
+INVOKE_SUBGRAPH = torch.ops.higher_order.invoke_subgraph
+
+
+def target_name(node: torch.fx.Node) -> str:
+    t = node.target
+    if isinstance(t, str):
+        return t
+    return getattr(t, "__qualname__", None) or getattr(t, "__name__", None) or str(t)
+
+
+def value_meta(value: Any) -> Optional[dict[str, Any]]:
+    """What makes two tensors interchangeable as inputs of one subgraph."""
+    if isinstance(value, torch.Tensor):
+        return {
+            "shape": [str(s) for s in value.shape],
+            "dtype": str(value.dtype),
+            "stride": [str(s) for s in value.stride()] if value.layout == torch.strided else None,
+            "device": str(value.device),
+            "requires_grad": bool(value.requires_grad),
+            "layout": str(value.layout),
+        }
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return {"symbol": str(value)}
+    if isinstance(value, (tuple, list)):
+        return {"sequence": [value_meta(v) for v in value]}
+    return None if value is None else {"python": type(value).__name__}
+
+
+def constant(value: Any) -> tuple[str, str]:
+    """A constant argument by type and value (2, 2.0 and True differ)."""
+    if isinstance(value, float) and math.isnan(value):
+        return ("float", "nan")
+    return (type(value).__qualname__, repr(value))
+
+
+@dataclass
+class NodeDesc:
+    """A region node as plain data. Each argument is ``("node", i)`` (the
+    region's i-th node), ``("input", k, meta)`` (its k-th distinct external
+    input) or ``("const", type, value)``, keyed by position or keyword."""
+
+    name: str
+    op: str
+    target: str
+    args: list[tuple[str, tuple]]
+    value: Optional[dict[str, Any]]
+    ambient: Optional[dict[str, Any]]
+
+
+@dataclass
+class Replacement:
+    group: int
+    region: int
+    nodes: list[str]
+    invoke: Optional[str]  # the invoke_subgraph node, or None if the pass skipped the region
+    input_mutations: list[str] = field(default_factory=list)  # nodes writing to external inputs
+    aliasing: list[str] = field(default_factory=list)  # "a and b share storage"
+
+
+@dataclass
+class NodeRecord:
+    ambient: dict[str, Any]
+    instance: Optional[int]  # which call of the block (trace order), None outside it
+
+
+@dataclass
+class GraphRecord:
+    """One frame's graph through the pass."""
+
+    entry_ambient: dict[str, Any] = field(default_factory=dict)
+    pre: Optional[torch.fx.GraphModule] = None  # copy taken before the pass
+    post: Optional[torch.fx.GraphModule] = None  # copy of what the backend received
+    nodes: dict[str, NodeRecord] = field(default_factory=dict)  # pre-pass nodes by name
+    groups: list[list[list[NodeDesc]]] = field(default_factory=list)
+    replacements: list[Replacement] = field(default_factory=list)
+    # Both graphs run eagerly on the same inputs: (pre, pre again, post).
+    rewrite: Optional[tuple[Execution, Execution, Execution]] = None
+
+
+def copy_graph_module(root: Any, graph: torch.fx.Graph) -> torch.fx.GraphModule:
+    g = torch.fx.Graph()
+    out = g.graph_copy(graph, {})
+    g.output(out)
+    return torch.fx.GraphModule(root, g)
+
+
+class StructureRecorder:
+    """Collects GraphRecords for one capture; ``block_code`` names the block's
+    code object, so nodes can be attributed to the call that traced them."""
+
+    def __init__(self, block_code: Any = None) -> None:
+        self.block_code = block_code
+        self.graphs: list[GraphRecord] = []
+        self._records: dict[torch.fx.Node, NodeRecord] = {}
+        self._entry: dict[int, dict[str, Any]] = {}
+        self._instances: dict[int, tuple[Any, int]] = {}  # id(tx) -> (tx, serial): keeps tx alive
+        self._current: Optional[GraphRecord] = None
+
+    # -- per node ------------------------------------------------------------
+    def _instance(self, tx: Any) -> Optional[int]:
+        while tx is not None:
+            if getattr(tx, "f_code", None) is self.block_code:
+                entry = self._instances.setdefault(id(tx), (tx, len(self._instances)))
+                return entry[1]
+            tx = getattr(tx, "parent", None)
+        return None
+
+    def on_node(self, tracer: Any, node: torch.fx.Node) -> None:
+        tx = getattr(tracer.output_graph, "current_tx", None)
+        self._records[node] = NodeRecord(ambient_state(), self._instance(tx) if self.block_code else None)
+
+    # -- per graph -------------------------------------------------------------
+    def before_dedup(self, og: Any) -> None:
+        record = GraphRecord(entry_ambient=self._entry.get(id(og), {}))
+        record.pre = copy_graph_module(output_graph.FakeRootModule(og.nn_modules), og.graph)
+        record.nodes = {n.name: self._records[n] for n in og.graph.nodes if n in self._records}
+        self.graphs.append(record)
+        self._current = record
+
+    def on_regions(self, groups: list[list[list[torch.fx.Node]]]) -> None:
+        if self._current is not None:
+            self._current.groups = [[self.describe(r) for r in g] for g in groups]
+
+    def describe(self, region: list[torch.fx.Node]) -> list[NodeDesc]:
+        index = {n: i for i, n in enumerate(region)}
+        inputs: dict[torch.fx.Node, int] = {}
+        out = []
+        for node in region:
+            args = []
+            flat = [(f"args[{i}]", a) for i, a in enumerate(node.args)]
+            flat += [(f"kwargs[{k}]", node.kwargs[k]) for k in sorted(node.kwargs)]
+            for where, arg in flat:
+                leaves, spec = tree_flatten(arg)
+                if len(leaves) != 1 or leaves[0] is not arg:
+                    args.append((f"{where}:spec", ("const", "spec", str(spec))))
+                for j, leaf in enumerate(leaves):
+                    key = where if leaves == [arg] else f"{where}[{j}]"
+                    if isinstance(leaf, torch.fx.Node):
+                        if leaf in index:
+                            args.append((key, ("node", index[leaf])))
+                        else:
+                            k = inputs.setdefault(leaf, len(inputs))
+                            args.append((key, ("input", k, value_meta(example_value(leaf)))))
+                    else:
+                        args.append((key, ("const", *constant(leaf))))
+            record = self._records.get(node)
+            out.append(NodeDesc(node.name, node.op, target_name(node), args,
+                                value_meta(example_value(node)), record.ambient if record else None))
+        return out
+
+    def on_replace(self, graph: torch.fx.Graph, region: list[torch.fx.Node], call: Any) -> None:
+        if self._current is None:
+            call()
+            return
+        groups = self._current.groups
+        names = [n.name for n in region]
+        g, r = next(((gi, ri) for gi, grp in enumerate(groups) for ri, reg in enumerate(grp)
+                     if [d.name for d in reg] == names), (-1, -1))
+        mutations, aliasing = region_hazards(region)
+        before = set(graph.find_nodes(op="call_function", target=INVOKE_SUBGRAPH))
+        call()
+        new = [n for n in graph.find_nodes(op="call_function", target=INVOKE_SUBGRAPH) if n not in before]
+        self._current.replacements.append(
+            Replacement(g, r, names, new[0].name if new else None, mutations, aliasing))
+
+    def on_backend(self, gm: torch.fx.GraphModule, example_inputs: list) -> None:
+        record = self._current
+        if record is None:
+            record = GraphRecord(entry_ambient=self._entry.get(-1, {}))
+            self.graphs.append(record)
+        self._current = None
+        record.post = copy_graph_module(gm, gm.graph)
+        if record.pre is not None and any(r.invoke for r in record.replacements):
+            record.rewrite = run_rewrite(record.pre, gm, example_inputs)
+
+
+def region_hazards(region: list[torch.fx.Node]) -> tuple[list[str], list[str]]:
+    """This harness's own reading of why a region cannot become a subgraph
+    call: it writes to a value from outside the region (or a view of one), or
+    an output shares storage with an input or with another output."""
+    members = set(region)
+    external = [a for n in region for a in n.all_input_nodes if a not in members]
+    in_storages = {}
+    for a in external:
+        key = storage_key(example_value(a))
+        if key is not None:
+            in_storages.setdefault(key, a)
+    mutations = []
+    for n in region:
+        for w in written_args(n):
+            if w not in members or storage_key(example_value(w)) in in_storages:
+                mutations.append(f"{n.name} writes {w.name}")
+    aliasing = []
+    out_storages: dict[Any, torch.fx.Node] = {}
+    for n in region:
+        if not any(u not in members for u in n.users):
+            continue
+        key = storage_key(example_value(n))
+        if key is None:
+            continue
+        if key in in_storages:
+            aliasing.append(f"output {n.name} and input {in_storages[key].name}")
+        elif key in out_storages:
+            aliasing.append(f"outputs {out_storages[key].name} and {n.name}")
+        out_storages.setdefault(key, n)
+    return mutations, aliasing
+
+
+def _clone(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return x.detach().clone().requires_grad_(x.requires_grad and x.is_floating_point())
+    return x
+
+
+def run_rewrite(pre: torch.fx.GraphModule, post: torch.fx.GraphModule, example_inputs: list):
+    """Runs the graph before and after the pass eagerly on copies of the same
+    inputs, forward and backward, with the same random seed."""
+    from .execute import execute
+
+    names = [n.name for n in post.graph.find_nodes(op="placeholder")]
+    # Inputs the graph lost after the pass come from Dynamo's record of them.
+    by_name = {n.name: getattr(n.meta.get("grapharg"), "example", None) for n in pre.graph.find_nodes(op="placeholder")}
+    by_name.update(zip(names, example_inputs))
+    pre_names = [n.name for n in pre.graph.find_nodes(op="placeholder")]
+
+    def run(gm: torch.fx.GraphModule, order: list[str]) -> Execution:
+        inputs = [_clone(by_name.get(n)) for n in order]
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            return execute(gm, torch.nn.Module(), inputs, order, backward=True)
+
+    return run(pre, pre_names), run(pre, pre_names), run(post, names)
+
+
+@contextlib.contextmanager
+def recording_structure(recorder: StructureRecorder) -> Iterator[None]:
+    """Installs the wrappers listed in the module docstring, and removes them."""
+    tracer_cls = output_graph.SubgraphTracer
+    original_proxy = tracer_cls.create_proxy
+    original_init = output_graph.OutputGraph.__init__
+    original_dedup = output_graph.apply_graph_deduplication
+    original_regions = GraphRegionTracker.get_identical_regions
+    original_replace = graph_deduplication._replace_region_with_subgraph
+
+    def create_proxy(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        proxy = original_proxy(self, *args, **kwargs)
+        recorder.on_node(self, proxy.node)
+        return proxy
+
+    def init(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        recorder._entry[id(self)] = recorder._entry[-1] = ambient_state()
+        original_init(self, *args, **kwargs)
+
+    def dedup(og):  # type: ignore[no-untyped-def]
+        recorder.before_dedup(og)
+        return original_dedup(og)
+
+    def get_identical_regions(self, graph):  # type: ignore[no-untyped-def]
+        groups = original_regions(self, graph)
+        recorder.on_regions(groups)
+        return groups
+
+    def replace(graph, region, *args, **kwargs):  # type: ignore[no-untyped-def]
+        recorder.on_replace(graph, region, lambda: original_replace(graph, region, *args, **kwargs))
+
+    tracer_cls.create_proxy = create_proxy  # type: ignore[method-assign]
+    output_graph.OutputGraph.__init__ = init  # type: ignore[method-assign]
+    output_graph.apply_graph_deduplication = dedup
+    GraphRegionTracker.get_identical_regions = get_identical_regions  # type: ignore[method-assign]
+    graph_deduplication._replace_region_with_subgraph = replace
+    try:
+        yield
+    finally:
+        tracer_cls.create_proxy = original_proxy  # type: ignore[method-assign]
+        output_graph.OutputGraph.__init__ = original_init  # type: ignore[method-assign]
+        output_graph.apply_graph_deduplication = original_dedup
+        GraphRegionTracker.get_identical_regions = original_regions  # type: ignore[method-assign]
+        graph_deduplication._replace_region_with_subgraph = original_replace
+
+
+def region_nodes(groups: list[list[list[NodeDesc]]]) -> list[list[list[RegionNode]]]:
+    return [[[RegionNode(d.name, d.op, d.target) for d in region] for region in g] for g in groups]

@@ -1,0 +1,225 @@
+"""Completeness against ground truth: repeats the generator knows to be
+identical should end up deduplicated, unless a documented rule of the pass
+excludes them. A miss is a lower-severity finding ("missed optimization"),
+kept apart from wrong results by the oracle catalogue.
+
+Repeats are matched to graph nodes through the harness's recording of which
+inlined call of the block traced each node (``NodeRecord.instance``); when the
+calls traced do not line up one-to-one with the program's repeats (a frame
+compiled once and reused, say), the oracle says so and judges nothing.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch.fx
+
+from harness.effects import example_value, storage_key, written_args
+from harness.outcome import Outcome
+from harness.structure import INVOKE_SUBGRAPH, GraphRecord, value_meta
+
+from .verdict import Status, Verdict
+
+NAME = "completeness"
+CALLS = ("call_function", "call_method", "call_module")
+SOURCE = "https://github.com/pytorch/pytorch/blob/v2.13.0/"
+
+
+@dataclass
+class Repeat:
+    """One call of the block as traced: its nodes in one graph."""
+
+    index: int
+    graph: int
+    record: GraphRecord
+    nodes: list[torch.fx.Node]
+
+    @property
+    def external(self) -> list[torch.fx.Node]:
+        members = set(self.nodes)
+        seen: dict = {}
+        for n in self.nodes:
+            for a in n.all_input_nodes:
+                if a not in members:
+                    seen.setdefault(a, None)
+        return list(seen)
+
+    def largest_component(self) -> int:
+        """Nodes in the largest connected piece of this call: the tracker grows
+        regions along arguments, so unconnected nodes never share a region."""
+        parent = {n: n for n in self.nodes}
+
+        def find(n):  # type: ignore[no-untyped-def]
+            while parent[n] is not n:
+                n = parent[n]
+            return n
+
+        for n in self.nodes:
+            for a in n.all_input_nodes:
+                if a in parent:
+                    parent[find(a)] = find(n)
+        sizes: dict = defaultdict(int)
+        for n in self.nodes:
+            sizes[find(n)] += 1
+        return max(sizes.values(), default=0)
+
+    def signature(self) -> tuple:
+        return tuple(str(value_meta(example_value(a))) for a in self.external)
+
+
+def _writes_outside(r: Repeat) -> bool:
+    members = set(r.nodes)
+    outside = {storage_key(example_value(a)) for a in r.external} - {None}
+    return any(w not in members or storage_key(example_value(w)) in outside for n in r.nodes for w in written_args(n))
+
+
+def _aliases(r: Repeat) -> bool:
+    members = set(r.nodes)
+    inputs = {storage_key(example_value(a)) for a in r.external} - {None}
+    outs = [storage_key(example_value(n)) for n in r.nodes if any(u not in members for u in n.users)]
+    outs = [k for k in outs if k is not None]
+    return bool(set(outs) & inputs) or len(set(outs)) < len(outs)
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    name: str
+    rule: str
+    code: str
+    applies: Callable[[Repeat], bool]
+
+
+# Documented reasons the pass leaves identical repeats alone; each with the
+# code that implements it.
+EXCLUSIONS: tuple[Exclusion, ...] = (
+    Exclusion("single_node", "regions of one node are not deduplicated (a region is connected)",
+              SOURCE + "torch/_dynamo/graph_region_tracker.py (get_identical_regions: len(region_group[0]) > 1)",
+              lambda r: r.largest_component() < 2),
+    Exclusion("no_external_inputs", "regions without inputs are skipped",
+              SOURCE + "torch/_dynamo/graph_deduplication.py (apply_graph_deduplication: 'Ignore regions with no args')",
+              lambda r: not r.external),
+    Exclusion("input_mutation", "a region that writes to its inputs cannot become a subgraph call",
+              SOURCE + "torch/_dynamo/graph_deduplication.py (_replace_region_with_subgraph: 'NYI ... due to mutation')",
+              _writes_outside),
+    Exclusion("aliasing", "input/output and output/output aliasing is not supported by HOPs",
+              SOURCE + "torch/_dynamo/graph_deduplication.py (_has_aliasing)",
+              _aliases),
+)
+# Rules that split a class before judging it: the pass only merges regions in
+# one graph whose inputs have the same metadata (the tracker's node hash).
+PARTITIONS = {
+    "different_graph": SOURCE + "torch/_dynamo/output_graph.py (dedup_pass: one OutputGraph at a time)",
+    "input_metadata": SOURCE + "torch/_dynamo/graph_region_tracker.py (_hash_node: example-value metadata of the arguments)",
+}
+
+
+def _traced_repeats(outcome: Outcome) -> Optional[list[Repeat]]:
+    found: dict[int, Repeat] = {}
+    for g, record in enumerate(outcome.capture.structure):
+        if record.pre is None:
+            return None
+        for node in record.pre.graph.nodes:
+            rec = record.nodes.get(node.name)
+            if node.op not in CALLS or rec is None or rec.instance is None:
+                continue
+            found.setdefault(rec.instance, Repeat(0, g, record, [])).nodes.append(node)
+    repeats = [found[k] for k in sorted(found)]
+    for i, r in enumerate(repeats):
+        r.index = i
+    return repeats
+
+
+def _skipped_by_pass(r: Repeat) -> Optional[str]:
+    """The rule that made the pass skip a region holding this repeat's nodes,
+    by this harness's own reading of the region (see harness.structure)."""
+    names = {n.name for n in r.nodes}
+    for rep in r.record.replacements:
+        if rep.invoke is None and names & set(rep.nodes):
+            if rep.input_mutations:
+                return "input_mutation"
+            if rep.aliasing:
+                return "aliasing"
+    return None
+
+
+def _merged(r: Repeat) -> bool:
+    replaced = {n for rep in r.record.replacements if rep.invoke for n in rep.nodes}
+    if any(n.name in replaced for n in r.nodes):
+        return True
+    # nested_compile_region: Dynamo itself made the call a subgraph call.
+    return any(n.target is INVOKE_SUBGRAPH for n in r.nodes)
+
+
+def check(outcome: Outcome) -> Verdict:
+    program = outcome.program
+    if not outcome.config.dedup:
+        return Verdict(NAME, Status.PASS, message="deduplication off")
+    if outcome.compiled.failure is not None:
+        return Verdict(NAME, Status.INCONCLUSIVE, kind="not_compiled", message="the program did not compile")
+    if program.block.compile_region:
+        return _check_compile_region(outcome)
+    repeats = _traced_repeats(outcome)
+    expected = len(program.repeats())
+    if repeats is None or len(repeats) != expected:
+        n = "no" if repeats is None else len(repeats)
+        return Verdict(NAME, Status.INCONCLUSIVE, kind="unmapped",
+                       message=f"{n} traced calls of the block for {expected} repeats")
+    missed, excluded = [], defaultdict(list)
+    for group in program.identical_repeats():
+        if len(group) < 2:
+            continue
+        parts: dict[tuple, list[Repeat]] = defaultdict(list)
+        for i in group:
+            r = repeats[i]
+            rule = next((e.name for e in EXCLUSIONS if e.applies(r)), None) or _skipped_by_pass(r)
+            if rule is not None:
+                excluded[rule].append(i)
+                continue
+            parts[(r.graph, r.signature())].append(r)
+        for (graph, _), members in parts.items():
+            if len(members) < 2:
+                excluded["different_graph" if any(k[0] != graph for k in parts) else "input_metadata"].append(members[0].index)
+                continue
+            missed += [(r, [m.index for m in members]) for r in members if not _merged(r)]
+    links = {e.name: e.code for e in EXCLUSIONS} | PARTITIONS
+    details = {"excluded": dict(excluded), "rules": {k: links[k] for k in excluded}}
+    if missed:
+        r, group = missed[0]
+        # Symbolic shapes are their own class: a symbol specialized half-way
+        # through tracing changes the tracker's keys of later nodes.
+        symbolic = any(isinstance(example_value(n), torch.SymInt) for n in r.record.pre.graph.find_nodes(op="placeholder"))
+        details["label"] = "missed:dynamic" if symbolic else "missed:static"
+        return Verdict(NAME, Status.FAIL, kind="missed_merge", where=f"repeat[{r.index}]",
+                       message=f"repeat {r.index} is identical to repeats {[i for i in group if i != r.index]} "
+                               f"in graph {r.graph} but none of its {len(r.nodes)} nodes was deduplicated",
+                       details={**details, "missed": [m.index for m, _ in missed]})
+    return Verdict(NAME, Status.PASS, message="every identical repeat deduplicated or excluded by a rule", details=details)
+
+
+def _check_compile_region(outcome: Outcome) -> Verdict:
+    """Each call of a nested_compile_region block is already an invoke_subgraph
+    node; identical calls (with identical input metadata) should share one subgraph."""
+    calls = []
+    for record in outcome.capture.structure:
+        if record.pre is None:
+            return Verdict(NAME, Status.INCONCLUSIVE, kind="unmapped", message="graph not recorded")
+        calls += [(record, n) for n in record.pre.graph.find_nodes(op="call_function", target=INVOKE_SUBGRAPH)]
+    program = outcome.program
+    if len(calls) != len(program.repeats()):
+        return Verdict(NAME, Status.INCONCLUSIVE, kind="unmapped",
+                       message=f"{len(calls)} subgraph calls for {len(program.repeats())} repeats")
+    for group in program.identical_repeats():
+        parts: dict[tuple, set[str]] = defaultdict(set)
+        for i in group:
+            record, node = calls[i]
+            signature = (id(record), tuple(str(value_meta(example_value(a))) for a in node.args[2:]))
+            parts[signature].add(str(node.args[0].target) if isinstance(node.args[0], torch.fx.Node) else "")
+        for subgraphs in parts.values():
+            if len(subgraphs) > 1:
+                return Verdict(NAME, Status.FAIL, kind="missed_merge", where=f"repeat{group}",
+                               message=f"identical calls of a nested_compile_region use {len(subgraphs)} subgraphs: {sorted(subgraphs)}",
+                               details={"label": "compile_region"})
+    return Verdict(NAME, Status.PASS, message="identical nested_compile_region calls share subgraphs")

@@ -1,0 +1,53 @@
+"""Dedup on/off equivalence: the same program on the same backend with
+deduplication on and off gives the same outputs, mutated inputs, gradients
+and guards.
+
+Forward values must agree bitwise where the backend runs the same kernels
+either way (``Backend.bitwise``), otherwise within tolerance; gradients within
+tolerance always, since autograd may sum a value's contributions in another
+order once part of the graph is a subgraph call.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+
+from harness.backends import resolve
+from harness.outcome import Outcome
+
+from .differential import _nondeterministic, compare_runs
+from .verdict import Status, Verdict, combine
+
+NAME = "dedup_toggle"
+NEEDS = ("dedup_off",)
+
+
+def _guards(guards: list[str]) -> collections.Counter:
+    """Guards by kind and name; Dynamo numbers the globals dicts it installs
+    (``__builtins_dict___6``) with a process-wide counter, not part of the guard."""
+    return collections.Counter(re.sub(r"___\d+", "___N", g) for g in guards)
+
+
+def check(outcome: Outcome) -> Verdict:
+    if not outcome.config.dedup:
+        return Verdict(NAME, Status.PASS, message="deduplication off in the main run")
+    off = outcome.companions.get("dedup_off")
+    if off is None:
+        return Verdict(NAME, Status.INCONCLUSIVE, kind="not_run", message="no run with deduplication off")
+    on, (off_run, off_capture) = outcome.compiled, off
+    if on.failure is not None or off_run.failure is not None:
+        which = "on" if on.failure is not None else "off"
+        return Verdict(NAME, Status.INCONCLUSIVE, kind="crash", message=f"the run with deduplication {which} crashed")
+    if _nondeterministic(outcome.eager, outcome.eager_again):
+        return Verdict(NAME, Status.INCONCLUSIVE, kind="nondeterministic", message="eager disagrees with itself")
+    exact = ("output", "state") if resolve(outcome.config.backend).bitwise else ()
+    verdicts = compare_runs(NAME, off_run, on, outcome.reference, exact=exact)
+    guards_on, guards_off = _guards(outcome.capture.guards), _guards(off_capture.guards)
+    if guards_on != guards_off:
+        extra = sorted((guards_on - guards_off).elements())
+        missing = sorted((guards_off - guards_on).elements())
+        verdicts.append(Verdict(NAME, Status.FAIL, kind="guards", where="guards",
+                                message=f"with deduplication: extra guards {extra[:5]}, missing guards {missing[:5]}",
+                                details={"extra": extra, "missing": missing, "label": "guards"}))
+    return combine(NAME, verdicts)

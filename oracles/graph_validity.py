@@ -1,0 +1,236 @@
+"""The graph after the pass is a valid program with the original's order.
+
+Checks, on each graph handed to the backend: ``graph.lint()``; every input
+defined before its use; no cycle once the ordering dependencies the pass must
+keep are added (an in-place write and every reader of the written storage,
+and every node against the grad-mode / autocast / inference-mode nodes around
+it, all in their original relative order); the order actually kept; each
+node running under the grad mode and autocast state it was traced under
+(replaying the state-setting nodes of the graph); and every
+``invoke_subgraph`` call's subgraph free of input mutation and of
+input/output aliasing, which the HOP does not support.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections import defaultdict
+from typing import Optional
+
+import torch.fx
+
+from harness.ambient import REPLAYED, is_state_node, replay
+from harness.effects import example_value, storage_key, written_args
+from harness.outcome import Outcome
+from harness.structure import INVOKE_SUBGRAPH, GraphRecord
+
+from .verdict import Status, Verdict, combine
+
+NAME = "graph_validity"
+CALLS = ("call_function", "call_method", "call_module")
+
+
+def _fail(kind: str, where: str, message: str, **details) -> Verdict:
+    return Verdict(NAME, Status.FAIL, kind=kind, where=where, message=message, details={"label": kind, **details})
+
+
+def _lint(graph: torch.fx.Graph, where: str) -> list[Verdict]:
+    out = []
+    try:
+        graph.lint()
+    except Exception as e:  # lint raises plain RuntimeErrors
+        out.append(_fail("lint", where, f"graph.lint(): {str(e).splitlines()[0][:300]}"))
+    seen: set = set()
+    for node in graph.nodes:
+        missing = [a.name for a in node.all_input_nodes if a not in seen]
+        if missing:
+            out.append(_fail("use_before_def", where, f"{node.name} uses {', '.join(missing)} before it is defined"))
+            break
+        seen.add(node)
+    return out
+
+
+def _units(record: GraphRecord) -> dict[str, str]:
+    """Post-pass node -> the unit it stands for: itself, or the invoke_subgraph
+    call that replaced its region (and that call's getitems)."""
+    post = record.post.graph
+    invoked = {rep.invoke: rep for rep in record.replacements if rep.invoke}
+    unit = {}
+    for node in post.nodes:
+        unit[node.name] = node.name
+        if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node) and node.args[0].name in invoked:
+            unit[node.name] = node.args[0].name
+    return unit
+
+
+def _pre_to_unit(record: GraphRecord, post_names: set[str]) -> dict[str, str]:
+    out = {}
+    for rep in record.replacements:
+        if rep.invoke:
+            out.update({n: rep.invoke for n in rep.nodes})
+    for node in record.pre.graph.nodes:
+        if node.name not in out and node.name in post_names:
+            out[node.name] = node.name
+    return out
+
+
+# State-setting targets by the kind of state they set (signature labels).
+STATE_KIND = {
+    "_set_grad_enabled": "grad",
+    "_enter_autocast": "autocast",
+    "_exit_autocast": "autocast",
+    "_enter_inference_mode": "inference",
+    "_exit_inference_mode": "inference",
+}
+
+
+def _constraints(pre: torch.fx.Graph) -> list[tuple[torch.fx.Node, torch.fx.Node, str, str]]:
+    """(before, after, why, kind) pairs of pre-pass nodes whose order must be
+    kept; kind is "mutation" or the kind of global state."""
+    nodes = list(pre.nodes)
+    by_storage: dict = defaultdict(list)
+    for n in nodes:
+        key = storage_key(example_value(n))
+        if key is not None:
+            by_storage[key].append(n)
+    index = {n: i for i, n in enumerate(nodes)}
+    pairs = []
+    for m in nodes:
+        for w in written_args(m):
+            key = storage_key(example_value(w))
+            aliases = by_storage.get(key, [w]) if key is not None else [w]
+            readers = {u for a in aliases for u in a.users if u is not m}
+            for r in readers:
+                a, b = (r, m) if index[r] < index[m] else (m, r)
+                pairs.append((a, b, f"{m.name} writes {w.name}", "mutation"))
+    for s in (n for n in nodes if is_state_node(n)):
+        for n in nodes:
+            if n is not s and n.op in CALLS:
+                a, b = (n, s) if index[n] < index[s] else (s, n)
+                kind = STATE_KIND.get(getattr(s.target, "__name__", ""), "state")
+                pairs.append((a, b, f"{s.name} changes {kind} state", kind))
+    return pairs
+
+
+def _order(record: GraphRecord, where: str) -> list[Verdict]:
+    post = record.post.graph
+    unit = _units(record)
+    pre_unit = _pre_to_unit(record, set(unit))
+    position = {}
+    for i, node in enumerate(post.nodes):
+        position.setdefault(unit[node.name], i)
+    edges: dict[str, set[str]] = defaultdict(set)
+    for node in post.nodes:
+        for a in node.all_input_nodes:
+            if unit[a.name] != unit[node.name]:
+                edges[unit[a.name]].add(unit[node.name])
+    needed = []
+    kind_of: dict[tuple[str, str], str] = {}
+    for a, b, why, kind in _constraints(record.pre.graph):
+        ua, ub = pre_unit.get(a.name), pre_unit.get(b.name)
+        if ua and ub and ua != ub:
+            edges[ua].add(ub)
+            kind_of.setdefault((ua, ub), kind)
+            needed.append((ua, ub, f"{a.name} before {b.name} ({why})", kind))
+    cycle = _find_cycle(edges)
+    if cycle:
+        kinds = sorted({kind_of[e] for e in zip(cycle, cycle[1:]) if e in kind_of}) or ["data"]
+        return [Verdict(NAME, Status.FAIL, kind="cycle", where=where,
+                        message=f"cycle through {' -> '.join(cycle)} (ordering kept for: {', '.join(kinds)})",
+                        details={"label": f"cycle:{kinds[0]}", "cycle": cycle})]
+    for ua, ub, why, kind in needed:
+        if position[ua] > position[ub]:
+            return [Verdict(NAME, Status.FAIL, kind="order", where=where,
+                            message=f"{ua} now runs after {ub}, but originally {why}",
+                            details={"label": f"order:{kind}"})]
+    return []
+
+
+def _find_cycle(edges: dict[str, set[str]]) -> Optional[list[str]]:
+    state: dict[str, int] = {}
+    for root in list(edges):
+        if root in state:
+            continue
+        stack = [(root, iter(sorted(edges.get(root, ()))))]
+        state[root] = 1
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                stack.pop()
+                state[node] = 2
+            elif state.get(child, 0) == 1:
+                path = [n for n, _ in stack]
+                return path[path.index(child):] + [child]
+            elif child not in state:
+                state[child] = 1
+                stack.append((child, iter(sorted(edges.get(child, ())))))
+    return None
+
+
+def _ambient(record: GraphRecord, where: str) -> list[Verdict]:
+    recorded = {n: r.ambient for n, r in record.nodes.items()}
+    pre = record.pre.graph
+    expected = replay(pre, record.entry_ambient)
+    for node in pre.nodes:
+        if node.op in CALLS and node.name in recorded:
+            if any(expected[node.name][k] != recorded[node.name].get(k) for k in REPLAYED):
+                # The replay does not model this graph's state changes: no verdict on order.
+                return [Verdict(NAME, Status.INCONCLUSIVE, kind="ambient_unmodelled", where=where,
+                                message=f"replaying state nodes does not reproduce the state {node.name} was traced under")]
+    actual = replay(record.post.graph, record.entry_ambient)
+    first_of = {rep.invoke: rep.nodes for rep in record.replacements if rep.invoke}
+    for node in record.post.graph.nodes:
+        names = first_of.get(node.name, [node.name])
+        traced = next((recorded[n] for n in names if n in recorded), None)
+        if node.op not in CALLS or traced is None:
+            continue
+        for k in REPLAYED:
+            if actual[node.name][k] != traced.get(k):
+                return [Verdict(NAME, Status.FAIL, kind="ambient", where=where,
+                                message=f"{node.name} runs with {k}={actual[node.name][k]!r}, but its nodes were traced with {k}={traced.get(k)!r}",
+                                details={"label": f"ambient:{k}", "node": node.name})]
+    return []
+
+
+def _subgraphs(record: GraphRecord, where: str) -> list[Verdict]:
+    out = []
+    for rep in record.replacements:
+        if rep.invoke and rep.input_mutations:
+            out.append(_fail("subgraph_input_mutation", where,
+                             f"{rep.invoke} replaces a region that writes to its inputs: {rep.input_mutations[0]}"))
+        if rep.invoke and rep.aliasing:
+            out.append(_fail("subgraph_aliasing", where, f"{rep.invoke} replaces a region whose {rep.aliasing[0]} alias"))
+    for node in record.post.graph.find_nodes(op="call_function", target=INVOKE_SUBGRAPH):
+        sub = getattr(record.post, node.args[0].target, None) if isinstance(node.args[0], torch.fx.Node) else None
+        if not isinstance(sub, torch.fx.GraphModule):
+            continue
+        placeholders = set(sub.graph.find_nodes(op="placeholder"))
+        for n in sub.graph.nodes:
+            hit = [w.name for w in written_args(n) if w in placeholders]
+            if hit:
+                out.append(_fail("subgraph_input_mutation", where, f"{node.name}: subgraph node {n.name} writes input {hit[0]}"))
+        output = next(iter(sub.graph.find_nodes(op="output")), None)
+        if output is not None:
+            returned = [a for a in output.all_input_nodes if a in placeholders]
+            if returned:
+                out.append(_fail("subgraph_aliasing", where, f"{node.name}: subgraph returns its input {returned[0].name}"))
+    return out
+
+
+def check(outcome: Outcome) -> Verdict:
+    verdicts = []
+    graphs = 0
+    for g_index, record in enumerate(outcome.capture.structure):
+        if record.post is None:
+            continue
+        graphs += 1
+        where = f"graph[{g_index}]"
+        verdicts += _lint(record.post.graph, where)
+        verdicts += _subgraphs(record, where)
+        if record.pre is not None and not any(v.failed for v in verdicts):
+            verdicts += _order(record, where)
+            verdicts += _ambient(record, where)
+    if not verdicts:
+        return Verdict(NAME, Status.PASS, message=f"{graphs} graphs valid")
+    return combine(NAME, verdicts)

@@ -1,0 +1,96 @@
+"""Region identity: every region in a group is interchangeable with the first.
+
+The pass builds one subgraph from a group's first region and calls it in
+place of every other, so any difference between regions is a miscompilation
+waiting for inputs that expose it. This oracle compares the harness's own
+description of each region (``harness.structure.NodeDesc``), never the
+tracker's hash: op targets in topological correspondence, constant arguments
+by type and value, the metadata of external inputs and of each node's value,
+and the global state each node was traced under.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from harness.outcome import Outcome
+from harness.structure import NodeDesc
+
+from .verdict import Status, Verdict
+
+NAME = "region_identity"
+
+# Ambient fields that change what an op computes; thread count does not.
+IGNORED_AMBIENT = {"num_threads"}
+
+
+def _first_difference(a: NodeDesc, b: NodeDesc) -> Optional[tuple[str, str]]:
+    """(label, description) of the first way two corresponding nodes differ."""
+    if (a.op, a.target) != (b.op, b.target):
+        return "target", f"op {a.op} {a.target} vs {b.op} {b.target}"
+    keys_a, keys_b = [k for k, _ in a.args], [k for k, _ in b.args]
+    if keys_a != keys_b:
+        return "arguments", f"arguments {keys_a} vs {keys_b}"
+    for (where, x), (_, y) in zip(a.args, b.args):
+        found = _arg_difference(x, y)
+        if found:
+            return found[0], f"{where}: {found[1]}"
+    found = _meta_difference(a.value, b.value)
+    if found:
+        return f"value:{found[0]}", f"result {found[1]}"
+    if a.ambient is not None and b.ambient is not None:
+        for field in a.ambient:
+            if field not in IGNORED_AMBIENT and a.ambient[field] != b.ambient.get(field):
+                return f"ambient:{field}", f"traced under {field}={a.ambient[field]!r} vs {b.ambient.get(field)!r}"
+    return None
+
+
+def _arg_difference(x: tuple, y: tuple) -> Optional[tuple[str, str]]:
+    if x[0] != y[0]:
+        return "arguments", f"{x[0]} vs {y[0]}"
+    if x[0] == "node" and x[1] != y[1]:
+        return "topology", f"the region's node {x[1]} vs node {y[1]}"
+    if x[0] == "input":
+        if x[1] != y[1]:
+            return "topology", f"external input #{x[1]} vs #{y[1]} (inputs used in a different pattern)"
+        found = _meta_difference(x[2], y[2])
+        if found:
+            return f"input:{found[0]}", f"external input {found[1]}"
+    if x[0] == "const" and x[1:] != y[1:]:
+        label = x[1] if x[1] == y[1] else "type"
+        return f"constant:{label}", f"constant {x[1]} {x[2]} vs {y[1]} {y[2]}"
+    return None
+
+
+def _meta_difference(a: Any, b: Any) -> Optional[tuple[str, str]]:
+    if a == b:
+        return None
+    if isinstance(a, dict) and isinstance(b, dict):
+        for field in sorted(a.keys() | b.keys()):
+            if a.get(field) != b.get(field):
+                return field, f"{field} {a.get(field)} vs {b.get(field)}"
+    return "kind", f"{a} vs {b}"
+
+
+def check(outcome: Outcome) -> Verdict:
+    groups = 0
+    for g_index, record in enumerate(outcome.capture.structure):
+        for group_index, group in enumerate(record.groups):
+            groups += 1
+            ref = group[0]
+            for r_index, region in enumerate(group[1:], 1):
+                if len(region) != len(ref):
+                    return Verdict(NAME, Status.FAIL, kind="size", where=f"graph[{g_index}].group[{group_index}]",
+                                   message=f"regions of {len(ref)} and {len(region)} nodes in one group",
+                                   details={"label": "size"})
+                for a, b in zip(ref, region):
+                    found = _first_difference(a, b)
+                    if found:
+                        label, what = found
+                        return Verdict(
+                            NAME, Status.FAIL, kind=label.split(":")[0],
+                            where=f"graph[{g_index}].group[{group_index}]",
+                            message=f"{a.name} ({a.target}) in region 0 and {b.name} ({b.target}) in region {r_index} differ: {what}",
+                            details={"label": label, "nodes": [a.name, b.name], "region": r_index},
+                        )
+    return Verdict(NAME, Status.PASS, message=f"{groups} region groups, every region identical")

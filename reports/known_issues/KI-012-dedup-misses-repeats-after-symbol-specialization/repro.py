@@ -1,0 +1,65 @@
+"""Repro: KI-012: Missed optimization: with dynamic shapes, identical calls traced before and after a symbol is specialized are never deduplicated
+
+Exit status 1: reproduced; 0: not reproduced. Needs only torch."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def block(x):
+    v0 = x + torch.ones((3,))
+    return v0
+
+
+class Program(nn.Module):
+    def __init__(self):
+        super().__init__()
+        pass
+
+    def forward(self, x, t0):
+        h = x
+        outs = []
+        outs.append(block(x))
+        outs.append(block(t0))
+        outs.append(block(x))
+        return (h, *outs)
+
+
+def make_inputs():
+    x = torch.randn((3,), dtype=torch.bfloat16).requires_grad_(False)
+    t0 = torch.randn((1,), dtype=torch.bfloat16).expand((3,)).requires_grad_(False)
+    return [x, t0]
+
+
+# ---- driver: exits 1 when no region is deduplicated, 0 when one is ----
+import sys
+
+import torch._dynamo
+
+BACKEND = 'aot_eager'
+SEED = 0
+COMPILE_KWARGS = {'fullgraph': False, 'dynamic': True}
+
+
+def main():
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return torch._dynamo.lookup_backend(BACKEND)(gm, example_inputs)
+
+    torch.manual_seed(SEED)
+    torch._dynamo.config.use_graph_deduplication = True
+    torch.compile(Program(), backend=backend, **COMPILE_KWARGS)(*make_inputs())
+    calls = sum(n.target is torch.ops.higher_order.invoke_subgraph for gm in graphs for n in gm.graph.nodes)
+    for gm in graphs:
+        print(gm.code)
+    if calls == 0:
+        print(f"REPRODUCED: the block's identical calls were not deduplicated (torch {torch.__version__})")
+        return 1
+    print(f"not reproduced: {calls} invoke_subgraph calls (torch {torch.__version__})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
