@@ -117,6 +117,15 @@ def copy_graph_module(root: Any, graph: torch.fx.Graph) -> torch.fx.GraphModule:
     return torch.fx.GraphModule(root, g)
 
 
+def graph_module_of(root: Any, graph: torch.fx.Graph) -> torch.fx.GraphModule:
+    """A copy, or the graph itself when it cannot be copied (a node used
+    before it is defined cannot be copied in order)."""
+    try:
+        return copy_graph_module(root, graph)
+    except Exception:
+        return torch.fx.GraphModule(root, graph)
+
+
 class StructureRecorder:
     """Collects GraphRecords for one capture; ``block_code`` names the block's
     code object, so nodes can be attributed to the call that traced them."""
@@ -195,6 +204,12 @@ class StructureRecorder:
         new = [n for n in graph.find_nodes(op="call_function", target=INVOKE_SUBGRAPH) if n not in before]
         self._current.replacements.append(
             Replacement(g, r, names, new[0].name if new else None, mutations, aliasing))
+
+    def after_dedup(self, og: Any) -> None:
+        """The graph as the pass left it, in case a later step of the compile
+        fails on it; replaced by what the backend receives if it gets there."""
+        if self._current is not None:
+            self._current.post = graph_module_of(output_graph.FakeRootModule(og.nn_modules), og.graph)
 
     def on_backend(self, gm: torch.fx.GraphModule, example_inputs: list) -> None:
         record = self._current
@@ -286,7 +301,9 @@ def recording_structure(recorder: StructureRecorder) -> Iterator[None]:
 
     def dedup(og):  # type: ignore[no-untyped-def]
         recorder.before_dedup(og)
-        return original_dedup(og)
+        result = original_dedup(og)
+        recorder.after_dedup(og)
+        return result
 
     def get_identical_regions(self, graph):  # type: ignore[no-untyped-def]
         groups = original_regions(self, graph)

@@ -3,10 +3,10 @@
 Checks, on each graph handed to the backend: ``graph.lint()``; every input
 defined before its use; no cycle once the ordering dependencies the pass must
 keep are added (an in-place write and every reader of the written storage,
-and every node against the grad-mode / autocast / inference-mode nodes around
-it, all in their original relative order); the order actually kept; each
-node running under the grad mode and autocast state it was traced under
-(replaying the state-setting nodes of the graph); and every
+in their original relative order); the order actually kept; each
+node (and every node a subgraph call replaced) running under the grad mode
+and autocast state it was traced under, found by replaying the graph's
+state-setting nodes in order; and every
 ``invoke_subgraph`` call's subgraph free of input mutation and of
 input/output aliasing, which the HOP does not support.
 """
@@ -19,7 +19,7 @@ from typing import Optional
 
 import torch.fx
 
-from harness.ambient import REPLAYED, is_state_node, replay
+from harness.ambient import REPLAYED, replay
 from harness.effects import example_value, storage_key, written_args
 from harness.outcome import Outcome
 from harness.structure import INVOKE_SUBGRAPH, GraphRecord
@@ -74,19 +74,12 @@ def _pre_to_unit(record: GraphRecord, post_names: set[str]) -> dict[str, str]:
     return out
 
 
-# State-setting targets by the kind of state they set (signature labels).
-STATE_KIND = {
-    "_set_grad_enabled": "grad",
-    "_enter_autocast": "autocast",
-    "_exit_autocast": "autocast",
-    "_enter_inference_mode": "inference",
-    "_exit_inference_mode": "inference",
-}
-
-
 def _constraints(pre: torch.fx.Graph) -> list[tuple[torch.fx.Node, torch.fx.Node, str, str]]:
     """(before, after, why, kind) pairs of pre-pass nodes whose order must be
-    kept; kind is "mutation" or the kind of global state."""
+    kept: an in-place write against every reader of the storage it writes.
+    (Grad-mode and autocast nodes are judged by the state each node runs
+    under, see ``_ambient``: moving a node across two switches that cancel
+    out is harmless.)"""
     nodes = list(pre.nodes)
     by_storage: dict = defaultdict(list)
     for n in nodes:
@@ -103,12 +96,6 @@ def _constraints(pre: torch.fx.Graph) -> list[tuple[torch.fx.Node, torch.fx.Node
             for r in readers:
                 a, b = (r, m) if index[r] < index[m] else (m, r)
                 pairs.append((a, b, f"{m.name} writes {w.name}", "mutation"))
-    for s in (n for n in nodes if is_state_node(n)):
-        for n in nodes:
-            if n is not s and n.op in CALLS:
-                a, b = (n, s) if index[n] < index[s] else (s, n)
-                kind = STATE_KIND.get(getattr(s.target, "__name__", ""), "state")
-                pairs.append((a, b, f"{s.name} changes {kind} state", kind))
     return pairs
 
 
@@ -179,17 +166,21 @@ def _ambient(record: GraphRecord, where: str) -> list[Verdict]:
                 return [Verdict(NAME, Status.INCONCLUSIVE, kind="ambient_unmodelled", where=where,
                                 message=f"replaying state nodes does not reproduce the state {node.name} was traced under")]
     actual = replay(record.post.graph, record.entry_ambient)
-    first_of = {rep.invoke: rep.nodes for rep in record.replacements if rep.invoke}
+    region_of = {rep.invoke: rep.nodes for rep in record.replacements if rep.invoke}
     for node in record.post.graph.nodes:
-        names = first_of.get(node.name, [node.name])
-        traced = next((recorded[n] for n in names if n in recorded), None)
-        if node.op not in CALLS or traced is None:
+        if node.op not in CALLS:
             continue
-        for k in REPLAYED:
-            if actual[node.name][k] != traced.get(k):
-                return [Verdict(NAME, Status.FAIL, kind="ambient", where=where,
-                                message=f"{node.name} runs with {k}={actual[node.name][k]!r}, but its nodes were traced with {k}={traced.get(k)!r}",
-                                details={"label": f"ambient:{k}", "node": node.name})]
+        # A subgraph call must run under the state every node of its region was traced under.
+        for name in region_of.get(node.name, [node.name]):
+            traced = recorded.get(name)
+            if traced is None:
+                continue
+            for k in REPLAYED:
+                if actual[node.name][k] != traced.get(k):
+                    what = f"{node.name} (replacing {name})" if name != node.name else node.name
+                    return [Verdict(NAME, Status.FAIL, kind="ambient", where=where,
+                                    message=f"{what} runs with {k}={actual[node.name][k]!r}, but was traced with {k}={traced.get(k)!r}",
+                                    details={"label": f"ambient:{k}", "node": node.name})]
     return []
 
 
@@ -226,10 +217,11 @@ def check(outcome: Outcome) -> Verdict:
             continue
         graphs += 1
         where = f"graph[{g_index}]"
+        if record.pre is not None:
+            verdicts += _order(record, where)
         verdicts += _lint(record.post.graph, where)
         verdicts += _subgraphs(record, where)
         if record.pre is not None and not any(v.failed for v in verdicts):
-            verdicts += _order(record, where)
             verdicts += _ambient(record, where)
     if not verdicts:
         return Verdict(NAME, Status.PASS, message=f"{graphs} graphs valid")

@@ -25,9 +25,10 @@ from generators.strategies import programs
 from harness.backends import resolve
 from harness.outcome import RunConfig
 from harness.pipeline import InvalidProgram, run_program
-from oracles.registry import ORACLES, judge
+from oracles.registry import ORACLES, companions, judge
 
 from .known_issues import match
+from .localize import localize
 from .repro import render_repro
 from .triage import Finding, triage
 
@@ -66,12 +67,15 @@ class Campaign:
         sig = finding.signature
         self.hits[sig] += 1
         known = match(sig)
-        entry = self.findings.setdefault(sig, {
-            "signature": sig, "oracle": finding.verdict.oracle, "kind": finding.verdict.kind,
-            "culprit": finding.culprit, "known_issue": known.id if known else None,
-            "first_seen": time.strftime("%Y-%m-%dT%H:%M:%S"), "folder": f"findings/{_slug(sig)}",
-            "size": None,
-        })
+        if sig not in self.findings:
+            self.findings[sig] = {
+                "signature": sig, "oracle": finding.verdict.oracle, "kind": finding.verdict.kind,
+                "severity": ORACLES[finding.verdict.oracle].severity,
+                "culprit": finding.culprit, "known_issue": known.id if known else None,
+                "first_seen": time.strftime("%Y-%m-%dT%H:%M:%S"), "folder": f"findings/{_slug(sig)}",
+                "size": None, "layer": localize(finding).summary(),
+            }
+        entry = self.findings[sig]
         entry["count"] = self.hits[sig]
         size = len(finding.program.block.body) * len(finding.program.repeats())
         if entry["size"] is None or size < entry["size"]:  # keep the smallest program that hits it
@@ -84,8 +88,9 @@ class Campaign:
         folder = self.out / entry["folder"]
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "program.json").write_text(json.dumps(to_dict(finding.program), indent=2))
-        (folder / "repro.py").write_text(render_repro(finding.program, finding.config, entry["signature"]))
-        log = [str(finding.verdict), "", json.dumps(finding.verdict.details, indent=2, default=str), "",
+        check = "deduplicated" if entry["severity"] == "missed" else "differential"
+        (folder / "repro.py").write_text(render_repro(finding.program, finding.config, entry["signature"], check))
+        log = [str(finding.verdict), f"localization: {entry['layer']}", "", json.dumps(finding.verdict.details, indent=2, default=str), "",
                "# source", finding.source, "# Dynamo graphs after deduplication", *graphs]
         (folder / "log.txt").write_text("\n".join(log))
 
@@ -132,13 +137,21 @@ def _markdown(s: dict) -> str:
         f"# Fuzz campaign: {s['backend']} on torch {s['torch']}", "",
         f"{s['programs']} programs in {s['seconds']} s ({s['programs_per_second']}/s); "
         f"{s['deduplicated_share']:.0%} produced invoke_subgraph regions. Verdicts: {s['verdicts']}.", "",
-        "| signature | hits | known issue | repro |", "|---|---|---|---|",
     ]
-    for f in s["findings"]:
-        lines.append(f"| `{f['signature']}` | {f['count']} | {f['known_issue'] or '**NEW**'} | `{f['folder']}/repro.py` |")
-    if not s["findings"]:
-        lines.append("| (none) | | | |")
-    return "\n".join(lines) + "\n"
+    for severity, title in SEVERITIES.items():
+        rows = [f for f in s["findings"] if f.get("severity", "wrong") == severity]
+        lines += [f"## {title}", "", "| signature | hits | known issue | first failing layer | repro |",
+                  "|---|---|---|---|---|"]
+        for f in rows:
+            lines.append(f"| `{f['signature']}` | {f['count']} | {f['known_issue'] or '**NEW**'} | "
+                         f"{f.get('layer', '')} | `{f['folder']}/repro.py` |")
+        if not rows:
+            lines.append("| (none) | | | | |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+SEVERITIES = {"wrong": "Wrong results and broken promises", "missed": "Missed optimizations"}
 
 
 def run(backend: str, budget: float, seed: int, out: Path, oracle_names: Optional[tuple[str, ...]] = None,
@@ -149,7 +162,7 @@ def run(backend: str, budget: float, seed: int, out: Path, oracle_names: Optiona
     if unknown:
         raise ValueError(f"unknown oracle(s) {', '.join(unknown)}: use {', '.join(ORACLES)}")
     out.mkdir(parents=True, exist_ok=True)
-    campaign = Campaign(out, RunConfig(backend=backend), oracle_names)
+    campaign = Campaign(out, RunConfig(backend=backend, companions=companions(oracle_names)), oracle_names)
     deadline = campaign.started + budget
     last_print = [time.time()]
 

@@ -1,7 +1,8 @@
 """Property suites: drawn programs through deduplication and a real backend.
 
-Every verdict must pass, be inconclusive, or be a failure whose signature the
-known-issues baseline lists; anything else is a new finding, and Hypothesis
+Every oracle judges every program (with the companion runs the structural
+oracles need). Every verdict must pass, be inconclusive, or be a failure whose
+signature the known-issues baseline lists; anything else is a new finding, and Hypothesis
 shrinks it to a minimal program before reporting.
 """
 
@@ -14,8 +15,9 @@ from conftest import record_known_hit
 from generators.strategies import programs
 from harness.outcome import RunConfig
 from harness.pipeline import run_program
-from oracles.registry import judge
+from oracles.registry import companions, judge
 from reports.known_issues import match
+from reports.localize import localize
 from reports.repro import render_repro
 from reports.triage import triage
 
@@ -23,7 +25,7 @@ pytestmark = pytest.mark.property
 
 
 def assert_only_known_findings(program, backend: str) -> None:
-    outcome = run_program(program, RunConfig(backend=backend))
+    outcome = run_program(program, RunConfig(backend=backend, companions=companions()))
     for verdict in judge(outcome):
         if not verdict.failed:
             continue
@@ -34,7 +36,8 @@ def assert_only_known_findings(program, backend: str) -> None:
         else:
             repro = render_repro(program, outcome.config, finding.signature)
             raise AssertionError(
-                f"new finding {finding.signature}\n{verdict}\n\nprogram.json: {program.to_json()}\n\nrepro.py:\n{repro}")
+                f"new finding {finding.signature}\n{verdict}\nlocalization: {localize(finding).summary()}"
+                f"\n\nprogram.json: {program.to_json()}\n\nrepro.py:\n{repro}")
 
 
 # Shares of the profile's example count (200 under "ci"), measured to keep

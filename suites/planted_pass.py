@@ -1,0 +1,139 @@
+"""Planted faults in the deduplication pass itself: each context manager
+patches the real pass in one known way for the duration of a run, so a
+structural oracle can be shown to fire and to name the fault."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from typing import Iterator
+
+import torch
+from torch._dynamo import graph_deduplication, graph_region_tracker, output_graph
+
+
+@contextlib.contextmanager
+def _patched(owner, name: str, value) -> Iterator[None]:  # type: ignore[no-untyped-def]
+    original = getattr(owner, name)
+    setattr(owner, name, value(original))
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+def ints_ignored():
+    """The tracker's key forgets int constants, as it forgets floats (KI-001):
+    ``x.sum(dim=0)`` and ``x.sum(dim=1)`` on one line look alike."""
+    return _patched(graph_region_tracker, "_extract_args",
+                    lambda orig: lambda arg: None if type(arg) is int else orig(arg))
+
+
+def grad_mode_ignored():
+    """The tracker's global-state key forgets grad mode."""
+    return _patched(graph_region_tracker, "get_global_state_key",
+                    lambda orig: lambda: orig()[1:])
+
+
+def tensor_metadata_ignored():
+    """The tracker's key forgets the shape (and all metadata) of tensor arguments."""
+    return _patched(graph_region_tracker, "_extract_tensor_metadata_for_node_hash",
+                    lambda orig: lambda x: orig(torch.empty(())))
+
+
+def arguments_swapped():
+    """Every region after a group's first is called with its first two
+    external inputs swapped."""
+    def wrap(orig):
+        def replace(graph, region, get_subgraph_node, external_node_usages, *args):
+            usages = list(external_node_usages)
+            if graph.find_nodes(op="call_function", target=torch.ops.higher_order.invoke_subgraph) and len(usages) > 1:
+                usages[0], usages[1] = usages[1], usages[0]
+            return orig(graph, region, get_subgraph_node, usages, *args)
+
+        return replace
+
+    return _patched(graph_deduplication, "_replace_region_with_subgraph", wrap)
+
+
+def mutation_check_skipped():
+    """Regions that write to their inputs are replaced anyway."""
+    def wrap(orig):
+        def replace(graph, region, get_subgraph_node, external_node_usages, node_usage_to_tuple_elems,
+                    ind_to_tuple_spec, inds_with_external_users, subgraph_name, node_to_additional_deps,
+                    node_to_mutated_arg_positions):
+            return orig(graph, region, get_subgraph_node, external_node_usages, node_usage_to_tuple_elems,
+                        ind_to_tuple_spec, inds_with_external_users, subgraph_name, node_to_additional_deps, {})
+
+        return replace
+
+    return _patched(graph_deduplication, "_replace_region_with_subgraph", wrap)
+
+
+def _after_dedup(edit):  # type: ignore[no-untyped-def]
+    def wrap(orig):
+        def dedup(og):
+            result = orig(og)
+            edit(og.graph)
+            return result
+
+        return dedup
+
+    return _patched(output_graph, "apply_graph_deduplication", wrap)
+
+
+def _cyclic_edge(graph: torch.fx.Graph) -> None:
+    calls = graph.find_nodes(op="call_function", target=torch.ops.higher_order.invoke_subgraph)
+    later = [u for u in calls[-1].users]
+    if len(calls) > 1 and later:
+        calls[0].args = (*calls[0].args, later[0])
+
+
+def cyclic_edge():
+    """After the pass, the first subgraph call also takes an input computed
+    from the last one: a cycle."""
+    return _after_dedup(_cyclic_edge)
+
+
+def _grad_mode_moved(graph: torch.fx.Graph) -> None:
+    setters = graph.find_nodes(op="call_function", target=torch._C._set_grad_enabled)
+    if setters:
+        output = next(iter(graph.find_nodes(op="output")))
+        output.prepend(setters[0])
+
+
+def grad_mode_moved():
+    """After the pass, the first grad-mode switch is moved to the end of the
+    graph: the nodes it guarded now run in the wrong mode."""
+    return _after_dedup(_grad_mode_moved)
+
+
+def regions_dropped():
+    """The tracker reports no region groups: nothing is deduplicated."""
+    return _patched(graph_region_tracker.GraphRegionTracker, "get_identical_regions",
+                    lambda orig: lambda self, graph: (orig(self, graph), [])[1])
+
+
+def regions_flaky():
+    """Every other capture, the tracker loses its first region group."""
+    counter = itertools.count()
+
+    def wrap(orig):
+        def regions(self, graph):
+            groups = orig(self, graph)
+            return groups[1:] if next(counter) % 2 else groups
+
+        return regions
+
+    return _patched(graph_region_tracker.GraphRegionTracker, "get_identical_regions", wrap)
+
+
+def extra_guard():
+    """The pass installs a guard of its own (on a global the program reads)."""
+    def add(graph: torch.fx.Graph) -> None:
+        from torch._dynamo.guards import GuardBuilder, install_guard
+        from torch._dynamo.source import GlobalSource
+
+        install_guard(GlobalSource("nn").make_guard(GuardBuilder.ID_MATCH))
+
+    return _after_dedup(add)

@@ -1,0 +1,119 @@
+"""Structural oracles against planted faults in the real pass, and against the
+honest pass on the same programs (so each firing is the fault's doing)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+
+from generators.ir import Arg, Block, Call, Const, Context, Options, Program, Ref, Section, Stmt, TensorSpec
+from harness.outcome import RunConfig
+from harness.pipeline import run_program
+from oracles import completeness, dedup_toggle, determinism, graph_validity, region_identity, rewrite
+from oracles.registry import ORACLES
+from oracles.verdict import Status
+
+from . import planted_pass
+
+pytestmark = pytest.mark.unit
+
+
+def _stmts(*rows):
+    return tuple(Stmt(out, op, operands) for out, op, operands in rows)
+
+
+SIN_TANH = _stmts(("v0", "sin", (Ref("x"),)), ("v1", "tanh", (Ref("v0"),)))
+
+
+def _program(body=SIN_TANH, calls=(Call(), Call()), inputs=(("x", TensorSpec((3, 4), "float32", True)),),
+             block_inputs=("x",), args=(), structure="calls", flow="chain", result="v1", outputs="single"):
+    return Program(
+        inputs=inputs,
+        block=Block("function", block_inputs, (), (), args, body, result),
+        sections=(Section(structure, flow, tuple(calls)),),
+        outputs=outputs,
+        options=Options(fullgraph=True),
+    )
+
+
+CHAIN = _program()
+CHAIN3 = _program(calls=(Call(), Call(), Call()), inputs=(("x", TensorSpec((3, 4)),),))
+INT_ARG = _program(
+    body=_stmts(("v0", "sin", (Ref("x"),)), ("v1", "sum", (Ref("v0"), Arg("s0"), Const(True)))),
+    inputs=(("x", TensorSpec((3, 3)),),), args=("s0",), calls=(Call(args=(-1,)), Call(args=(-2,))),
+    structure="for_values", flow="fanout", outputs="tuple",
+)
+GRAD_MODES = _program(inputs=(("x", TensorSpec((3, 4)),),), flow="fanout", outputs="tuple",
+                      calls=(Call(context=Context(grad=False)), Call(context=Context(grad=True))))
+# Only the two calls with grad are merged, and their subgraph calls land where grad is on.
+FIRST_NO_GRAD = _program(inputs=(("x", TensorSpec((3, 4)),),), flow="fanout", outputs="tuple",
+                         calls=(Call(context=Context(grad=False)), Call(context=Context(grad=True)),
+                                Call(context=Context(grad=True))))
+TWO_SHAPES = _program(inputs=(("x", TensorSpec((3, 4)),), ("t0", TensorSpec((2, 5)))), flow="fanout",
+                      outputs="tuple", calls=(Call(tensor="x"), Call(tensor="t0")))
+TWO_INPUTS = _program(
+    body=_stmts(("v0", "sin", (Ref("x"),)), ("v1", "mul", (Ref("v0"), Ref("y0"))), ("v2", "cos", (Ref("v1"),))),
+    inputs=(("x", TensorSpec((3, 4)),), ("y0", TensorSpec((3, 4)))), block_inputs=("x", "y0"), result="v2",
+)
+MUTATES_INPUT = _program(
+    body=_stmts(("v0", "mul_", (Ref("y0"), Const(2.0))), ("v1", "add", (Ref("x"), Ref("v0"))), ("v2", "sin", (Ref("v1"),))),
+    inputs=(("x", TensorSpec((3, 4)),), ("y0", TensorSpec((3, 4)))), block_inputs=("x", "y0"), result="v2",
+)
+
+
+def _judge(name: str, program: Program, plant=contextlib.nullcontext, backend: str = "aot_eager"):
+    oracle = ORACLES[name]
+    with plant():
+        outcome = run_program(program, RunConfig(backend=backend, companions=oracle.needs))
+    return oracle(outcome)
+
+
+PLANTED = [
+    # (oracle, planted fault, program, expected kind, expected label prefix, words the message must hold)
+    (region_identity.NAME, planted_pass.ints_ignored, INT_ARG, "constant", "constant:int", ["v1", "int -1", "int -2"]),
+    (region_identity.NAME, planted_pass.grad_mode_ignored, GRAD_MODES, "ambient", "ambient:grad", ["grad=False"]),
+    (region_identity.NAME, planted_pass.tensor_metadata_ignored, TWO_SHAPES, "input", "input:shape", ["shape"]),
+    (rewrite.NAME, planted_pass.arguments_swapped, TWO_INPUTS, "mismatch", None, ["output[0]"]),
+    (graph_validity.NAME, planted_pass.cyclic_edge, CHAIN, "cycle", "cycle", ["invoke_subgraph"]),
+    (graph_validity.NAME, planted_pass.grad_mode_moved, FIRST_NO_GRAD, "ambient", "ambient:grad", ["grad=True", "v0"]),
+    (graph_validity.NAME, planted_pass.mutation_check_skipped, MUTATES_INPUT, "subgraph_input_mutation", None, ["writes"]),
+    (completeness.NAME, planted_pass.regions_dropped, CHAIN, "missed_merge", "missed:static", ["repeat 0"]),
+    (determinism.NAME, planted_pass.regions_flaky, CHAIN, "region_groups", None, ["differ"]),
+    (dedup_toggle.NAME, planted_pass.extra_guard, CHAIN, "guards", "guards", ["ID_MATCH", "nn"]),
+]
+
+
+@pytest.mark.parametrize("oracle, plant, program, kind, label, words", PLANTED,
+                         ids=[f"{p[0]}-{p[1].__name__}" for p in PLANTED])
+def test_planted_fault_is_named(oracle, plant, program, kind, label, words):
+    verdict = _judge(oracle, program, plant)
+    assert verdict.failed, verdict
+    assert verdict.kind == kind, verdict
+    if label:
+        assert verdict.details["label"].startswith(label), verdict.details
+    for word in words:
+        assert word in str(verdict), (word, str(verdict))
+
+
+@pytest.mark.parametrize("oracle, program", sorted({(p[0], p[2]) for p in PLANTED}, key=str),
+                         ids=lambda x: x if isinstance(x, str) else "")
+def test_honest_pass_passes(oracle, program):
+    verdict = _judge(oracle, program)
+    assert verdict.status is Status.PASS, verdict
+
+
+def test_dedup_toggle_catches_a_backend_that_breaks_subgraph_calls():
+    verdict = _judge(dedup_toggle.NAME, CHAIN3, backend="suites.planted:corrupt_every_third_invoke_subgraph")
+    assert verdict.failed and verdict.kind == "mismatch", verdict
+
+
+def test_region_identity_catches_the_real_float_constant_bug():
+    """KI-001 is a real instance of what the planted int fault simulates."""
+    program = _program(
+        body=_stmts(("v0", "sin", (Ref("x"),)), ("v1", "rsub_scalar", (Ref("v0"), Arg("s0")))),
+        inputs=(("x", TensorSpec((3, 3)),),), args=("s0",), calls=(Call(args=(1.0,)), Call(args=(-0.5,))),
+        structure="for_values", flow="fanout", outputs="tuple",
+    )
+    verdict = _judge(region_identity.NAME, program)
+    assert verdict.failed and verdict.details["label"] == "constant:float", verdict
