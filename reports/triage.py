@@ -86,7 +86,9 @@ def triage(outcome: Outcome, verdict: Verdict) -> Finding:
         detail = ":".join([verdict.details["label"], *tags(program)])
     else:
         trigger = _trigger(program, config, oracle) if culprit == "dedup" else ""
-        detail = ":".join(p for p in (trigger, *tags(program)) if p)
+        # Wrong inputs or buffers after the run are a class of their own.
+        where = ["state"] if verdict.where.startswith("state[") else []
+        detail = ":".join(p for p in (trigger, *tags(program), *where) if p)
     signature = ":".join(p for p in (verdict.oracle, verdict.kind, culprit, detail) if p)
     return Finding(signature, verdict, program, config, culprit, trigger, outcome.source)
 
