@@ -191,7 +191,10 @@ def check(outcome: Outcome) -> Verdict:
         # Symbolic shapes are their own class: a symbol specialized half-way
         # through tracing changes the tracker's keys of later nodes.
         symbolic = any(isinstance(example_value(n), torch.SymInt) for n in r.record.pre.graph.find_nodes(op="placeholder"))
-        details["label"] = "missed:dynamic" if symbolic else "missed:static"
+        # Whether other members of its class were deduplicated (the tracker
+        # chose them) or none was (the tracker saw no match).
+        some = any(_merged(repeats[i]) for i in group)
+        details["label"] = f"missed:{'dynamic' if symbolic else 'static'}:{'some' if some else 'none'}"
         return Verdict(NAME, Status.FAIL, kind="missed_merge", where=f"repeat[{r.index}]",
                        message=f"repeat {r.index} is identical to repeats {[i for i in group if i != r.index]} "
                                f"in graph {r.graph} but none of its {len(r.nodes)} nodes was deduplicated",

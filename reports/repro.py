@@ -123,10 +123,13 @@ if __name__ == "__main__":
 '''
 
 
-# For missed optimizations: the finding is that nothing was deduplicated.
+# For missed optimizations: the finding is that some call of the block kept
+# its ops in the graph instead of becoming a subgraph call.
 DEDUP_DRIVER = '''
 
-# ---- driver: exits 1 when no region is deduplicated, 0 when one is ----
+# ---- driver: exits 1 when ops of the block stay outside subgraph calls ----
+import inspect
+import re
 import sys
 
 import torch._dynamo
@@ -134,6 +137,12 @@ import torch._dynamo
 BACKEND = {backend!r}
 SEED = {seed!r}
 COMPILE_KWARGS = {compile_kwargs!r}
+
+
+def block_lines():
+    fn = inspect.unwrap(globals()["block"] if "block" in globals() else Block.forward)
+    lines, first = inspect.getsourcelines(fn)
+    return range(first, first + len(lines))
 
 
 def main():
@@ -146,13 +155,20 @@ def main():
     torch.manual_seed(SEED)
     torch._dynamo.config.use_graph_deduplication = True
     torch.compile(Program(), backend=backend, **COMPILE_KWARGS)(*make_inputs())
-    calls = sum(n.target is torch.ops.higher_order.invoke_subgraph for gm in graphs for n in gm.graph.nodes)
+    inside = block_lines()
+    left = []
     for gm in graphs:
         print(gm.code)
-    if calls == 0:
-        print(f"REPRODUCED: the block's identical calls were not deduplicated (torch {{torch.__version__}})")
+        for node in gm.graph.nodes:
+            lines = re.findall(r"line (\\d+)", node.meta.get("stack_trace") or "")
+            if node.op.startswith("call") and lines and int(lines[-1]) in inside:
+                left.append(node.name)
+    calls = sum(n.target is torch.ops.higher_order.invoke_subgraph for gm in graphs for n in gm.graph.nodes)
+    if left:
+        print(f"REPRODUCED: {{len(left)}} op(s) of the block left outside subgraph calls: {{left}} "
+              f"({{calls}} invoke_subgraph calls; torch {{torch.__version__}})")
         return 1
-    print(f"not reproduced: {{calls}} invoke_subgraph calls (torch {{torch.__version__}})")
+    print(f"not reproduced: every op of the block is inside a subgraph call (torch {{torch.__version__}})")
     return 0
 
 

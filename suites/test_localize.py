@@ -14,17 +14,17 @@ from reports.triage import triage
 pytestmark = pytest.mark.unit
 
 
-def _finding(issue_id: str, backend: str):
+def _finding(issue_id: str, backend: str, oracle: str = "differential"):
     issue = next(i for i in load() if i.id == issue_id)
     outcome = run_program(issue.program(), RunConfig(backend=backend))
-    verdict = next(v for v in judge(outcome) if v.failed and v.oracle == "differential")
+    verdict = next(v for v in judge(outcome) if v.failed and v.oracle == oracle)
     return triage(outcome, verdict)
 
 
 def test_a_wrong_dynamo_graph_is_localized_to_the_first_rung():
-    """KI-001 merges regions in the Dynamo graph: eager already shows it, and
-    the failure goes away without deduplication."""
-    where = localize(_finding("KI-001", "aot_eager"))
+    """KI-001 merges regions in the Dynamo graph: the region identity oracle
+    sees it with the eager backend already, and not without deduplication."""
+    where = localize(_finding("KI-001", "aot_eager", "region_identity"))
     assert where.layer == "eager" and not where.without_dedup, where
     assert "Dynamo graph" in where.summary()
 

@@ -1,0 +1,85 @@
+"""Repro: KI-014: Missed optimization: a region group some of whose nodes an earlier group claimed is dropped whole; its other identical calls stay undeduplicated
+
+Exit status 1: reproduced; 0: not reproduced. Needs only torch."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        v0 = torch.sin(x)
+        v1 = torch.sin(v0)
+        return v1
+
+
+class Program(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = Block()
+        self.layers1 = nn.ModuleList([Block(), Block()])
+
+    def forward(self, x):
+        h = x
+        for i in range(2):
+            h = self.block(h)
+        for blk in self.layers1:
+            h = h + blk(h)
+        return h
+
+
+def make_inputs():
+    x = torch.randn((1, 1), dtype=torch.float32).requires_grad_(False)
+    return [x]
+
+
+# ---- driver: exits 1 when ops of the block stay outside subgraph calls ----
+import inspect
+import re
+import sys
+
+import torch._dynamo
+
+BACKEND = 'aot_eager'
+SEED = 0
+COMPILE_KWARGS = {'fullgraph': False}
+
+
+def block_lines():
+    fn = inspect.unwrap(globals()["block"] if "block" in globals() else Block.forward)
+    lines, first = inspect.getsourcelines(fn)
+    return range(first, first + len(lines))
+
+
+def main():
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return torch._dynamo.lookup_backend(BACKEND)(gm, example_inputs)
+
+    torch.manual_seed(SEED)
+    torch._dynamo.config.use_graph_deduplication = True
+    torch.compile(Program(), backend=backend, **COMPILE_KWARGS)(*make_inputs())
+    inside = block_lines()
+    left = []
+    for gm in graphs:
+        print(gm.code)
+        for node in gm.graph.nodes:
+            lines = re.findall(r"line (\d+)", node.meta.get("stack_trace") or "")
+            if node.op.startswith("call") and lines and int(lines[-1]) in inside:
+                left.append(node.name)
+    calls = sum(n.target is torch.ops.higher_order.invoke_subgraph for gm in graphs for n in gm.graph.nodes)
+    if left:
+        print(f"REPRODUCED: {len(left)} op(s) of the block left outside subgraph calls: {left} "
+              f"({calls} invoke_subgraph calls; torch {torch.__version__})")
+        return 1
+    print(f"not reproduced: every op of the block is inside a subgraph call (torch {torch.__version__})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
