@@ -3,7 +3,9 @@
 Checks, on each graph handed to the backend: ``graph.lint()``; every input
 defined before its use; no cycle once the ordering dependencies the pass must
 keep are added (an in-place write and every reader of the written storage,
-in their original relative order); the order actually kept; each
+and every node against the grad-mode / autocast / inference-mode switches
+around it, in their original relative order); the order of in-place writes
+and their readers actually kept; each
 node (and every node a subgraph call replaced) running under the grad mode
 and autocast state it was traced under, found by replaying the graph's
 state-setting nodes in order; and every
@@ -19,10 +21,10 @@ from typing import Optional
 
 import torch.fx
 
-from harness.ambient import REPLAYED, replay
+from harness.ambient import REPLAYED, is_state_node, replay
 from harness.effects import example_value, storage_key, written_args
 from harness.outcome import Outcome
-from harness.structure import INVOKE_SUBGRAPH, GraphRecord
+from harness.structure import INVOKE_SUBGRAPH, GraphRecord, target_name
 
 from .verdict import Status, Verdict, combine
 
@@ -74,12 +76,25 @@ def _pre_to_unit(record: GraphRecord, post_names: set[str]) -> dict[str, str]:
     return out
 
 
-def _constraints(pre: torch.fx.Graph) -> list[tuple[torch.fx.Node, torch.fx.Node, str, str]]:
-    """(before, after, why, kind) pairs of pre-pass nodes whose order must be
-    kept: an in-place write against every reader of the storage it writes.
-    (Grad-mode and autocast nodes are judged by the state each node runs
-    under, see ``_ambient``: moving a node across two switches that cancel
-    out is harmless.)"""
+# State-setting targets by the kind of state they set (signature labels).
+STATE_KIND = {
+    "_set_grad_enabled": "grad",
+    "_enter_autocast": "autocast",
+    "_exit_autocast": "autocast",
+    "_enter_inference_mode": "inference",
+    "_exit_inference_mode": "inference",
+}
+
+
+def _constraints(pre: torch.fx.Graph) -> list[tuple[torch.fx.Node, torch.fx.Node, str, str, bool]]:
+    """(before, after, why, kind, strict) pairs of pre-pass nodes.
+
+    An in-place write against every reader of the storage it writes must keep
+    its order (strict). A node against a grad-mode / autocast / inference-mode
+    switch enters only the cycle check, like the dependencies the pass adds
+    for autocast: a region on both sides of a switch cannot run under one
+    state; moving a node across two switches that cancel out is harmless, and
+    the state each node really runs under is checked by ``_ambient``."""
     nodes = list(pre.nodes)
     by_storage: dict = defaultdict(list)
     for n in nodes:
@@ -95,7 +110,13 @@ def _constraints(pre: torch.fx.Graph) -> list[tuple[torch.fx.Node, torch.fx.Node
             readers = {u for a in aliases for u in a.users if u is not m}
             for r in readers:
                 a, b = (r, m) if index[r] < index[m] else (m, r)
-                pairs.append((a, b, f"{m.name} writes {w.name}", "mutation"))
+                pairs.append((a, b, f"{m.name} writes {w.name}", "mutation", True))
+    for s in (n for n in nodes if is_state_node(n)):
+        kind = STATE_KIND.get(getattr(s.target, "__name__", ""), "state")
+        for n in nodes:
+            if n is not s and n.op in CALLS:
+                a, b = (n, s) if index[n] < index[s] else (s, n)
+                pairs.append((a, b, f"{s.name} switches {kind}", kind, False))
     return pairs
 
 
@@ -113,22 +134,24 @@ def _order(record: GraphRecord, where: str) -> list[Verdict]:
                 edges[unit[a.name]].add(unit[node.name])
     needed = []
     kind_of: dict[tuple[str, str], str] = {}
-    for a, b, why, kind in _constraints(record.pre.graph):
+    for a, b, why, kind, strict in _constraints(record.pre.graph):
         ua, ub = pre_unit.get(a.name), pre_unit.get(b.name)
         if ua and ub and ua != ub:
             edges[ua].add(ub)
             kind_of.setdefault((ua, ub), kind)
-            needed.append((ua, ub, f"{a.name} before {b.name} ({why})", kind))
+            if strict:
+                needed.append((ua, ub, f"{a.name} before {b.name} ({why})", kind))
     cycle = _find_cycle(edges)
     if cycle:
         kinds = sorted({kind_of[e] for e in zip(cycle, cycle[1:]) if e in kind_of}) or ["data"]
         return [Verdict(NAME, Status.FAIL, kind="cycle", where=where,
                         message=f"cycle through {' -> '.join(cycle)} (ordering kept for: {', '.join(kinds)})",
                         details={"label": f"cycle:{kinds[0]}", "cycle": cycle})]
+    what = {n.name: f"{n.name} ({target_name(n)})" for n in post.nodes}
     for ua, ub, why, kind in needed:
         if position[ua] > position[ub]:
             return [Verdict(NAME, Status.FAIL, kind="order", where=where,
-                            message=f"{ua} now runs after {ub}, but originally {why}",
+                            message=f"{what[ua]} now runs after {what[ub]}, but originally {why}",
                             details={"label": f"order:{kind}"})]
     return []
 

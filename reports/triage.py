@@ -89,6 +89,8 @@ def triage(outcome: Outcome, verdict: Verdict) -> Finding:
         # Wrong inputs or buffers after the run are a class of their own.
         where = ["state"] if verdict.where.startswith("state[") else []
         detail = ":".join(p for p in (trigger, *tags(program), *where) if p)
+    if verdict.kind != "crash":  # a tag the label already names is said once
+        detail = ":".join(dict.fromkeys(detail.split(":")))
     signature = ":".join(p for p in (verdict.oracle, verdict.kind, culprit, detail) if p)
     return Finding(signature, verdict, program, config, culprit, trigger, outcome.source)
 

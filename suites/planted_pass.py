@@ -137,3 +137,18 @@ def extra_guard():
         install_guard(GlobalSource("nn").make_guard(GuardBuilder.ID_MATCH))
 
     return _after_dedup(add)
+
+
+def _mutation_reordered(graph: torch.fx.Graph) -> None:
+    """Moves the second in-place write before the first write's reader."""
+    writes = [n for n in graph.nodes if n.op == "call_method" and n.target == "mul_"]
+    if len(writes) > 1:
+        reader = next(iter(writes[0].users), None)
+        if reader is not None:
+            reader.prepend(writes[1])
+
+
+def mutation_reordered():
+    """After the pass, an in-place write runs before a read it used to follow
+    (the ordering edge the pass keeps for mutations, dropped)."""
+    return _after_dedup(_mutation_reordered)

@@ -77,6 +77,7 @@ PLANTED = [
     (rewrite.NAME, planted_pass.arguments_swapped, TWO_INPUTS, "mismatch", None, ["output[0]"]),
     (graph_validity.NAME, planted_pass.cyclic_edge, CHAIN, "cycle", "cycle", ["invoke_subgraph"]),
     (graph_validity.NAME, planted_pass.grad_mode_moved, FIRST_NO_GRAD, "ambient", "ambient:grad", ["grad=True", "v0"]),
+    (graph_validity.NAME, planted_pass.mutation_reordered, MUTATES_INPUT, "order", "order:mutation", ["(mul_)", "writes"]),
     (graph_validity.NAME, planted_pass.mutation_check_skipped, MUTATES_INPUT, "subgraph_input_mutation", None, ["writes"]),
     (completeness.NAME, planted_pass.regions_dropped, CHAIN, "missed_merge", "missed:static", ["repeat 0"]),
     (determinism.NAME, planted_pass.regions_flaky, CHAIN, "region_groups", None, ["differ"]),
