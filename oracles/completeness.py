@@ -157,7 +157,8 @@ def check(outcome: Outcome) -> Verdict:
     program = outcome.program
     if not outcome.config.dedup:
         return Verdict(NAME, Status.PASS, message="deduplication off")
-    if outcome.compiled.failure is not None:
+    failure = outcome.compiled.failure
+    if failure is not None and failure.stage in ("dynamo", "backend_compile"):
         return Verdict(NAME, Status.INCONCLUSIVE, kind="not_compiled", message="the program did not compile")
     if program.block.compile_region:
         return _check_compile_region(outcome)

@@ -7,11 +7,13 @@ that failed. The first rung that fails the same way names the layer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from oracles.registry import ORACLES
 
-from .triage import Finding, _fails_alike
+from harness.pipeline import run_program
+
+from .triage import Finding, _fails_alike, alike
 
 # (backend, the layer it adds on top of the previous rung)
 LADDER: tuple[tuple[str, str], ...] = (
@@ -28,21 +30,28 @@ class Localization:
     description: str
     ladder: dict[str, bool]  # backend -> failed alike (rungs above the first failure are not run)
     without_dedup: bool  # still fails alike with deduplication off (on ``layer``'s backend)
+    masked: dict[str, str] = field(default_factory=dict)  # rung -> how it failed otherwise
 
     def summary(self) -> str:
+        masked = "".join(f"; {b} fails otherwise ({how}), which may hide it there" for b, how in self.masked.items())
         if not self.layer:
-            return "not reproduced on the backend ladder (a user backend's own layer)"
+            return f"not reproduced on the backend ladder (a user backend's own layer){masked}"
         blame = "the dedup pass or its interaction with this layer" if not self.without_dedup else "this layer, with or without dedup"
-        return f"first fails on {self.layer}: {self.description}; {blame}"
+        return f"first fails on {self.layer}: {self.description}; {blame}{masked}"
 
 
 def localize(finding: Finding) -> Localization:
     oracle = ORACLES[finding.verdict.oracle]
     config = replace(finding.config, companions=oracle.needs)
     ladder: dict[str, bool] = {}
+    masked: dict[str, str] = {}
+    like = finding.verdict
     for backend, description in LADDER:
-        ladder[backend] = _fails_alike(finding.program, replace(config, backend=backend), oracle, finding.verdict)
+        verdict = oracle(run_program(finding.program, replace(config, backend=backend)))
+        ladder[backend] = alike(verdict, like)
         if ladder[backend]:
-            off = _fails_alike(finding.program, replace(config, backend=backend, dedup=False), oracle, finding.verdict)
-            return Localization(backend, description, ladder, off)
-    return Localization("", "", ladder, False)
+            off = _fails_alike(finding.program, replace(config, backend=backend, dedup=False), oracle, like)
+            return Localization(backend, description, ladder, off, masked)
+        if verdict.failed:
+            masked[backend] = f"{verdict.kind}: {verdict.message[:80]}"
+    return Localization("", "", ladder, False, masked)

@@ -63,13 +63,16 @@ def _fails(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verd
     return oracle(run_program(program, config)).failed
 
 
-def _fails_alike(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict], like: Verdict) -> bool:
-    """Fails the way ``like`` did: same kind, and for a crash the same error.
-    (Without deduplication a program may still fail, for another reason.)"""
-    other = oracle(run_program(program, config))
+def alike(other: Verdict, like: Verdict) -> bool:
+    """``other`` fails the way ``like`` did: same kind, and for a crash the
+    same error. (A program may fail another way too, for another reason.)"""
     if not other.failed or other.kind != like.kind:
         return False
     return like.kind != "crash" or normalize(other.message) == normalize(like.message)
+
+
+def _fails_alike(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict], like: Verdict) -> bool:
+    return alike(oracle(run_program(program, config)), like)
 
 
 def triage(outcome: Outcome, verdict: Verdict) -> Finding:
