@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.pipeline import isolated_global_state
+from generators.ir import Block, Call, Context, Program, Ref, Section, Stmt, TensorSpec
+from harness.outcome import RunConfig
+from harness.pipeline import isolated_global_state, run_program
 
 pytestmark = pytest.mark.unit
 
@@ -39,3 +41,30 @@ def test_hygiene_oracle_catches_a_leaked_dispatch_mode_and_the_pipeline_cleans_i
     assert leaked_state() == []  # cleaned up for the next program
     clean = run_program(program, RunConfig(backend="aot_eager", dedup=False))
     assert not hygiene.check(clean).failed
+
+
+def test_recorder_attributes_nodes_to_block_calls_and_records_their_state():
+    """The structural oracles stand on this recording: which call of the block
+    traced each node, the global state it was traced under, the graph before
+    the pass, the regions as data, what became a subgraph call, and guards."""
+
+    body = (Stmt("v0", "sin", (Ref("x"),)), Stmt("v1", "tanh", (Ref("v0"),)))
+    program = Program(
+        inputs=(("x", TensorSpec((3, 4)),),),
+        block=Block("function", ("x",), (), (), (), body, "v1"),
+        sections=(Section("calls", "fanout", (Call(context=Context(grad=False)), Call(context=Context(grad=True)),
+                                               Call(context=Context(grad=True)))),),
+        outputs="tuple",
+    )
+    capture = run_program(program, RunConfig()).capture
+    (record,) = capture.structure
+    calls = {n: r.instance for n, r in record.nodes.items() if r.instance is not None and n.startswith("v")}
+    assert sorted(set(calls.values())) == [0, 1, 2]
+    assert [r.ambient["grad"] for n, r in record.nodes.items() if n in calls] == [False, False, True, True, True, True]
+    assert record.pre is not None and "torch.sin" in record.pre.code and "invoke_subgraph" not in record.pre.code
+    assert record.post is not None and "invoke_subgraph" in record.post.code
+    (group,) = record.groups  # the two calls with grad, not the one without
+    assert [[d.name for d in region] for region in group] == [["v0_1", "v1_1"], ["v0_2", "v1_2"]]
+    assert [r.invoke is not None for r in record.replacements] == [True, True]
+    assert record.rewrite is not None and record.rewrite[2].failure is None
+    assert any(g.startswith("TENSOR_MATCH") for g in capture.guards)
