@@ -20,11 +20,14 @@ STAGES: tuple[tuple[type, str], ...] = (
 
 def failure(exc: BaseException, default_stage: str) -> Failure:
     stage = next((s for cls, s in STAGES if isinstance(exc, cls)), default_stage)
-    message = str(exc).strip().splitlines()
+    lines = str(exc).strip().splitlines()
+    message = lines[0] if lines else ""
+    if message.endswith("raised:") and len(lines) > 1:  # BackendCompilerFailed: the error is on the next line
+        message = f"{message} {lines[1]}"
     return Failure(
         stage=stage,
         type=type(exc).__qualname__,
-        message=message[0][:500] if message else "",
+        message=message[:500],
         traceback="".join(traceback.format_exception(exc))[-8000:],
     )
 

@@ -35,5 +35,6 @@ def recording_backend(compiler_fn: Callable, capture: Capture, recorder: Structu
         )
         return compiler_fn(gm, example_inputs)
 
+    backend.__name__ = getattr(compiler_fn, "__name__", "backend")  # named in Dynamo's errors
     return backend
 

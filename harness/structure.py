@@ -105,6 +105,8 @@ class GraphRecord:
     post: Optional[torch.fx.GraphModule] = None  # copy of what the backend received
     nodes: dict[str, NodeRecord] = field(default_factory=dict)  # pre-pass nodes by name
     groups: list[list[list[NodeDesc]]] = field(default_factory=list)
+    # The tracker's nodes with equal keys, before any region is grown (names).
+    duplicates: list[list[str]] = field(default_factory=list)
     replacements: list[Replacement] = field(default_factory=list)
     # Both graphs run eagerly on the same inputs: (pre, pre again, post).
     rewrite: Optional[tuple[Execution, Execution, Execution]] = None
@@ -159,9 +161,10 @@ class StructureRecorder:
         self.graphs.append(record)
         self._current = record
 
-    def on_regions(self, groups: list[list[list[torch.fx.Node]]]) -> None:
+    def on_regions(self, tracker: GraphRegionTracker, groups: list[list[list[torch.fx.Node]]]) -> None:
         if self._current is not None:
             self._current.groups = [[self.describe(r) for r in g] for g in groups]
+            self._current.duplicates = [[n.name for n in d] for d in tracker.hash_to_duplicates.values() if len(d) > 1]
 
     def describe(self, region: list[torch.fx.Node]) -> list[NodeDesc]:
         index = {n: i for i, n in enumerate(region)}
@@ -307,7 +310,7 @@ def recording_structure(recorder: StructureRecorder) -> Iterator[None]:
 
     def get_identical_regions(self, graph):  # type: ignore[no-untyped-def]
         groups = original_regions(self, graph)
-        recorder.on_regions(groups)
+        recorder.on_regions(self, groups)
         return groups
 
     def replace(graph, region, *args, **kwargs):  # type: ignore[no-untyped-def]

@@ -66,6 +66,10 @@ class Repeat:
             sizes[find(n)] += 1
         return max(sizes.values(), default=0)
 
+    def outputs(self) -> list[torch.fx.Node]:
+        members = set(self.nodes)
+        return [n for n in self.nodes if any(u not in members for u in n.users)] or self.nodes[-1:]
+
     def signature(self) -> tuple:
         return tuple(str(value_meta(example_value(a))) for a in self.external)
 
@@ -153,6 +157,18 @@ def _merged(r: Repeat) -> bool:
     return any(n.target is INVOKE_SUBGRAPH for n in r.nodes)
 
 
+def _diagnose(r: Repeat, group: list[int], repeats: list[Repeat]) -> str:
+    """"blocked": the tracker gave the result nodes of this call and of an
+    identical one the same key, but grew no region from them (its greedy
+    growth stopped); "unmatched": their keys differ."""
+    outs = {n.name for n in r.outputs()}
+    partners = {n.name for i in group if i != r.index and repeats[i].graph == r.graph for n in repeats[i].outputs()}
+    for names in r.record.duplicates:
+        if outs & set(names) and partners & set(names):
+            return "blocked"
+    return "unmatched"
+
+
 def check(outcome: Outcome) -> Verdict:
     program = outcome.program
     if not outcome.config.dedup:
@@ -192,10 +208,7 @@ def check(outcome: Outcome) -> Verdict:
         # Symbolic shapes are their own class: a symbol specialized half-way
         # through tracing changes the tracker's keys of later nodes.
         symbolic = any(isinstance(example_value(n), torch.SymInt) for n in r.record.pre.graph.find_nodes(op="placeholder"))
-        # Whether other members of its class were deduplicated (the tracker
-        # chose them) or none was (the tracker saw no match).
-        some = any(_merged(repeats[i]) for i in group)
-        details["label"] = f"missed:{'dynamic' if symbolic else 'static'}:{'some' if some else 'none'}"
+        details["label"] = f"missed:{'dynamic' if symbolic else 'static'}:{_diagnose(r, group, repeats)}"
         return Verdict(NAME, Status.FAIL, kind="missed_merge", where=f"repeat[{r.index}]",
                        message=f"repeat {r.index} is identical to repeats {[i for i in group if i != r.index]} "
                                f"in graph {r.graph} but none of its {len(r.nodes)} nodes was deduplicated",

@@ -1,4 +1,4 @@
-"""Repro: KI-014: Missed optimization: a region group some of whose nodes an earlier group claimed is dropped whole; its other identical calls stay undeduplicated
+"""Repro: KI-014: Missed optimization: a region group grows only if every member can; one member whose next node is claimed or differs keeps all the others undeduplicated
 
 Exit status 1: reproduced; 0: not reproduced. Needs only torch."""
 import torch
