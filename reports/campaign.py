@@ -44,6 +44,7 @@ class Campaign:
     programs: int = 0
     deduplicated: int = 0
     statuses: Counter = field(default_factory=Counter)
+    stage_seconds: Counter = field(default_factory=Counter)  # pipeline stage -> total seconds
     hits: Counter = field(default_factory=Counter)
     findings: dict[str, dict] = field(default_factory=dict)
     seen: set[str] = field(default_factory=set)
@@ -57,6 +58,7 @@ class Campaign:
             self.statuses["invalid_program"] += 1
             return
         self.programs += 1
+        self.stage_seconds.update(outcome.seconds)
         self.deduplicated += outcome.capture.deduplicated
         for verdict in judge(outcome, self.oracles):
             self.statuses[verdict.status.value] += 1
@@ -109,6 +111,10 @@ class Campaign:
             "seconds": round(elapsed, 1),
             "programs_per_second": round(self.programs / elapsed, 3) if elapsed else 0.0,
             "deduplicated_share": round(self.deduplicated / self.programs, 3) if self.programs else 0.0,
+            # where the time goes, per program: eager runs, the compile under test,
+            # companion compiles; the rest is triage and localization of failures
+            "seconds_per_program": {k: round(v / self.programs, 3) for k, v in self.stage_seconds.items()}
+            if self.programs else {},
             "verdicts": dict(self.statuses),
             "backend": self.config.backend,
             "oracles": list(self.oracles),
@@ -137,6 +143,7 @@ def _markdown(s: dict) -> str:
         f"# Fuzz campaign: {s['backend']} on torch {s['torch']}", "",
         f"{s['programs']} programs in {s['seconds']} s ({s['programs_per_second']}/s); "
         f"{s['deduplicated_share']:.0%} produced invoke_subgraph regions. Verdicts: {s['verdicts']}.", "",
+        f"Seconds per program by stage: {s.get('seconds_per_program', {})} (the rest: triage and localization).", "",
     ]
     for severity, title in SEVERITIES.items():
         rows = [f for f in s["findings"] if f.get("severity", "wrong") == severity]
