@@ -17,9 +17,9 @@ from typing import Callable, Optional
 
 import torch.fx
 
-from harness.effects import example_value, storage_key, written_args
+from harness.effects import example_value
 from harness.outcome import Outcome
-from harness.structure import INVOKE_SUBGRAPH, GraphRecord, value_meta
+from harness.structure import INVOKE_SUBGRAPH, GraphRecord, region_hazards, value_meta
 
 from .verdict import Status, Verdict
 
@@ -74,20 +74,6 @@ class Repeat:
         return tuple(str(value_meta(example_value(a))) for a in self.external)
 
 
-def _writes_outside(r: Repeat) -> bool:
-    members = set(r.nodes)
-    outside = {storage_key(example_value(a)) for a in r.external} - {None}
-    return any(w not in members or storage_key(example_value(w)) in outside for n in r.nodes for w in written_args(n))
-
-
-def _aliases(r: Repeat) -> bool:
-    members = set(r.nodes)
-    inputs = {storage_key(example_value(a)) for a in r.external} - {None}
-    outs = [storage_key(example_value(n)) for n in r.nodes if any(u not in members for u in n.users)]
-    outs = [k for k in outs if k is not None]
-    return bool(set(outs) & inputs) or len(set(outs)) < len(outs)
-
-
 @dataclass(frozen=True)
 class Exclusion:
     name: str
@@ -107,10 +93,10 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
               lambda r: not r.external),
     Exclusion("input_mutation", "a region that writes to its inputs cannot become a subgraph call",
               SOURCE + "torch/_dynamo/graph_deduplication.py (_replace_region_with_subgraph: 'NYI ... due to mutation')",
-              _writes_outside),
+              lambda r: bool(region_hazards(r.nodes)[0])),
     Exclusion("aliasing", "input/output and output/output aliasing is not supported by HOPs",
               SOURCE + "torch/_dynamo/graph_deduplication.py (_has_aliasing)",
-              _aliases),
+              lambda r: bool(region_hazards(r.nodes)[1])),
 )
 # Rules that split a class before judging it: the pass only merges regions in
 # one graph whose inputs have the same metadata (the tracker's node hash).

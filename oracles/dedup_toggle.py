@@ -16,7 +16,7 @@ import re
 from harness.backends import resolve
 from harness.outcome import Outcome
 
-from .differential import _nondeterministic, compare_runs
+from .differential import nondeterministic, compare_runs
 from .verdict import Status, Verdict, combine
 
 NAME = "dedup_toggle"
@@ -42,7 +42,7 @@ def check(outcome: Outcome) -> Verdict:
     if on.failure is not None or off_run.failure is not None:
         which = "on" if on.failure is not None else "off"
         return Verdict(NAME, Status.INCONCLUSIVE, kind="crash", message=f"the run with deduplication {which} crashed")
-    if _nondeterministic(outcome.eager, outcome.eager_again):
+    if nondeterministic(outcome.eager, outcome.eager_again):
         return Verdict(NAME, Status.INCONCLUSIVE, kind="nondeterministic", message="eager disagrees with itself")
     exact = ("output", "state") if resolve(outcome.config.backend).bitwise else ()
     verdicts = compare_runs(NAME, off_run, on, outcome.reference, exact=exact)

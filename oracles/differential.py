@@ -26,7 +26,7 @@ def _pairs(run: Execution | None) -> dict[str, object]:
     return values
 
 
-def _nondeterministic(a: Execution, b: Execution) -> list[str]:
+def nondeterministic(a: Execution, b: Execution) -> list[str]:
     pa, pb = _pairs(a), _pairs(b)
     return [k for k in pa if k not in pb or not bitwise_equal(pa[k], pb[k])]
 
@@ -40,7 +40,7 @@ def check(outcome: Outcome) -> Verdict:
             message=f"{f.type}: {f.message}",
             details={"stage": f.stage, "type": f.type, "traceback": f.traceback},
         )
-    unstable = _nondeterministic(eager, outcome.eager_again)
+    unstable = nondeterministic(eager, outcome.eager_again)
     if unstable:
         return Verdict(NAME, Status.INCONCLUSIVE, kind="nondeterministic", where=unstable[0],
                        message="eager disagrees with itself; numerics not compared")

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from harness.outcome import Outcome
 
-from .differential import _nondeterministic, compare_runs
+from .differential import nondeterministic, compare_runs
 from .verdict import Status, Verdict, combine
 
 NAME = "rewrite"
@@ -31,7 +31,7 @@ def check(outcome: Outcome) -> Verdict:
             verdicts.append(Verdict(NAME, Status.INCONCLUSIVE, kind="pre_graph_fails", where=where,
                                     message=f"the graph before the pass does not run: {pre.failure.type}: {pre.failure.message}"))
             continue
-        if _nondeterministic(pre, pre_again):
+        if nondeterministic(pre, pre_again):
             verdicts.append(Verdict(NAME, Status.INCONCLUSIVE, kind="nondeterministic", where=where,
                                     message="the graph before the pass disagrees with itself"))
             continue
