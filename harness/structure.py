@@ -136,7 +136,8 @@ class StructureRecorder:
         self.block_code = block_code
         self.graphs: list[GraphRecord] = []
         self._records: dict[torch.fx.Node, NodeRecord] = {}
-        self._entry: dict[int, dict[str, Any]] = {}
+        self._entry: dict[int, dict[str, Any]] = {}  # id(OutputGraph) -> state when it was made
+        self._last_entry: dict[str, Any] = {}
         self._instances: dict[int, tuple[Any, int]] = {}  # id(tx) -> (tx, serial): keeps tx alive
         self._current: Optional[GraphRecord] = None
 
@@ -154,6 +155,10 @@ class StructureRecorder:
         self._records[node] = NodeRecord(ambient_state(), self._instance(tx) if self.block_code else None)
 
     # -- per graph -------------------------------------------------------------
+    def on_output_graph(self, og: Any) -> None:
+        """A frame's trace starts: the state its graph starts from."""
+        self._entry[id(og)] = self._last_entry = ambient_state()
+
     def before_dedup(self, og: Any) -> None:
         record = GraphRecord(entry_ambient=self._entry.get(id(og), {}))
         record.pre = copy_graph_module(output_graph.FakeRootModule(og.nn_modules), og.graph)
@@ -217,7 +222,7 @@ class StructureRecorder:
     def on_backend(self, gm: torch.fx.GraphModule, example_inputs: list) -> None:
         record = self._current
         if record is None:
-            record = GraphRecord(entry_ambient=self._entry.get(-1, {}))
+            record = GraphRecord(entry_ambient=self._last_entry)
             self.graphs.append(record)
         self._current = None
         record.post = copy_graph_module(gm, gm.graph)
@@ -286,49 +291,60 @@ def run_rewrite(pre: torch.fx.GraphModule, post: torch.fx.GraphModule, example_i
 @contextlib.contextmanager
 def recording_structure(recorder: StructureRecorder) -> Iterator[None]:
     """Installs the wrappers listed in the module docstring, and removes them."""
-    tracer_cls = output_graph.SubgraphTracer
-    original_proxy = tracer_cls.create_proxy
-    original_init = output_graph.OutputGraph.__init__
-    original_dedup = output_graph.apply_graph_deduplication
-    original_regions = GraphRegionTracker.get_identical_regions
-    original_replace = graph_deduplication._replace_region_with_subgraph
 
-    def create_proxy(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        proxy = original_proxy(self, *args, **kwargs)
-        recorder.on_node(self, proxy.node)
-        return proxy
+    def create_proxy(original):  # type: ignore[no-untyped-def]
+        def wrapper(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            proxy = original(self, *args, **kwargs)
+            recorder.on_node(self, proxy.node)
+            return proxy
 
-    def init(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        recorder._entry[id(self)] = recorder._entry[-1] = ambient_state()
-        original_init(self, *args, **kwargs)
+        return wrapper
 
-    def dedup(og):  # type: ignore[no-untyped-def]
-        recorder.before_dedup(og)
-        result = original_dedup(og)
-        recorder.after_dedup(og)
-        return result
+    def init(original):  # type: ignore[no-untyped-def]
+        def wrapper(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            recorder.on_output_graph(self)
+            original(self, *args, **kwargs)
 
-    def get_identical_regions(self, graph):  # type: ignore[no-untyped-def]
-        groups = original_regions(self, graph)
-        recorder.on_regions(self, groups)
-        return groups
+        return wrapper
 
-    def replace(graph, region, *args, **kwargs):  # type: ignore[no-untyped-def]
-        recorder.on_replace(graph, region, lambda: original_replace(graph, region, *args, **kwargs))
+    def dedup(original):  # type: ignore[no-untyped-def]
+        def wrapper(og):  # type: ignore[no-untyped-def]
+            recorder.before_dedup(og)
+            result = original(og)
+            recorder.after_dedup(og)
+            return result
 
-    tracer_cls.create_proxy = create_proxy  # type: ignore[method-assign]
-    output_graph.OutputGraph.__init__ = init  # type: ignore[method-assign]
-    output_graph.apply_graph_deduplication = dedup
-    GraphRegionTracker.get_identical_regions = get_identical_regions  # type: ignore[method-assign]
-    graph_deduplication._replace_region_with_subgraph = replace
+        return wrapper
+
+    def regions(original):  # type: ignore[no-untyped-def]
+        def wrapper(self, graph):  # type: ignore[no-untyped-def]
+            groups = original(self, graph)
+            recorder.on_regions(self, groups)
+            return groups
+
+        return wrapper
+
+    def replace(original):  # type: ignore[no-untyped-def]
+        def wrapper(graph, region, *args, **kwargs):  # type: ignore[no-untyped-def]
+            recorder.on_replace(graph, region, lambda: original(graph, region, *args, **kwargs))
+
+        return wrapper
+
+    patches = [
+        (output_graph.SubgraphTracer, "create_proxy", create_proxy),
+        (output_graph.OutputGraph, "__init__", init),
+        (output_graph, "apply_graph_deduplication", dedup),  # as output_graph imported it
+        (GraphRegionTracker, "get_identical_regions", regions),
+        (graph_deduplication, "_replace_region_with_subgraph", replace),
+    ]
+    originals = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+    for (owner, name, wrap), (_, _, original) in zip(patches, originals):
+        setattr(owner, name, wrap(original))
     try:
         yield
     finally:
-        tracer_cls.create_proxy = original_proxy  # type: ignore[method-assign]
-        output_graph.OutputGraph.__init__ = original_init  # type: ignore[method-assign]
-        output_graph.apply_graph_deduplication = original_dedup
-        GraphRegionTracker.get_identical_regions = original_regions  # type: ignore[method-assign]
-        graph_deduplication._replace_region_with_subgraph = original_replace
+        for owner, name, original in originals:
+            setattr(owner, name, original)
 
 
 def region_nodes(groups: list[list[list[NodeDesc]]]) -> list[list[list[RegionNode]]]:
