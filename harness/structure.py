@@ -32,6 +32,7 @@ from .effects import example_value, storage_key, written_args
 from .outcome import Execution, RegionNode
 
 INVOKE_SUBGRAPH = torch.ops.higher_order.invoke_subgraph
+CALLS = ("call_function", "call_method", "call_module")  # node ops that compute
 
 
 def target_name(node: torch.fx.Node) -> str:
@@ -110,6 +111,10 @@ class GraphRecord:
     replacements: list[Replacement] = field(default_factory=list)
     # Both graphs run eagerly on the same inputs: (pre, pre again, post).
     rewrite: Optional[tuple[Execution, Execution, Execution]] = None
+
+    def invoked(self) -> dict[str, list[str]]:
+        """Each invoke_subgraph call the pass made -> the nodes of the region it replaced."""
+        return {rep.invoke: rep.nodes for rep in self.replacements if rep.invoke}
 
 
 def copy_graph_module(root: Any, graph: torch.fx.Graph) -> torch.fx.GraphModule:

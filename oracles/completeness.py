@@ -11,6 +11,7 @@ compiled once and reused, say), the oracle says so and judges nothing.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -19,12 +20,11 @@ import torch.fx
 
 from harness.effects import example_value
 from harness.outcome import Outcome
-from harness.structure import INVOKE_SUBGRAPH, GraphRecord, region_hazards, value_meta
+from harness.structure import CALLS, INVOKE_SUBGRAPH, GraphRecord, region_hazards, value_meta
 
 from .verdict import Status, Verdict
 
 NAME = "completeness"
-CALLS = ("call_function", "call_method", "call_module")
 SOURCE = "https://github.com/pytorch/pytorch/blob/v2.13.0/"
 
 
@@ -70,8 +70,18 @@ class Repeat:
         members = set(self.nodes)
         return [n for n in self.nodes if any(u not in members for u in n.users)] or self.nodes[-1:]
 
+    @functools.cached_property
+    def hazards(self) -> tuple[list[str], list[str]]:
+        """(input mutations, aliasing), as harness.structure reads a region."""
+        return region_hazards(self.nodes)
+
     def signature(self) -> tuple:
-        return tuple(str(value_meta(example_value(a))) for a in self.external)
+        return _metadata(self.external)
+
+
+def _metadata(nodes: list) -> tuple:
+    """What the tracker's key sees of a call's inputs."""
+    return tuple(str(value_meta(example_value(a))) for a in nodes)
 
 
 @dataclass(frozen=True)
@@ -93,10 +103,10 @@ EXCLUSIONS: tuple[Exclusion, ...] = (
               lambda r: not r.external),
     Exclusion("input_mutation", "a region that writes to its inputs cannot become a subgraph call",
               SOURCE + "torch/_dynamo/graph_deduplication.py (_replace_region_with_subgraph: 'NYI ... due to mutation')",
-              lambda r: bool(region_hazards(r.nodes)[0])),
+              lambda r: bool(r.hazards[0])),
     Exclusion("aliasing", "input/output and output/output aliasing is not supported by HOPs",
               SOURCE + "torch/_dynamo/graph_deduplication.py (_has_aliasing)",
-              lambda r: bool(region_hazards(r.nodes)[1])),
+              lambda r: bool(r.hazards[1])),
 )
 # Rules that split a class before judging it: the pass only merges regions in
 # one graph whose inputs have the same metadata (the tracker's node hash).
@@ -136,7 +146,7 @@ def _skipped_by_pass(r: Repeat) -> Optional[str]:
 
 
 def _merged(r: Repeat) -> bool:
-    replaced = {n for rep in r.record.replacements if rep.invoke for n in rep.nodes}
+    replaced = {n for nodes in r.record.invoked().values() for n in nodes}
     if any(n.name in replaced for n in r.nodes):
         return True
     # nested_compile_region: Dynamo itself made the call a subgraph call.
@@ -218,7 +228,7 @@ def _check_compile_region(outcome: Outcome) -> Verdict:
         parts: dict[tuple, set[str]] = defaultdict(set)
         for i in group:
             record, node = calls[i]
-            signature = (id(record), tuple(str(value_meta(example_value(a))) for a in node.args[2:]))
+            signature = (id(record), _metadata(node.args[2:]))
             parts[signature].add(str(node.args[0].target) if isinstance(node.args[0], torch.fx.Node) else "")
         for subgraphs in parts.values():
             if len(subgraphs) > 1:

@@ -24,16 +24,16 @@ import torch.fx
 from harness.ambient import REPLAYED, is_state_node, replay
 from harness.effects import example_value, storage_key, written_args
 from harness.outcome import Outcome
-from harness.structure import INVOKE_SUBGRAPH, GraphRecord, target_name
+from harness.structure import CALLS, INVOKE_SUBGRAPH, GraphRecord, target_name
 
 from .verdict import Status, Verdict, combine
 
 NAME = "graph_validity"
-CALLS = ("call_function", "call_method", "call_module")
 
 
-def _fail(kind: str, where: str, message: str, **details) -> Verdict:
-    return Verdict(NAME, Status.FAIL, kind=kind, where=where, message=message, details={"label": kind, **details})
+def _fail(kind: str, where: str, message: str, label: str = "", **details) -> Verdict:
+    return Verdict(NAME, Status.FAIL, kind=kind, where=where, message=message,
+                   details={"label": label or kind, **details})
 
 
 def _lint(graph: torch.fx.Graph, where: str) -> list[Verdict]:
@@ -56,7 +56,7 @@ def _units(record: GraphRecord) -> dict[str, str]:
     """Post-pass node -> the unit it stands for: itself, or the invoke_subgraph
     call that replaced its region (and that call's getitems)."""
     post = record.post.graph
-    invoked = {rep.invoke: rep for rep in record.replacements if rep.invoke}
+    invoked = record.invoked()
     unit = {}
     for node in post.nodes:
         unit[node.name] = node.name
@@ -66,10 +66,7 @@ def _units(record: GraphRecord) -> dict[str, str]:
 
 
 def _pre_to_unit(record: GraphRecord, post_names: set[str]) -> dict[str, str]:
-    out = {}
-    for rep in record.replacements:
-        if rep.invoke:
-            out.update({n: rep.invoke for n in rep.nodes})
+    out = {n: invoke for invoke, nodes in record.invoked().items() for n in nodes}
     for node in record.pre.graph.nodes:
         if node.name not in out and node.name in post_names:
             out[node.name] = node.name
@@ -144,15 +141,13 @@ def _order(record: GraphRecord, where: str) -> list[Verdict]:
     cycle = _find_cycle(edges)
     if cycle:
         kinds = sorted({kind_of[e] for e in zip(cycle, cycle[1:]) if e in kind_of}) or ["data"]
-        return [Verdict(NAME, Status.FAIL, kind="cycle", where=where,
-                        message=f"cycle through {' -> '.join(cycle)} (ordering kept for: {', '.join(kinds)})",
-                        details={"label": f"cycle:{kinds[0]}", "cycle": cycle})]
+        return [_fail("cycle", where, f"cycle through {' -> '.join(cycle)} (ordering kept for: {', '.join(kinds)})",
+                      label=f"cycle:{kinds[0]}", cycle=cycle)]
     what = {n.name: f"{n.name} ({target_name(n)})" for n in post.nodes}
     for ua, ub, why, kind in needed:
         if position[ua] > position[ub]:
-            return [Verdict(NAME, Status.FAIL, kind="order", where=where,
-                            message=f"{what[ua]} now runs after {what[ub]}, but originally {why}",
-                            details={"label": f"order:{kind}"})]
+            return [_fail("order", where, f"{what[ua]} now runs after {what[ub]}, but originally {why}",
+                          label=f"order:{kind}")]
     return []
 
 
@@ -189,7 +184,7 @@ def _ambient(record: GraphRecord, where: str) -> list[Verdict]:
                 return [Verdict(NAME, Status.INCONCLUSIVE, kind="ambient_unmodelled", where=where,
                                 message=f"replaying state nodes does not reproduce the state {node.name} was traced under")]
     actual = replay(record.post.graph, record.entry_ambient)
-    region_of = {rep.invoke: rep.nodes for rep in record.replacements if rep.invoke}
+    region_of = record.invoked()
     for node in record.post.graph.nodes:
         if node.op not in CALLS:
             continue
@@ -201,9 +196,9 @@ def _ambient(record: GraphRecord, where: str) -> list[Verdict]:
             for k in REPLAYED:
                 if actual[node.name][k] != traced.get(k):
                     what = f"{node.name} (replacing {name})" if name != node.name else node.name
-                    return [Verdict(NAME, Status.FAIL, kind="ambient", where=where,
-                                    message=f"{what} runs with {k}={actual[node.name][k]!r}, but was traced with {k}={traced.get(k)!r}",
-                                    details={"label": f"ambient:{k}", "node": node.name})]
+                    return [_fail("ambient", where,
+                                  f"{what} runs with {k}={actual[node.name][k]!r}, but was traced with {k}={traced.get(k)!r}",
+                                  label=f"ambient:{k}", node=node.name)]
     return []
 
 

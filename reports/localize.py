@@ -13,7 +13,7 @@ from oracles.registry import ORACLES
 
 from harness.pipeline import run_program
 
-from .triage import Finding, _fails_alike, alike
+from .triage import Finding, alike, fails_alike
 
 # (backend, the layer it adds on top of the previous rung)
 LADDER: tuple[tuple[str, str], ...] = (
@@ -50,7 +50,7 @@ def localize(finding: Finding) -> Localization:
         verdict = oracle(run_program(finding.program, replace(config, backend=backend)))
         ladder[backend] = alike(verdict, like)
         if ladder[backend]:
-            off = _fails_alike(finding.program, replace(config, backend=backend, dedup=False), oracle, like)
+            off = fails_alike(finding.program, replace(config, backend=backend, dedup=False), oracle, like)
             return Localization(backend, description, ladder, off, masked)
         if verdict.failed:
             masked[backend] = f"{verdict.kind}: {verdict.message[:80]}"

@@ -71,7 +71,7 @@ def alike(other: Verdict, like: Verdict) -> bool:
     return like.kind != "crash" or normalize(other.message) == normalize(like.message)
 
 
-def _fails_alike(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict], like: Verdict) -> bool:
+def fails_alike(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict], like: Verdict) -> bool:
     return alike(oracle(run_program(program, config)), like)
 
 
@@ -80,7 +80,7 @@ def triage(outcome: Outcome, verdict: Verdict) -> Finding:
     oracle = ORACLES[verdict.oracle]
     config = replace(outcome.config, companions=oracle.needs)
     culprit = "backend"
-    if config.dedup and not _fails_alike(program, replace(config, dedup=False), oracle, verdict):
+    if config.dedup and not fails_alike(program, replace(config, dedup=False), oracle, verdict):
         culprit = "dedup"
     trigger = ""
     if verdict.kind == "crash":
