@@ -18,6 +18,7 @@ from .ir import (
     DTYPES,
     FLOATS,
     FLOWS,
+    HOMES,
     LAYOUTS,
     OUTPUT_STYLES,
     STRUCTURES,
@@ -27,6 +28,7 @@ from .ir import (
     Call,
     Const,
     Context,
+    Free,
     MalformedProgram,
     Program,
     Ref,
@@ -45,9 +47,9 @@ AUTOCASTABLE = ("float32", "bfloat16", "float16")
 def operand_value(operand, row: dict[str, Value]) -> Value:
     if isinstance(operand, Const):
         return operand.value
-    if isinstance(operand, Arg):
+    if isinstance(operand, (Arg, Free)):
         if operand.name not in row:
-            raise Reject(f"argument {operand.name!r} is not a block argument")
+            raise Reject(f"{operand.name!r} is not a block argument or free value")
         return row[operand.name]
     raise Reject(f"{operand!r} is not a Python-value operand")
 
@@ -95,7 +97,7 @@ def stmt_type(op: OpSpec, stmt: Stmt, scope: dict[str, TT], row: dict[str, Value
             if isinstance(slot, S) and value not in slot.choices(tensors[0]):
                 raise Reject(f"{op.name}: {value!r} not among {slot.choices(tensors[0])}")
             if isinstance(slot, D):
-                if isinstance(operand, Arg) or value != slot.value(tensors[0].shape):
+                if isinstance(operand, (Arg, Free)) or value != slot.value(tensors[0].shape):
                     raise Reject(f"{op.name}: derived operand must be {slot.value(tensors[0].shape)!r}")
             values.append(value)
     autocasting = op.autocast and env.autocast
@@ -167,8 +169,24 @@ def _check_shape_of_program(program: Program) -> None:
     for stmt in b.body:
         if stmt.op not in OPS:
             raise MalformedProgram(f"unknown op {stmt.op!r}")
+    _check_frees(program, block_names)
     if b.attrs and (b.kind != "module" or any(s.structure not in PER_INSTANCE for s in program.sections)):
         raise MalformedProgram("Python arguments can be module attributes only when every repeat has its own instance")
+
+
+def _check_frees(program: Program, block_names: list[str]) -> None:
+    names = [f.name for f in program.frees]
+    if len(set(names)) != len(names) or set(names) & set(block_names):
+        raise MalformedProgram(f"free values need names of their own: {names}")
+    for f in program.frees:
+        _enum(f.home, HOMES, "home of a free value")
+        if not f.name.isidentifier() or f.name.startswith("_"):
+            raise MalformedProgram(f"free value name {f.name!r} is not a plain identifier")
+    used = {o.name for s in program.block.body for o in s.operands if isinstance(o, Free)}
+    if used - set(names):
+        raise MalformedProgram(f"free values read but not declared: {sorted(used - set(names))}")
+    if set(names) - used:
+        raise MalformedProgram(f"free values declared but never read: {sorted(set(names) - used)}")
 
 
 def _check_mutation(program: Program) -> set[str]:
@@ -317,7 +335,7 @@ def block_types(program: Program, call: Call, carried: TT) -> dict[str, TT]:
     scope: dict[str, TT] = {b.inputs[0]: primary}
     scope.update({n: spec_type(specs[n]) for n in b.inputs[1:]})
     scope.update({n: spec_type(spec) for n, spec in (*b.weights, *b.buffers)})
-    row = dict(zip(b.args, call.args))
+    row = {f.name: f.value for f in program.frees} | dict(zip(b.args, call.args))
     env = env_of(call.context)
     for stmt in b.body:
         try:

@@ -15,7 +15,7 @@ from dataclasses import fields
 
 from .check import PER_INSTANCE, check
 from .interludes import INTERLUDES
-from .ir import Arg, Call, Const, Context, DType, Program, PyList, PySlice, Ref, Section, TensorSpec, Value, typed_key
+from .ir import Arg, Call, Const, Context, DType, Free, Program, PyList, PySlice, Ref, Section, TensorSpec, Value, typed_key
 from .ops import CALL_VIEWS, OPS, WEIGHT_INITS, W, render_call
 
 HEADER = """\
@@ -67,14 +67,70 @@ def _state_lines(program: Program, owner: str) -> list[str]:
     return lines
 
 
+# --- free values: where each lives and how the block reads it -----------------
+
+SETTINGS = "Settings"  # the class holding a function block's class attributes
+FACTORY = "_make_block"  # the function whose closure holds closure-homed values
+
+
+def global_name(name: str) -> str:
+    return name.upper()
+
+
+def free_read(program: Program, name: str) -> str:
+    """The expression the block reads a free value through."""
+    home = next(f.home for f in program.frees if f.name == name)
+    if home == "global":
+        return global_name(name)
+    if home == "class_attr":
+        return f"self.{name}" if program.block.kind == "module" else f"{SETTINGS}.{name}"
+    return name  # a closure variable or a parameter
+
+
+def frees_at(program: Program, home: str) -> list:
+    return [f for f in program.frees if f.home == home]
+
+
+def _render_globals(program: Program) -> list[str]:
+    lines = [f"{global_name(f.name)} = {literal(f.value)}" for f in frees_at(program, "global")]
+    if program.block.kind == "function" and frees_at(program, "class_attr"):
+        if lines:
+            lines.append("")
+        lines += [f"class {SETTINGS}:", *(f"{IND}{f.name} = {literal(f.value)}" for f in frees_at(program, "class_attr"))]
+    return lines
+
+
+def _closure(program: Program, lines: list[str]) -> list[str]:
+    """Wrap the block's definition in a factory whose closure holds values."""
+    cells = frees_at(program, "closure")
+    if not cells:
+        return lines
+    made = "block" if program.block.kind == "function" else "Block"
+    return [
+        f"def {FACTORY}({', '.join(f.name for f in cells)}):",
+        *(IND + line if line else line for line in lines),
+        f"{IND}return {made}",
+        "",
+        "",
+        f"{made} = {FACTORY}({', '.join(literal(f.value) for f in cells)})",
+    ]
+
+
 def _render_block(program: Program) -> list[str]:
+    return _closure(program, _render_block_def(program))
+
+
+def _render_block_def(program: Program) -> list[str]:
     b = program.block
     module = b.kind == "module"
     state = {n for n, _ in (*b.weights, *b.buffers)}
+    passed = [f.name for f in frees_at(program, "argument")]
 
     def operand(o) -> str:
         if isinstance(o, Const):
             return literal(o.value)
+        if isinstance(o, Free):
+            return free_read(program, o.name)
         if isinstance(o, Arg):
             return f"self.{o.name}" if b.attrs else o.name
         return f"self.{o.name}" if module and o.name in state else o.name
@@ -84,15 +140,18 @@ def _render_block(program: Program) -> list[str]:
     decorator = ["@torch.compiler.nested_compile_region"] if b.compile_region else []
 
     if not module:
-        params = [*b.inputs, *sorted(state, key=_state_order(program)), *b.args]
+        params = [*b.inputs, *sorted(state, key=_state_order(program)), *b.args, *passed]
         return [*decorator, f"def block({', '.join(params)}):", *(IND + line for line in body)]
 
     init_params = "".join(f", {a}" for a in b.args) if b.attrs else ""
-    lines = ["class Block(nn.Module):", f"{IND}def __init__(self{init_params}):", f"{IND * 2}super().__init__()"]
+    lines = ["class Block(nn.Module):"]
+    attrs = [f"{IND}{f.name} = {literal(f.value)}" for f in frees_at(program, "class_attr")]
+    lines += [*attrs, ""] if attrs else []
+    lines += [f"{IND}def __init__(self{init_params}):", f"{IND * 2}super().__init__()"]
     lines += [IND * 2 + line for line in _state_lines(program, "self")]
     if b.attrs:
         lines += [f"{IND * 2}self.{a} = {a}" for a in b.args]
-    fwd_params = [*b.inputs, *([] if b.attrs else b.args)]
+    fwd_params = [*b.inputs, *([] if b.attrs else b.args), *passed]
     lines += ["", *(IND + d for d in decorator), f"{IND}def forward(self, {', '.join(fwd_params)}):"]
     return lines + [IND * 2 + line for line in body]
 
@@ -105,7 +164,7 @@ def _state_order(program: Program):
 # --- the Program module -----------------------------------------------------------
 
 
-def _instances(program: Program, k: int, s: Section) -> str | None:
+def instance_attr(program: Program, k: int, s: Section) -> str | None:
     """Attribute holding section ``k``'s module instances, if it has its own."""
     if program.block.kind != "module" or s.structure not in PER_INSTANCE:
         return None
@@ -119,10 +178,10 @@ def _render_init(program: Program) -> list[str]:
     if b.kind == "function":
         body += _state_lines(program, "self")
     else:
-        if any(_instances(program, k, s) is None for k, s in enumerate(program.sections)):
+        if any(instance_attr(program, k, s) is None for k, s in enumerate(program.sections)):
             body.append("self.block = Block()")
         for k, s in enumerate(program.sections):
-            attr = _instances(program, k, s)
+            attr = instance_attr(program, k, s)
             if attr is None:
                 continue
             ctors = [f"Block({', '.join(literal(v) for v in c.args) if b.attrs else ''})" for c in s.calls]
@@ -202,6 +261,7 @@ def _call_lines(program: Program, s: Section, call: Call, callee: str, cols: dic
         for j, name in enumerate(b.args):
             value = name if name in cols else literal(call.args[j])
             pyargs.append(f"{name}={value}" if s.keywords else value)
+    pyargs += [f"{f.name}={f.name}" for f in frees_at(program, "argument")]
     expr = f"{callee}({', '.join(tensors + pyargs)})"
     flow = {"chain": f"h = {expr}", "residual": f"h = h + {expr}", "fanout": f"outs.append({expr})"}[s.flow]
     items, before, after = _context_lines(call, set(cols))
@@ -218,7 +278,7 @@ def _call_lines(program: Program, s: Section, call: Call, callee: str, cols: dic
 
 def _render_section(program: Program, k: int, s: Section) -> list[str]:
     b = program.block
-    attr = _instances(program, k, s)
+    attr = instance_attr(program, k, s)
     shared = "block" if b.kind == "function" else "self.block"
     if s.structure == "calls":
         lines = []
@@ -265,7 +325,8 @@ def _render_section(program: Program, k: int, s: Section) -> list[str]:
 
 def _render_forward(program: Program) -> list[str]:
     names = [n for n, _ in program.inputs]
-    lines = [f"def forward(self, {', '.join(names)}):", f"{IND}h = {names[0]}"]
+    names += [f"{f.name}={literal(f.value)}" for f in frees_at(program, "argument")]
+    lines = [f"def forward(self, {', '.join(names)}):", f"{IND}h = {program.inputs[0][0]}"]
     fanout = any(s.flow == "fanout" for s in program.sections)
     if fanout:
         lines.append(f"{IND}outs = []")
@@ -282,7 +343,7 @@ def _render_forward(program: Program) -> list[str]:
     return lines
 
 
-def _input_expr(spec: TensorSpec) -> str:
+def input_expr(spec: TensorSpec) -> str:
     dtype = f"dtype=torch.{spec.dtype}"
     s = spec.shape
     if spec.layout == "transposed":
@@ -298,7 +359,7 @@ def _input_expr(spec: TensorSpec) -> str:
 def _render_inputs(program: Program) -> list[str]:
     lines = ["def make_inputs():"]
     for name, spec in program.inputs:
-        lines.append(f"{IND}{name} = {_input_expr(spec)}.requires_grad_({spec.requires_grad})")
+        lines.append(f"{IND}{name} = {input_expr(spec)}.requires_grad_({spec.requires_grad})")
     for name, dim, strict in program.options.mark_dynamic:
         fn = "mark_dynamic" if strict else "maybe_mark_dynamic"
         lines.append(f"{IND}torch._dynamo.{fn}({name}, {dim})")
@@ -320,8 +381,9 @@ def render(program: Program) -> str:
     forward = _render_forward(program)
     parts = [
         HEADER,
+        "\n".join(_render_globals(program)),
         "\n".join(_render_block(program)),
         "\n".join(_render_init(program) + [""] + [IND + line for line in forward]),
         "\n".join(_render_inputs(program)),
     ]
-    return "\n\n\n".join(parts) + "\n"
+    return "\n\n\n".join(p for p in parts if p) + "\n"

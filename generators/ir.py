@@ -27,6 +27,8 @@ FLOATS = ("float32", "float64", "bfloat16", "float16")
 LAYOUTS = ("contiguous", "transposed", "strided", "expanded")
 # Call-site views of a per-repeat tensor: how the argument expression is written.
 VIEWS = ("none", "transpose", "narrow", "contiguous")
+# Where a free value lives (see FreeVar): what a guard must watch to see it change.
+HOMES = ("global", "closure", "class_attr", "argument")
 
 
 class MalformedProgram(ValueError):
@@ -102,7 +104,26 @@ class Arg:
     name: str
 
 
-Operand = Union[Ref, Const, Arg]
+@dataclass(frozen=True)
+class Free:
+    """A Python value the block reads at run time from a binding that can be
+    changed between calls (``Program.frees``): what guards must cover."""
+
+    name: str
+
+
+Operand = Union[Ref, Const, Arg, Free]
+
+
+@dataclass(frozen=True)
+class FreeVar:
+    """A named Python value and where it lives (one of HOMES): a module
+    global, a closure cell of the block, a class attribute, or an argument of
+    the compiled ``forward`` (with this value as its default)."""
+
+    name: str
+    value: Value
+    home: str
 
 
 @dataclass(frozen=True)
@@ -182,6 +203,7 @@ class Program:
     outputs: str = "single"  # one of OUTPUT_STYLES
     options: Options = Options()
     seed: int = 0
+    frees: tuple[FreeVar, ...] = ()
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     # -- ground truth ----------------------------------------------------------
@@ -317,6 +339,8 @@ def _enc_operand(o: Operand) -> dict:
         return {"ref": o.name}
     if isinstance(o, Arg):
         return {"arg": o.name}
+    if isinstance(o, Free):
+        return {"free": o.name}
     return {"const": enc_value(o.value)}
 
 
@@ -328,6 +352,8 @@ def _dec_operand(d: Any) -> Operand:
         return Ref(v)
     if tag == "arg":
         return Arg(v)
+    if tag == "free":
+        return Free(v)
     if tag == "const":
         return Const(dec_value(v))
     raise MalformedProgram(f"unknown operand tag {tag!r}")
@@ -410,6 +436,7 @@ def to_dict(p: Program) -> dict:
             "mark_dynamic": [list(m) for m in p.options.mark_dynamic],
         },
         "seed": p.seed,
+        "frees": [[f.name, enc_value(f.value), f.home] for f in p.frees],
         "meta": p.meta,
         # Derived, written for readers of program.json; ignored when loading.
         "identical_repeats": p.identical_repeats(),
@@ -456,6 +483,7 @@ def from_dict(d: Any) -> Program:
                 mark_dynamic=tuple((str(n), int(i), bool(s)) for n, i, s in o.get("mark_dynamic", [])),
             ),
             seed=int(d.get("seed", 0)),
+            frees=tuple(FreeVar(str(n), dec_value(v), str(h)) for n, v, h in d.get("frees", [])),
             meta=dict(d.get("meta", {})),
         )
     except MalformedProgram:

@@ -610,6 +610,13 @@ _ENTRIES = [
     _op("softmax", "softmax", "torch.softmax({0}, dim={1})", (T(), S(_dims)), _check_dim, saves_output=True),
     _op("log_softmax", "softmax", "torch.log_softmax({0}, dim={1})", (T(), S(_dims)), _check_dim,
         saves_output=True),
+    # computed in float32 and cast back to the input's dtype, as attention and
+    # LLaMA's RMSNorm do: the traced graph holds the input's dtype as a constant
+    _op("softmax_upcast", "softmax", "torch.softmax({0}.float(), dim={1}).to({0}.dtype)", (T(), S(_dims)),
+        _check_dim, saves_output=True),
+    _op("rms_norm_upcast", "norm",
+        "({0}.float() * torch.rsqrt({0}.float().pow(2).mean(-1, keepdim=True) + 1e-6)).to({0}.dtype)",
+        _u, _with_rank(1)),
     # random numbers under the program's fixed seed
     _op("dropout", "random", "F.dropout({0}, p={1}, training=True)", (T(), S(lambda t: (0.0, 0.5, 0.25))),
         random=True, view=True),

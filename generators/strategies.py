@@ -30,11 +30,14 @@ from .check import (
 from .interludes import INTERLUDES
 from .ir import (
     FLOWS,
+    HOMES,
     Arg,
     Block,
     Call,
     Const,
     Context,
+    Free,
+    FreeVar,
     MalformedProgram,
     Options,
     Program,
@@ -152,6 +155,7 @@ class _Builder:
     buffers: list[tuple[str, TensorSpec]] = field(default_factory=list)
     args: list[str] = field(default_factory=list)
     arg_rows: list[list[Value]] = field(default_factory=list)  # per arg, per call
+    frees: list[FreeVar] = field(default_factory=list)
     body: list[Stmt] = field(default_factory=list)
 
     @property
@@ -164,7 +168,8 @@ class _Builder:
         return f"v{max(used, default=-1) + 1}"
 
     def rows(self) -> list[dict[str, Value]]:
-        return [{a: self.arg_rows[j][i] for j, a in enumerate(self.args)} for i in range(self.n)]
+        frees = {f.name: f.value for f in self.frees}
+        return [frees | {a: self.arg_rows[j][i] for j, a in enumerate(self.args)} for i in range(self.n)]
 
     def block(self, kind: str = "function", result: str | None = None) -> Block:
         return Block(
@@ -242,9 +247,13 @@ def _draw_operands(draw, b: _Builder, op: OpSpec):
             if not choices:
                 raise Reject("no value valid in every repeat")
             if b.n > 1 and _likely(draw, 1):
-                name = f"s{len(b.args) + len(new_args)}"
+                name = f"s{len(b.args) + sum(not isinstance(a, FreeVar) for a in new_args)}"
                 new_args.append((name, draw(_per_call_values(choices, b.n))))
                 operands.append(Arg(name))
+            elif _rarely(draw, 2):  # read at run time from a global, closure, class or argument
+                name = f"p{len(b.frees) + sum(isinstance(a, FreeVar) for a in new_args)}"
+                new_args.append(FreeVar(name, draw(st.sampled_from(choices)), draw(st.sampled_from(HOMES))))
+                operands.append(Free(name))
             else:
                 operands.append(Const(draw(st.sampled_from(choices))))
     return operands, new_state, new_args
@@ -253,7 +262,9 @@ def _draw_operands(draw, b: _Builder, op: OpSpec):
 def _add_stmt(b: _Builder, stmt: Stmt, op: OpSpec, new_state=(), new_args=()) -> None:
     """Type-check ``stmt`` in every repeat and commit it, or raise Reject."""
     state_types = {n: TT(spec.shape, spec.dtype) for n, spec, _ in new_state}
-    arg_values = dict(new_args)
+    new_frees = [a for a in new_args if isinstance(a, FreeVar)]
+    new_args = [a for a in new_args if not isinstance(a, FreeVar)]
+    arg_values = dict(new_args) | {f.name: [f.value] * b.n for f in new_frees}
     out_types = []
     for i, (types, row, env) in enumerate(zip(b.types, b.rows(), b.envs)):
         out_types.append(
@@ -274,6 +285,7 @@ def _add_stmt(b: _Builder, stmt: Stmt, op: OpSpec, new_state=(), new_args=()) ->
     for name, values in new_args:
         b.args.append(name)
         b.arg_rows.append(values)
+    b.frees.extend(new_frees)
     if op.inplace:
         target = stmt.operands[0].name
         b.tensors.remove(target)
@@ -483,6 +495,7 @@ def programs(
         interludes=tuple(interludes),
         outputs=outputs,
         seed=draw(st.integers(0, 2**16)),
+        frees=tuple(f for f in b.frees if any(Free(f.name) in s.operands for s in block.body)),
     )
     program = _fix_loops(program)
     program = replace(program, options=draw(_options(program)))

@@ -48,9 +48,10 @@ def execute(
     inputs: list[torch.Tensor],
     input_names: list[str],
     backward: bool = True,
+    kwargs: dict | None = None,
 ) -> Execution:
     try:
-        out = fn(*inputs)
+        out = fn(*inputs, **(kwargs or {}))
     except Exception as e:  # the compiler under test may raise anything
         return Execution(failure=failure(e, "runtime"))
     leaves, spec = tree_flatten(out)

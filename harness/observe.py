@@ -7,9 +7,11 @@ calls the real backend with it; ``recording_guards`` writes down every guard.
 
 from __future__ import annotations
 
-from typing import Callable
+import contextlib
+from typing import Callable, Iterator
 
 import torch
+import torch._dynamo.convert_frame as convert_frame
 
 from .outcome import Capture
 from .structure import StructureRecorder
@@ -19,7 +21,8 @@ def recording_guards(capture: Capture) -> Callable:
     """A ``guard_filter_fn`` that keeps every guard and writes each down."""
 
     def keep_all(entries):  # type: ignore[no-untyped-def]
-        capture.guards.extend(f"{e.guard_type} {e.name}" for e in entries)
+        kept = capture.guards if capture.recording else capture.late_guards
+        kept.extend(f"{e.guard_type} {e.name}" for e in entries)
         return [True] * len(entries)
 
     return keep_all
@@ -27,6 +30,9 @@ def recording_guards(capture: Capture) -> Callable:
 
 def recording_backend(compiler_fn: Callable, capture: Capture, recorder: StructureRecorder) -> Callable:
     def backend(gm: torch.fx.GraphModule, example_inputs):  # type: ignore[no-untyped-def]
+        if not capture.recording:
+            capture.late_compiles += 1
+            return compiler_fn(gm, example_inputs)
         recorder.on_backend(gm, example_inputs)
         capture.frames += 1
         capture.graphs.append(gm.code)
@@ -38,3 +44,20 @@ def recording_backend(compiler_fn: Callable, capture: Capture, recorder: Structu
     backend.__name__ = getattr(compiler_fn, "__name__", "backend")  # named in Dynamo's errors
     return backend
 
+
+
+@contextlib.contextmanager
+def recording_recompiles(reasons: list[str]) -> Iterator[None]:
+    """Dynamo's own reasons for each recompile, as it would log them."""
+    original = convert_frame.get_and_maybe_log_recompilation_reasons
+
+    def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
+        found = original(*args, **kwargs)
+        reasons.extend(found)
+        return found
+
+    convert_frame.get_and_maybe_log_recompilation_reasons = wrapper
+    try:
+        yield
+    finally:
+        convert_frame.get_and_maybe_log_recompilation_reasons = original

@@ -23,6 +23,9 @@ class RunConfig:
     dynamic: Optional[bool] = None
     # Extra compiles some oracles compare with (see harness.pipeline.COMPANIONS).
     companions: tuple[str, ...] = ()
+    # After the first call, re-call the compiled program under this many of
+    # the generator's variants (generators.variants); 0: none, -1: all.
+    variants: int = 0
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,26 @@ class Execution:
 
 
 @dataclass
+class VariantRun:
+    """One changed call of the compiled program (harness.variants)."""
+
+    variant: dict[str, Any]  # generators.variants.Variant.to_dict()
+    eager: Optional[Execution] = None
+    eager_again: Optional[Execution] = None
+    reference: Optional[Execution] = None  # float64
+    compiled: Optional[Execution] = None
+    invalid: str = ""  # why the change could not be run in eager (then nothing else is set)
+    # The cache entry that compiled the original call, asked about this call:
+    original_accepts: Optional[bool] = None  # None: no such entry (the frame was not compiled)
+    original_rejects_because: list[str] = field(default_factory=list)  # Dynamo's failing guards
+    served_by_original: bool = False  # that entry is the first one Dynamo would pick
+    recompiled: bool = False
+    recompile_reasons: list[str] = field(default_factory=list)  # as Dynamo words them
+    guards: str = ""  # the guards of the entry that served the call, as Dynamo prints them
+    new_guards: list[str] = field(default_factory=list)  # "GUARD_TYPE name" of any recompile
+
+
+@dataclass
 class RegionNode:
     name: str
     op: str
@@ -67,6 +90,15 @@ class Capture:
     leaked_state: list[str] = field(default_factory=list)  # see harness.hygiene
     guards: list[str] = field(default_factory=list)  # "GUARD_TYPE name", every frame
     structure: list[Any] = field(default_factory=list)  # harness.structure.GraphRecord per frame
+    # The cache entry of the first call, asked about the same call again
+    # (None: no entry); with the variants run after it.
+    original_accepts_original: Optional[bool] = None
+    original_rejects_because: list[str] = field(default_factory=list)
+    variants: list[VariantRun] = field(default_factory=list)
+    recording: bool = True  # off once the first call is recorded: later compiles are counted apart
+    late_compiles: int = 0
+    late_guards: list[str] = field(default_factory=list)
+    late_leaked_state: list[str] = field(default_factory=list)  # left behind by the variants' calls
 
     @property
     def deduplicated(self) -> bool:

@@ -26,6 +26,7 @@ from .loader import load_source
 from .observe import recording_backend, recording_guards
 from .structure import StructureRecorder, recording_structure, region_nodes
 from .outcome import Capture, Execution, Outcome, RunConfig
+from .recall import Workbench, run_variants
 
 
 class InvalidProgram(RuntimeError):
@@ -86,26 +87,31 @@ def run_compiled(module: ModuleType, program: Program, config: RunConfig) -> tup
     recorder = StructureRecorder(_block_code(module))
     options = dict(backend.options)
     options["options"] = {**options.get("options", {}), "guard_filter_fn": recording_guards(capture)}
-    with (
-        torch._dynamo.config.patch(use_graph_deduplication=config.dedup),
-        recording_structure(recorder),
-        _backend_config(backend),
-    ):
-        try:
-            compiled = torch.compile(
-                model,
-                backend=recording_backend(backend.compiler_fn(), capture, recorder),
-                **torch_compile_kwargs(program, config),
-                **options,
-            )
-        except Exception as e:
-            _check_hygiene(capture)
-            return Execution(failure=failure(e, "dynamo")), capture
-        result = execute(compiled, model, inputs, _input_names(program), config.backward)
-    capture.structure = recorder.graphs
-    capture.region_groups = [g for record in recorder.graphs for g in region_nodes(record.groups)]
-    _check_hygiene(capture)
-    capture.graph_breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
+    with torch._dynamo.config.patch(use_graph_deduplication=config.dedup), _backend_config(backend):
+        with recording_structure(recorder):
+            try:
+                compiled = torch.compile(
+                    model,
+                    backend=recording_backend(backend.compiler_fn(), capture, recorder),
+                    **torch_compile_kwargs(program, config),
+                    **options,
+                )
+            except Exception as e:
+                _check_hygiene(capture)
+                return Execution(failure=failure(e, "dynamo")), capture
+            result = execute(compiled, model, inputs, _input_names(program), config.backward)
+        capture.recording = False
+        capture.structure = recorder.graphs
+        capture.region_groups = [g for record in recorder.graphs for g in region_nodes(record.groups)]
+        _check_hygiene(capture)
+        capture.graph_breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
+        if config.variants and result.failure is None:
+            bench = Workbench(module, program, model, compiled, _input_names(program), config.backward)
+            with isolated_global_state():
+                run_variants(bench, config, capture)
+            capture.late_leaked_state = leaked_state()
+            if capture.late_leaked_state:
+                clean_up()
     torch._dynamo.reset()
     return result, capture
 
@@ -161,10 +167,12 @@ def _run_program(program: Program, config: RunConfig) -> Outcome:
 # Extra compiles of the same program that oracles compare the main run with.
 COMPANIONS: dict[str, Callable[[RunConfig], RunConfig]] = {
     # the same backend without the pass (oracles.dedup_toggle)
+    # the same backend without the pass (oracles.dedup_toggle; oracles.guards
+    # compares the variants' recompiles)
     "dedup_off": lambda c: replace(c, dedup=False),
     # a second capture on the same backend (its compiled code decides which
     # frames recompile), forward only (oracles.determinism)
-    "recapture": lambda c: replace(c, backward=False),
+    "recapture": lambda c: replace(c, backward=False, variants=0),
 }
 
 

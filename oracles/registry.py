@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from harness.outcome import Outcome
+from harness.outcome import Outcome, RunConfig
 
-from . import completeness, dedup_toggle, determinism, differential, graph_validity, hygiene, region_identity, rewrite
+from . import (completeness, dedup_toggle, determinism, differential, graph_validity, guards, hygiene, region_identity,
+               rewrite)
 from .verdict import Verdict
 
 
@@ -23,6 +24,7 @@ class Oracle:
     check: Callable[[Outcome], Verdict]
     needs: tuple[str, ...] = ()
     severity: str = "wrong"
+    variants: int = 0  # changed re-calls of the compiled program it reads (harness.recall)
 
     def __call__(self, outcome: Outcome) -> Verdict:
         return self.check(outcome)
@@ -39,6 +41,8 @@ ORACLES: dict[str, Oracle] = {
         Oracle(dedup_toggle.NAME, dedup_toggle.check, needs=dedup_toggle.NEEDS),
         Oracle(determinism.NAME, determinism.check, needs=determinism.NEEDS),
         Oracle(completeness.NAME, completeness.check, severity="missed"),
+        Oracle(guards.NAME, guards.check, needs=guards.NEEDS, variants=guards.VARIANTS),
+        Oracle(guards.RECOMPILES, guards.check_recompiles, severity="recompile", variants=guards.VARIANTS),
     ]
 }
 
@@ -49,6 +53,16 @@ def companions(names: tuple[str, ...] | None = None) -> tuple[str, ...]:
     for n in names or tuple(ORACLES):
         needed += [c for c in ORACLES[n].needs if c not in needed]
     return tuple(needed)
+
+
+def run_config(backend: str = "aot_eager", names: tuple[str, ...] | None = None, variants: int | None = None,
+               **kwargs) -> RunConfig:
+    """The run the named oracles (default: all) need on ``backend``;
+    ``variants`` overrides how many changed re-calls they get (-1: all)."""
+    chosen = names or tuple(ORACLES)
+    wanted = max((ORACLES[n].variants for n in chosen), default=0)
+    return RunConfig(backend=backend, companions=companions(chosen),
+                     variants=wanted if variants is None or not wanted else variants, **kwargs)
 
 
 def judge(outcome: Outcome, names: tuple[str, ...] | None = None) -> list[Verdict]:

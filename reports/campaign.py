@@ -25,7 +25,7 @@ from generators.strategies import programs
 from harness.backends import resolve
 from harness.outcome import RunConfig
 from harness.pipeline import InvalidProgram, run_program
-from oracles.registry import ORACLES, companions, judge
+from oracles.registry import ORACLES, judge, run_config
 
 from .known_issues import match
 from .localize import localize
@@ -158,7 +158,11 @@ def _markdown(s: dict) -> str:
     return "\n".join(lines)
 
 
-SEVERITIES = {"wrong": "Wrong results and broken promises", "missed": "Missed optimizations"}
+SEVERITIES = {
+    "wrong": "Wrong results and broken promises",
+    "missed": "Missed optimizations",
+    "recompile": "Unneeded recompiles",
+}
 
 
 def run(backend: str, budget: float, seed: int, out: Path, oracle_names: Optional[tuple[str, ...]] = None,
@@ -169,7 +173,7 @@ def run(backend: str, budget: float, seed: int, out: Path, oracle_names: Optiona
     if unknown:
         raise ValueError(f"unknown oracle(s) {', '.join(unknown)}: use {', '.join(ORACLES)}")
     out.mkdir(parents=True, exist_ok=True)
-    campaign = Campaign(out, RunConfig(backend=backend, companions=companions(oracle_names)), oracle_names)
+    campaign = Campaign(out, run_config(backend, oracle_names), oracle_names)
     deadline = campaign.started + budget
     last_print = [time.time()]
 

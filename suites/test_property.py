@@ -13,9 +13,8 @@ from hypothesis import given, settings
 
 from conftest import record_known_hit
 from generators.strategies import programs
-from harness.outcome import RunConfig
 from harness.pipeline import run_program
-from oracles.registry import companions, judge
+from oracles.registry import judge, run_config
 from reports.known_issues import match
 from reports.localize import localize
 from reports.repro import render_repro
@@ -25,7 +24,7 @@ pytestmark = pytest.mark.property
 
 
 def assert_only_known_findings(program, backend: str) -> None:
-    outcome = run_program(program, RunConfig(backend=backend, companions=companions()))
+    outcome = run_program(program, run_config(backend))
     for verdict in judge(outcome):
         if not verdict.failed:
             continue

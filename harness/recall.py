@@ -1,0 +1,157 @@
+"""Re-call a compiled program after one change at a time (guard checking).
+
+After the first call, each of the generator's variants (``generators.variants``)
+is applied to the same model and the same compiled function, which is called
+again; eager (twice: the nondeterminism gate) and float64 eager run on the
+same change. Around the call the harness asks Dynamo's cache directly: does
+the entry that compiled the original call accept this one (``check_verbose``
+on its guard manager, with the frame's arguments), which entry would serve it,
+did the call recompile and why (Dynamo's own recompile reasons). Every run
+starts from the same model values, the same inputs (the RNG state
+``make_inputs`` started from) and the same seed, and ``undo`` restores what
+the change touched, so variants are independent of each other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import inspect
+from types import ModuleType
+from typing import Any, Callable, Iterator, Optional
+
+import torch
+from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+from generators.ir import Program
+from generators.variants import PRELUDE, REPEAT, Variant, select
+
+from .execute import execute
+from .observe import recording_recompiles
+from .outcome import Capture, Execution, RunConfig, VariantRun
+
+GUARD_TEXT_LIMIT = 6000
+
+
+def _entries(code) -> list[Any]:
+    return list(_debug_get_cache_entry_list(code))
+
+
+def _frame_locals(model: torch.nn.Module, inputs: list, kwargs: dict) -> dict[str, Any]:
+    bound = inspect.signature(type(model).forward).bind(model, *inputs, **kwargs)
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+def _failing_guards(entry: Any, frame: dict[str, Any]) -> list[str]:
+    """The guards of ``entry`` that reject ``frame``, as Dynamo words them."""
+    verdict = entry.guard_manager.check_verbose(frame)
+    return [] if verdict.result else [p.split("#")[0].strip() or p for p in verdict.verbose_code_parts] or ["?"]
+
+
+class Workbench:
+    """One model and its compiled function, and how to run either from the
+    same starting point under a variant."""
+
+    def __init__(self, module: ModuleType, program: Program, model: torch.nn.Module, compiled: Callable,
+                 input_names: list[str], backward: bool):
+        self.module, self.program, self.model, self.compiled = module, program, model, compiled
+        self.names, self.backward = input_names, backward
+        torch.manual_seed(program.seed)
+        module.Program()  # the RNG state make_inputs starts from follows the model's initialization
+        self.rng = torch.get_rng_state()
+        self.values = {k: v.detach().clone() for k, v in model.state_dict(keep_vars=True).items()}
+        self.ns = module.__dict__  # variants rebind the program's globals
+        exec(PRELUDE, self.ns)
+        self.code = type(model).forward.__code__
+
+    def _reset(self) -> None:
+        with torch.no_grad():
+            for k, v in self.model.state_dict(keep_vars=True).items():
+                if k in self.values and v.shape == self.values[k].shape:
+                    v.copy_(self.values[k])
+        for p in self.model.parameters():
+            p.grad = None
+
+    @contextlib.contextmanager
+    def applied(self, variant: Variant) -> Iterator[tuple[list, dict]]:
+        self._reset()
+        torch.set_rng_state(self.rng)
+        self.ns.update(model=self.model, inputs=self.module.make_inputs(), kwargs={})
+        exec("\n".join(variant.apply), self.ns)
+        try:
+            yield self.ns["inputs"], self.ns["kwargs"]
+        finally:
+            exec("\n".join(variant.undo), self.ns)
+            self._reset()
+
+    def run(self, variant: Variant, float64: bool = False) -> Execution:
+        """Eager under ``variant`` (in float64: on a double copy of the model)."""
+        with self.applied(variant) as (inputs, kwargs):
+            model = self.model
+            if float64:
+                model = copy.deepcopy(self.model).double()
+                inputs = [t.detach().double().requires_grad_(t.requires_grad) if t.is_floating_point() else t
+                          for t in inputs]
+            return execute(model, model, inputs, self.names, self.backward, kwargs)
+
+    def original_entry(self, capture: Capture) -> Optional[Any]:
+        """The cache entry that serves the original call again (the first
+        accepting one); records whether there is one, and if not, why."""
+        with self.applied(REPEAT) as (inputs, kwargs):
+            frame = _frame_locals(self.model, inputs, kwargs)
+            entries = _entries(self.code)
+            found = next((e for e in entries if e.guard_manager.check(frame)), None)
+            capture.original_accepts_original = None if not entries else found is not None
+            if entries and found is None:
+                capture.original_rejects_because = _failing_guards(entries[-1], frame)
+            return found
+
+
+def run_variants(bench: Workbench, config: RunConfig, capture: Capture) -> None:
+    """Run the selected variants; results go to ``capture.variants``."""
+    original = bench.original_entry(capture)
+    reasons: list[str] = []
+    chosen = select(bench.program, config.variants)
+    # Each change may add an entry: Dynamo's recompile limit (8) is about
+    # programs that recompile without end, not about this many deliberate changes.
+    limit = torch._dynamo.config.recompile_limit + len(chosen)
+    with recording_recompiles(reasons), torch._dynamo.config.patch(recompile_limit=limit):
+        for variant in chosen:
+            capture.variants.append(_run_one(bench, variant, original, capture, reasons))
+
+
+def _run_one(bench: Workbench, variant: Variant, original: Any, capture: Capture, reasons: list[str]) -> VariantRun:
+    run = VariantRun(variant.to_dict())
+    try:
+        run.eager = bench.run(variant)
+    except Exception as e:  # the change itself could not be applied
+        run.invalid = f"applying it raised {type(e).__name__}: {e}"
+        return run
+    if run.eager.failure is not None:
+        run.invalid = f"eager fails under it: {run.eager.failure.type}: {run.eager.failure.message}"
+        return run
+    run.eager_again = bench.run(variant)
+    try:
+        run.reference = bench.run(variant, float64=True)
+        if run.reference.failure is not None:
+            run.reference = None
+    except Exception:  # e.g. a program that cannot run in float64
+        run.reference = None
+    with bench.applied(variant) as (inputs, kwargs):
+        frame = _frame_locals(bench.model, inputs, kwargs)
+        entries = _entries(bench.code)
+        serving = next((e for e in entries if e.guard_manager.check(frame)), None)
+        if original is not None:
+            run.original_rejects_because = _failing_guards(original, frame)
+            run.original_accepts = not run.original_rejects_because
+            run.served_by_original = serving is original
+        if serving is not None:
+            run.guards = str(serving.guard_manager)[:GUARD_TEXT_LIMIT]
+        compiles, n_reasons, n_guards = capture.late_compiles, len(reasons), len(capture.late_guards)
+        run.compiled = execute(bench.compiled, bench.model, inputs, bench.names, bench.backward, kwargs)
+        run.recompiled = capture.late_compiles > compiles or len(reasons) > n_reasons or \
+            len(_entries(bench.code)) > len(entries)
+        run.recompile_reasons = reasons[n_reasons:]
+        run.new_guards = capture.late_guards[n_guards:]
+    return run

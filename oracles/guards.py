@@ -1,0 +1,170 @@
+"""Guard oracle: a compiled graph is reused only while it is still right.
+
+The harness re-calls the compiled program after one change at a time
+(``harness.recall``). On each changed call:
+
+- the compiled result must equal eager on the change (the differential
+  comparison, fp64-refereed, behind an eager nondeterminism gate). A wrong
+  result served by an entry compiled before the change is *stale*: a guard
+  that should have rejected the call did not; that is this oracle's main
+  finding. A wrong result after a recompile is a miscompile of the new entry.
+- with deduplication off (the ``dedup_off`` companion, when it re-called the
+  same changes) the same changes recompile, and with the same new guards.
+
+``recompiles`` (severity "recompile") reads the same calls for the opposite
+mistake: a change that cannot alter the program's meaning (``neutral``) must
+not recompile, and the entry of the first call must accept that call again.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+
+from harness.outcome import Outcome, VariantRun
+
+from . import differential
+from .differential import compare_runs, nondeterministic
+from .verdict import Status, Verdict, combine
+
+NAME = "guards"
+RECOMPILES = "recompiles"
+NEEDS = ("dedup_off",)
+VARIANTS = 3  # changed calls per program unless the run asks for more
+
+
+def _ran(runs: list[VariantRun]) -> list[VariantRun]:
+    return [r for r in runs if not r.invalid]
+
+
+def _details(run: VariantRun, label: str) -> dict:
+    return {
+        "label": label,
+        "variant": run.variant,
+        "guards": run.guards,
+        "original_accepts": run.original_accepts,
+        "original_rejects_because": run.original_rejects_because,
+        "served_by_original": run.served_by_original,
+        "recompiled": run.recompiled,
+        "recompile_reasons": run.recompile_reasons,
+    }
+
+
+def _judge_call(run: VariantRun) -> Verdict:
+    v = run.variant
+    where = f"variant {v['kind']} ({v['description']})"
+    if run.compiled.failure is not None:
+        f = run.compiled.failure
+        return Verdict(NAME, Status.FAIL, kind="crash", where=where, message=f"{f.type}: {f.message}",
+                       details={**_details(run, f"crash:{v['kind']}"), "stage": f.stage, "traceback": f.traceback})
+    if nondeterministic(run.eager, run.eager_again):
+        return Verdict(NAME, Status.INCONCLUSIVE, kind="nondeterministic", where=where,
+                       message="eager disagrees with itself under this change")
+    if run.eager.treespec != run.compiled.treespec:
+        bad = [Verdict(NAME, Status.FAIL, kind="structure", where="outputs",
+                       message=f"expected {run.eager.treespec}, got {run.compiled.treespec}")]
+    else:
+        bad = [x for x in compare_runs(NAME, run.eager, run.compiled, run.reference) if x.status is not Status.PASS]
+    failure = combine(NAME, bad) if bad else None
+    if failure is None:
+        return Verdict(NAME, Status.PASS, where=where)
+    if failure.status is Status.INCONCLUSIVE:
+        return Verdict(NAME, Status.INCONCLUSIVE, kind=failure.kind, where=where, message=failure.message)
+    details = {**_details(run, ""), "value": failure.where, "difference": failure.kind}
+    if run.recompiled:
+        # A miscompile of the entry compiled for the change, not a guard's
+        # fault: named like the differential oracle's findings (kind of
+        # difference; triage adds what difference between repeats it needs).
+        del details["label"]
+        return Verdict(NAME, Status.FAIL, kind=failure.kind, where=where, details=details,
+                       message=f"after changing {v['description']} the call recompiled, and the new entry is wrong: "
+                               f"{failure.kind} at {failure.where} ({failure.message})")
+    served = "the entry compiled for the first call" if run.served_by_original else "an entry compiled before it"
+    details["label"] = f"stale:{v['kind']}"
+    return Verdict(NAME, Status.FAIL, kind="stale", where=where, details=details,
+                   message=f"after changing {v['description']}, {served} was reused without recompiling and "
+                           f"returned a stale result: {failure.kind} at {failure.where} ({failure.message})")
+
+
+def _normalized(guards: list[str]) -> collections.Counter:
+    return collections.Counter(re.sub(r"___\d+", "___N", g) for g in guards)
+
+
+def _against_dedup_off(outcome: Outcome) -> list[Verdict]:
+    off = outcome.companions.get("dedup_off")
+    if off is None or not off[1].variants:
+        return []
+    out = []
+    for on_run, off_run in zip(_ran(outcome.capture.variants), _ran(off[1].variants)):
+        if on_run.variant != off_run.variant or on_run.compiled is None or off_run.compiled is None:
+            continue
+        if on_run.compiled.failure is not None or off_run.compiled.failure is not None:
+            continue
+        kind = on_run.variant["kind"]
+        if on_run.recompiled != off_run.recompiled:
+            out.append(Verdict(NAME, Status.FAIL, kind="dedup_guards", where=f"variant {kind}",
+                               message=f"changing {on_run.variant['description']} recompiles with deduplication "
+                                       f"{'on' if on_run.recompiled else 'off'} only",
+                               details={**_details(on_run, f"dedup_recompile:{kind}"),
+                                        "off_reasons": off_run.recompile_reasons}))
+            continue
+        extra = _normalized(on_run.new_guards) - _normalized(off_run.new_guards)
+        missing = _normalized(off_run.new_guards) - _normalized(on_run.new_guards)
+        if extra or missing:
+            out.append(Verdict(NAME, Status.FAIL, kind="dedup_guards", where=f"variant {kind}",
+                               message=f"after changing {on_run.variant['description']}, the new entry's guards "
+                                       f"differ with deduplication: extra {sorted(extra)[:5]}, "
+                                       f"missing {sorted(missing)[:5]}",
+                               details={**_details(on_run, f"dedup_guards:{kind}"),
+                                        "extra": sorted(extra.elements()), "missing": sorted(missing.elements())}))
+    return out
+
+
+def _not_run(outcome: Outcome, name: str) -> Verdict | None:
+    if outcome.compiled.failure is not None:
+        return Verdict(name, Status.INCONCLUSIVE, kind="crash", message="the first call crashed: nothing to re-call")
+    if not outcome.config.variants:
+        return Verdict(name, Status.INCONCLUSIVE, kind="not_run", message="the run re-called nothing")
+    if not _ran(outcome.capture.variants):
+        return Verdict(name, Status.INCONCLUSIVE, kind="no_variants", message="no change could be run in eager")
+    return None
+
+
+def check(outcome: Outcome) -> Verdict:
+    skipped = _not_run(outcome, NAME)
+    if skipped is not None:
+        return skipped
+    first = differential.check(outcome)
+    if first.status is not Status.PASS:
+        # Every later call would repeat that failure: it is the differential
+        # oracle's finding, and no guard can be blamed for it.
+        return Verdict(NAME, Status.INCONCLUSIVE, kind="first_call_wrong",
+                       message=f"the first call is already not right ({first.kind} at {first.where})")
+    runs = _ran(outcome.capture.variants)
+    verdicts = [_judge_call(r) for r in runs] + _against_dedup_off(outcome)
+    result = combine(NAME, verdicts)
+    if result.status is Status.PASS:
+        kinds = ", ".join(r.variant["kind"] for r in runs)
+        return Verdict(NAME, Status.PASS, message=f"{len(runs)} changed calls right ({kinds})")
+    return result
+
+
+def check_recompiles(outcome: Outcome) -> Verdict:
+    skipped = _not_run(outcome, RECOMPILES)
+    if skipped is not None:
+        return skipped
+    if outcome.capture.original_accepts_original is False:
+        return Verdict(RECOMPILES, Status.FAIL, kind="recompile", where="the first call again",
+                       message="the cache entry compiled for the first call rejects the same call: "
+                               + "; ".join(outcome.capture.original_rejects_because)[:300],
+                       details={"label": "recompile:rejects_original",
+                                "failing_guards": outcome.capture.original_rejects_because})
+    for run in _ran(outcome.capture.variants):
+        if run.variant["neutral"] and run.recompiled and run.compiled.failure is None:
+            kind = run.variant["kind"]
+            reason = (run.recompile_reasons or ["(no reason recorded)"])[-1]  # the oldest entry's
+            return Verdict(RECOMPILES, Status.FAIL, kind="recompile", where=f"variant {kind}",
+                           message=f"{run.variant['description']} cannot change the result, yet it recompiled: "
+                                   f"{reason.splitlines()[0]}",
+                           details=_details(run, f"recompile:{kind}"))
+    return Verdict(RECOMPILES, Status.PASS, message="no change that keeps the meaning recompiled")

@@ -1,0 +1,123 @@
+"""The guard oracles against planted faults in Dynamo's guards, and against
+the honest guards on the same programs (so each firing is the fault's doing)."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import replace
+
+import pytest
+
+from generators.ir import Arg, Block, Call, Const, Free, FreeVar, Options, Program, Ref, Section, Stmt, TensorSpec
+from generators.variants import variants
+from harness.outcome import RunConfig
+from harness.pipeline import run_program
+from oracles import guards
+from oracles.verdict import Status
+
+from . import planted_guards, planted_pass
+
+pytestmark = pytest.mark.unit
+
+
+def _program(body, result, kind="function", args=(), calls=(Call(), Call()), frees=(), attrs=False,
+             structure="calls", inputs=(("x", TensorSpec((3, 4)),),)):
+    return Program(
+        inputs=inputs,
+        block=Block(kind, ("x",), (), (), args, tuple(Stmt(o, op, ops) for o, op, ops in body), result, attrs=attrs),
+        sections=(Section(structure, "chain", calls),),
+        options=Options(fullgraph=True),
+        frees=frees,
+    )
+
+
+# softmax in float32, cast back to x's dtype: the graph holds bfloat16 as a constant
+UPCAST = _program([("v0", "sin", (Ref("x"),)), ("v1", "softmax_upcast", (Ref("v0"), Const(-1)))], "v1",
+                  inputs=(("x", TensorSpec((3, 4), "bfloat16")),))
+# x * P0, P0 a module global; one call, so no subgraph call meets the
+# symbolic float a recompile makes of P0 (KI-016)
+GLOBAL = _program([("v0", "sin", (Ref("x"),)), ("v1", "mul_scalar", (Ref("v0"), Free("p0")))], "v1",
+                  frees=(FreeVar("p0", 2.0, "global"),), calls=(Call(),))
+# each Block instance holds s0 as an attribute: self.s0
+ATTRS = _program([("v0", "sin", (Ref("x"),)), ("v1", "mul_scalar", (Ref("v0"), Arg("s0")))], "v1",
+                 kind="module", args=("s0",), attrs=True, structure="module_list",
+                 calls=(Call(args=(2.0,)), Call(args=(2.0,))))
+
+
+def _run(program, kind, backend="aot_eager", **config):
+    """Run ``program`` with just the variants of ``kind``."""
+    chosen = [v for v in variants(program) if v.kind == kind]
+    assert chosen, f"the generator offers no {kind} variant for this program"
+    import generators.variants as gv
+
+    original = gv.select
+    gv_select = lambda p, limit: chosen  # noqa: E731
+    import harness.recall as recall
+
+    recall.select = gv_select
+    try:
+        return run_program(program, RunConfig(backend=backend, variants=len(chosen), **config))
+    finally:
+        recall.select = original
+
+
+PLANTED = [
+    (planted_guards.dtype_check_dropped, UPCAST, "input:dtype"),
+    (planted_guards.constant_check_dropped, GLOBAL, "free:global"),
+    (planted_guards.module_attribute_check_dropped, ATTRS, "attr:instance"),
+]
+
+
+@pytest.mark.parametrize("fault, program, kind", PLANTED, ids=[f[0].__name__ for f in PLANTED])
+def test_a_dropped_guard_is_a_stale_result(fault, program, kind):
+    honest = _run(program, kind)
+    assert guards.check(honest).status is Status.PASS, guards.check(honest)
+    with fault():
+        outcome = _run(program, kind)
+    verdict = guards.check(outcome)
+    assert verdict.failed and verdict.kind == "stale", verdict
+    assert verdict.details["label"] == f"stale:{kind}"
+    assert verdict.details["variant"]["kind"] == kind and verdict.details["guards"]
+    assert not verdict.details["recompiled"]
+
+
+def test_an_over_eager_guard_is_an_unneeded_recompile():
+    honest = _run(GLOBAL, "input:values")
+    assert guards.check_recompiles(honest).status is Status.PASS
+    with planted_guards.storage_guarded():
+        outcome = _run(GLOBAL, "input:values")
+    verdict = guards.check_recompiles(outcome)
+    assert verdict.failed and verdict.kind == "recompile", verdict
+    assert "data_ptr" in verdict.message  # Dynamo's own recompile reason names the guard
+
+
+def test_guards_differ_with_deduplication_on_recompile():
+    on = _run(GLOBAL, "free:global", companions=("dedup_off",))
+    assert guards.check(on).status is Status.PASS, guards.check(on)
+    with planted_pass.extra_guard():
+        on = _run(GLOBAL, "free:global", companions=("dedup_off",))
+    verdict = guards.check(on)
+    assert verdict.failed and verdict.kind == "dedup_guards", verdict
+    assert any("nn" in g for g in verdict.details["extra"])
+
+
+def test_a_first_call_already_wrong_is_left_to_the_differential_oracle(monkeypatch):
+    outcome = _run(GLOBAL, "repeat")
+    monkeypatch.setattr(outcome.compiled, "outputs", [o + 1 for o in outcome.compiled.outputs])
+    assert guards.check(outcome).kind == "first_call_wrong"
+
+
+def test_variants_run_from_the_same_start():
+    """Neutral changes leave the cache alone; changes of meaning recompile
+    for a reason Dynamo names; the first entry accepts the first call again."""
+    outcome = run_program(GLOBAL, RunConfig(variants=-1))
+    runs = {r.variant["kind"]: r for r in outcome.capture.variants}
+    assert outcome.capture.original_accepts_original is True
+    assert not runs["repeat"].recompiled and runs["repeat"].served_by_original
+    assert runs["free:global"].recompiled and not runs["free:global"].original_accepts
+    assert any("P0" in r for r in runs["free:global"].original_rejects_because)
+    assert runs["free:global"].recompile_reasons
+    assert runs["input:dtype"].recompiled and any("dtype" in r for r in runs["input:dtype"].recompile_reasons)
+    assert all(not r.invalid for r in runs.values()), [r.invalid for r in runs.values() if r.invalid]
+    assert guards.check(outcome).status is Status.PASS
+    assert guards.check_recompiles(outcome).status is Status.PASS
