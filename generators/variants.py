@@ -327,26 +327,32 @@ def variants(program: Program) -> list[Variant]:
     return [v for v in out if v.kind not in LAST] + [v for v in out if v.kind in LAST]
 
 
+# Families of non-neutral changes, the program's own first: its free values
+# and attributes are what a drawn program has that others do not.
+FAMILIES = ("free", "attr", "param", "buffer", "state", "input")
+
+
 def select(program: Program, limit: int) -> list[Variant]:
-    """At most ``limit`` variants, of as many kinds as possible, drawn with the
-    program's seed; one neutral change always among them."""
+    """At most ``limit`` variants (``limit`` < 0: all): one neutral change,
+    then one change per family in FAMILIES order, round after round, each
+    family's changes shuffled with the program's seed."""
     found = variants(program)
-    if limit <= 0 or len(found) <= limit:
+    if limit < 0 or len(found) <= limit:
         return found
     rng = random.Random(program.seed)
     neutral = [v for v in found if v.neutral]
-    others = [v for v in found if not v.neutral]
     rng.shuffle(neutral)
-    rng.shuffle(others)
+    families: dict[str, list[Variant]] = {f: [] for f in FAMILIES}
+    for v in found:
+        if not v.neutral:
+            families.setdefault(v.kind.split(":")[0], []).append(v)
+    for members in families.values():
+        rng.shuffle(members)
     chosen = neutral[:1]
-    families: dict[str, list[Variant]] = {}
-    for v in others:
-        families.setdefault(v.kind.split(":")[0], []).append(v)
     while len(chosen) < limit and any(families.values()):
-        for fam in sorted(families):
-            if families[fam] and len(chosen) < limit:
-                chosen.append(families[fam].pop(0))
-    chosen += [v for v in neutral[1:]][: limit - len(chosen)]
+        for members in families.values():
+            if members and len(chosen) < limit:
+                chosen.append(members.pop(0))
+    chosen += neutral[1:1 + limit - len(chosen)]
     order = {id(v): i for i, v in enumerate(found)}
     return sorted(chosen, key=lambda v: order[id(v)])
-

@@ -29,7 +29,7 @@ from oracles.registry import ORACLES, judge, run_config
 
 from .known_issues import match
 from .localize import localize
-from .repro import render_repro
+from .repro import driver_for, render_repro
 from .triage import Finding, triage
 
 BATCH = 25
@@ -90,8 +90,8 @@ class Campaign:
         folder = self.out / entry["folder"]
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "program.json").write_text(json.dumps(to_dict(finding.program), indent=2))
-        check = "deduplicated" if entry["severity"] == "missed" else "differential"
-        (folder / "repro.py").write_text(render_repro(finding.program, finding.config, entry["signature"], check))
+        check, variant = driver_for(finding.verdict.details, entry["severity"])
+        (folder / "repro.py").write_text(render_repro(finding.program, finding.config, entry["signature"], check, variant))
         log = [str(finding.verdict), f"localization: {entry['layer']}", "", json.dumps(finding.verdict.details, indent=2, default=str), "",
                "# source", finding.source, "# Dynamo graphs after deduplication", *graphs]
         (folder / "log.txt").write_text("\n".join(log))

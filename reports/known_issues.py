@@ -31,6 +31,7 @@ class KnownIssue:
     code: tuple[str, ...]  # where in torch the bug lives
     folder: Path
     repro: str = "differential"  # what repro.py checks (reports.repro.DRIVERS)
+    variant: Optional[dict] = None  # the change a "guard" repro makes (generators.variants.Variant)
 
     def matches(self, signature: str) -> bool:
         return any(fnmatch.fnmatchcase(signature, p) for p in self.patterns)
@@ -54,6 +55,7 @@ def load(root: Path = ROOT) -> tuple[KnownIssue, ...]:
                 code=tuple(d.get("code", ())),
                 folder=path.parent,
                 repro=d.get("repro", "differential"),
+                variant=d.get("variant"),
             )
         )
     return tuple(issues)
@@ -84,6 +86,7 @@ def record(
     (folder / "program.json").write_text(json.dumps(to_dict(program), indent=2, sort_keys=True) + "\n")
     title = f"{issue['id']}: {issue['title']}"
     (folder / "repro.py").write_text(
-        render_repro(program, RunConfig(backend=issue["backend"]), title, issue.get("repro", "differential")))
+        render_repro(program, RunConfig(backend=issue["backend"]), title, issue.get("repro", "differential"),
+                     issue.get("variant")))
     load.cache_clear()
     return folder

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from generators.codegen import render
 from generators.ir import Program
+from generators.variants import PRELUDE
 from harness.backends import resolve
 from harness.outcome import RunConfig
 from harness.pipeline import torch_compile_kwargs
@@ -176,14 +177,125 @@ if __name__ == "__main__":
     sys.exit(main())
 '''
 
+# For guard findings: one compiled function, called, then called again after
+# one change (the very statements the harness ran), against eager on the change.
+GUARD_DRIVER = '''
+
+# ---- driver: compile, call, make one change, call again; exits 1 when the
+# second call crashes or disagrees with eager under the same change ----
+import sys
+import traceback
+
+import torch._dynamo
+import torch._dynamo.testing
+from torch.utils._pytree import tree_leaves
+
+BACKEND = {backend!r}
+DEDUP = {dedup!r}
+SEED = {seed!r}
+COMPILE_KWARGS = {compile_kwargs!r}
+ATOL = RTOL = {tol!r}
+CHANGE = {description!r}
+# "values": reproduced when the second call is wrong; "recompile": when it
+# recompiles although the change cannot alter the result
+EXPECT = {expect!r}
+APPLY = """
+{apply}
+"""
+UNDO = """
+{undo}
+"""
+
+
+{prelude}
+
+
+def call(fn):
+    """fn on fresh inputs under the change; the model's values as they started."""
+    global inputs, kwargs
+    model.load_state_dict(START)
+    torch.set_rng_state(RNG)
+    inputs, kwargs = make_inputs(), {{}}
+    exec(APPLY, globals())
+    try:
+        return [o for o in tree_leaves(fn(*inputs, **kwargs)) if isinstance(o, torch.Tensor)]
+    finally:
+        exec(UNDO, globals())
+
+
+def main():
+    global model, RNG, START
+    torch.manual_seed(SEED)
+    model = Program()
+    RNG = torch.get_rng_state()
+    START = {{k: v.detach().clone() for k, v in model.state_dict().items()}}
+    torch._dynamo.config.use_graph_deduplication = DEDUP
+    counter = torch._dynamo.testing.CompileCounterWithBackend(BACKEND)
+    compiled = torch.compile(model, backend=counter, **COMPILE_KWARGS)
+    torch.set_rng_state(RNG)
+    compiled(*make_inputs())  # the first call compiles
+    print(f"change: {{CHANGE}}")
+    if EXPECT == "recompile":
+        before = counter.frame_count
+        call(compiled)
+        if counter.frame_count > before:
+            print(f"REPRODUCED: the change recompiled {{counter.frame_count - before}} frame(s) (torch {{torch.__version__}})")
+            return 1
+        print(f"not reproduced: no recompile after the change (torch {{torch.__version__}})")
+        return 0
+    expected = call(model)
+    try:
+        actual = call(compiled)
+    except Exception:
+        traceback.print_exc()
+        print(f"REPRODUCED: the call after the change raised (torch {{torch.__version__}})")
+        return 1
+    bad = []
+    for i, (e, a) in enumerate(zip(expected, actual)):
+        if (e.dtype, e.shape, e.requires_grad) != (a.dtype, a.shape, a.requires_grad):
+            bad.append(f"output[{{i}}]: expected {{e.dtype}}{{tuple(e.shape)}} requires_grad={{e.requires_grad}}, "
+                       f"got {{a.dtype}}{{tuple(a.shape)}} requires_grad={{a.requires_grad}}")
+        elif not torch.allclose(e.double(), a.double(), atol=ATOL, rtol=RTOL, equal_nan=True):
+            bad.append(f"output[{{i}}]: expected {{e.flatten()[:4].tolist()}}, got {{a.flatten()[:4].tolist()}}")
+    if len(expected) != len(actual):
+        bad.append(f"expected {{len(expected)}} outputs, got {{len(actual)}}")
+    for line in bad:
+        print(line)
+    if bad:
+        print(f"REPRODUCED: after the change the compiled function disagrees with eager (torch {{torch.__version__}})")
+        return 1
+    print(f"not reproduced: compiled matches eager after the change (torch {{torch.__version__}})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
 # What a repro checks, by the name an issue.json gives under "repro".
-DRIVERS = {"differential": DRIVER, "deduplicated": DEDUP_DRIVER}
+DRIVERS = {"differential": DRIVER, "deduplicated": DEDUP_DRIVER, "guard": GUARD_DRIVER, "recompile": GUARD_DRIVER}
 
 
-def render_repro(program: Program, config: RunConfig, title: str, check: str = "differential") -> str:
+def driver_for(details: dict, severity: str) -> tuple[str, dict | None]:
+    """The repro driver for a finding: guard findings re-make their change."""
+    if "variant" in details:
+        return ("recompile" if severity == "recompile" else "guard"), details["variant"]
+    return ("deduplicated" if severity == "missed" else "differential"), None
+
+
+def render_repro(program: Program, config: RunConfig, title: str, check: str = "differential",
+                 variant: dict | None = None) -> str:
+    """``variant`` (a ``generators.variants.Variant`` as a dict) is the
+    change the "guard" driver makes between its two calls."""
     header = f'"""Repro: {title}\n\nExit status 1: reproduced; 0: not reproduced. Needs only torch."""\n'
     backend = resolve(config.backend)
+    change = variant or {"description": "nothing", "apply": (), "undo": ()}
     driver = DRIVERS[check].format(
+        description=change["description"],
+        apply="\n".join(change["apply"]),
+        undo="\n".join(change["undo"]),
+        prelude=PRELUDE,
+        expect={"guard": "values", "recompile": "recompile"}.get(check, ""),
         backend=config.backend,
         dedup=config.dedup,
         seed=program.seed,

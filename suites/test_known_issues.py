@@ -14,7 +14,7 @@ import pytest
 
 from harness.outcome import RunConfig
 from harness.pipeline import run_program
-from oracles.registry import judge
+from oracles.registry import judge, run_config
 from reports.known_issues import load
 from reports.triage import triage
 
@@ -30,7 +30,7 @@ def test_baseline_is_not_empty_and_well_formed():
 
 @pytest.mark.parametrize("issue", ISSUES, ids=[i.id for i in ISSUES])
 def test_known_issue_still_reproduces_with_its_signature(issue):
-    outcome = run_program(issue.program(), RunConfig(backend=issue.backend))
+    outcome = run_program(issue.program(), run_config(issue.backend))
     failures = [v for v in judge(outcome) if v.failed]
     if not failures:
         pytest.fail(f"{issue.id} appears fixed in this torch: its program now passes. "
@@ -51,5 +51,6 @@ def test_standalone_repro_exits_1_while_the_bug_is_there(issue):
 def test_committed_repro_is_the_rendered_one(issue):
     from reports.repro import render_repro
 
-    expected = render_repro(issue.program(), RunConfig(backend=issue.backend), f"{issue.id}: {issue.title}", issue.repro)
+    expected = render_repro(issue.program(), RunConfig(backend=issue.backend), f"{issue.id}: {issue.title}", issue.repro,
+                            issue.variant)
     assert (issue.folder / "repro.py").read_text() == expected, "repro.py is stale: re-render it from program.json"
