@@ -381,3 +381,17 @@ def broadcasts_to(small, big) -> bool:
         return broadcast(small, big) == big
     except Reject:
         return False
+
+
+MANTISSA_BITS = {"bfloat16": 8, "float16": 11, "float32": 24, "float64": 53}
+
+
+def lowest_precision(program: Program) -> str:
+    """The least precise floating dtype any value of the program passes
+    through: no result can be more accurate than that, whatever its dtype."""
+    dtypes = {spec.dtype for _, spec in (*program.inputs, *program.block.weights, *program.block.buffers)}
+    dtypes |= {t.dtype for scope in check(program) for t in scope.values()}
+    if any(".float()" in OPS[s.op].fmt for s in program.block.body):  # a float32 step inside one op
+        dtypes.add("float32")
+    floats = [d for d in dtypes if d in MANTISSA_BITS]
+    return min(floats, key=MANTISSA_BITS.__getitem__, default="float32")

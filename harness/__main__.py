@@ -22,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     fuzz.add_argument("--seed", type=int, default=0)
     fuzz.add_argument("--out", type=Path, default=Path("runs/latest"))
     fuzz.add_argument("--oracles", default="", help="comma-separated oracle names (default: all)")
+    fuzz.add_argument("--variants", type=int, default=None,
+                      help="changed re-calls per program for the guard oracles (default 3; -1: every one)")
     stats = sub.add_parser("stats", help="generator report: feature counts, eager validity, region share")
     stats.add_argument("-n", type=int, default=2000, help="programs to draw")
     stats.add_argument("--seed", type=int, default=0)
@@ -49,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", message="invoke_subgraph traced multiple backward graphs")
     oracles = tuple(o for o in args.oracles.split(",") if o) or None
     try:
-        summary = run(args.backend, args.budget, args.seed, args.out, oracles)
+        summary = run(args.backend, args.budget, args.seed, args.out, oracles, variants=args.variants)
     except (BackendError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

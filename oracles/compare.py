@@ -31,8 +31,12 @@ def _rmse(a: torch.Tensor, b: torch.Tensor) -> float:
     return torch.sqrt(torch.mean(torch.square(a - b))).item() if a.numel() else 0.0
 
 
-def compare(expected: Any, actual: Any, reference: Any) -> Optional[Difference]:
-    """None if ``actual`` is acceptable as a compiled version of ``expected``."""
+def compare(expected: Any, actual: Any, reference: Any, floor: Optional[torch.dtype] = None) -> Optional[Difference]:
+    """None if ``actual`` is acceptable as a compiled version of ``expected``.
+
+    ``floor`` is the least precise dtype the value passed through (a float64
+    result of a float32 reduction is only float32-accurate, and so is the
+    float64 run of the same program): tolerances are never tighter than its."""
     if expected is None or actual is None:
         if expected is None and actual is None:
             return None
@@ -44,10 +48,11 @@ def compare(expected: Any, actual: Any, reference: Any) -> Optional[Difference]:
         if type(expected) is not type(actual) or expected != actual:
             return Difference("value", f"expected {expected!r}, got {actual!r}")
         return None
-    return _compare_tensors(expected, actual, reference)
+    return _compare_tensors(expected, actual, reference, floor)
 
 
-def _compare_tensors(exp: torch.Tensor, act: torch.Tensor, ref: Optional[torch.Tensor]) -> Optional[Difference]:
+def _compare_tensors(exp: torch.Tensor, act: torch.Tensor, ref: Optional[torch.Tensor],
+                     floor: Optional[torch.dtype] = None) -> Optional[Difference]:
     if exp.dtype != act.dtype:
         return Difference("dtype", f"expected dtype {exp.dtype}, got {act.dtype}")
     if exp.shape != act.shape:
@@ -60,6 +65,8 @@ def _compare_tensors(exp: torch.Tensor, act: torch.Tensor, ref: Optional[torch.T
     if not torch.isfinite(exp).all() or (isinstance(ref, torch.Tensor) and not torch.isfinite(ref).all()):
         return Difference("non_finite_reference", "NaN/Inf in the eager or float64 reference")
     tol = for_dtype(exp.dtype)
+    if floor is not None and for_dtype(floor).atol > tol.atol:
+        tol = for_dtype(floor)
     if torch.isfinite(act).all() and torch.allclose(exp, act, atol=tol.atol, rtol=tol.rtol):
         return None
     if not isinstance(ref, torch.Tensor) or ref.shape != exp.shape:

@@ -16,7 +16,7 @@ import re
 from harness.backends import resolve
 from harness.outcome import Outcome
 
-from .differential import nondeterministic, compare_runs
+from .differential import compare_runs, nondeterministic, precision_floor
 from .verdict import Status, Verdict, combine
 
 NAME = "dedup_toggle"
@@ -45,7 +45,7 @@ def check(outcome: Outcome) -> Verdict:
     if nondeterministic(outcome.eager, outcome.eager_again):
         return Verdict(NAME, Status.INCONCLUSIVE, kind="nondeterministic", message="eager disagrees with itself")
     exact = ("output", "state") if resolve(outcome.config.backend).bitwise else ()
-    verdicts = compare_runs(NAME, off_run, on, outcome.reference, exact=exact)
+    verdicts = compare_runs(NAME, off_run, on, outcome.reference, exact=exact, floor=precision_floor(outcome))
     warm = outcome.companions.get("recapture")
     guards_on = _guards((warm[1] if warm else outcome.capture).guards)
     guards_off = _guards(off_capture.guards)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from generators.check import lowest_precision
 from harness.outcome import Execution, Outcome
 
 from .compare import Difference, bitwise_equal, compare
@@ -48,11 +49,16 @@ def check(outcome: Outcome) -> Verdict:
         return Verdict(NAME, Status.FAIL, kind="structure", where="outputs",
                        message=f"expected output structure {eager.treespec}, got {compiled.treespec}")
 
-    return combine(NAME, compare_runs(NAME, eager, compiled, outcome.reference))
+    return combine(NAME, compare_runs(NAME, eager, compiled, outcome.reference, floor=precision_floor(outcome)))
+
+
+def precision_floor(outcome: Outcome) -> torch.dtype:
+    """The least precise dtype the program computes in (generators.check)."""
+    return getattr(torch, lowest_precision(outcome.program))
 
 
 def compare_runs(oracle: str, expected: Execution, actual: Execution, reference: Execution | None,
-                 exact: tuple[str, ...] = ()) -> list[Verdict]:
+                 exact: tuple[str, ...] = (), floor: torch.dtype | None = None) -> list[Verdict]:
     """One verdict per value (outputs, state, gradients) of two runs of one
     program. Values whose kind is in ``exact`` ("output", "state", "grad")
     must agree bitwise; the others are judged by ``compare``."""
@@ -63,7 +69,7 @@ def compare_runs(oracle: str, expected: Execution, actual: Execution, reference:
                                     message=f"expected requires_grad={rg_e}, got {rg_c}"))
     exp, act, ref = _pairs(expected), _pairs(actual), _pairs(reference)
     for where in sorted(exp.keys() | act.keys(), key=_order):
-        diff = compare(exp.get(where), act.get(where), ref.get(where))
+        diff = compare(exp.get(where), act.get(where), ref.get(where), floor)
         if where.split("[")[0] in exact and (diff is None or diff.kind == "mismatch") \
                 and not bitwise_equal(exp.get(where), act.get(where)):
             diff = _not_bitwise(exp[where], act[where])

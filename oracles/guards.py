@@ -21,10 +21,12 @@ from __future__ import annotations
 import collections
 import re
 
+import torch
+
 from harness.outcome import Outcome, VariantRun
 
-from . import differential
-from .differential import compare_runs, nondeterministic
+from .differential import compare_runs, nondeterministic, precision_floor
+from .tolerance import for_dtype
 from .verdict import Status, Verdict, combine
 
 NAME = "guards"
@@ -50,7 +52,17 @@ def _details(run: VariantRun, label: str) -> dict:
     }
 
 
-def _judge_call(run: VariantRun) -> Verdict:
+def _floor(outcome: Outcome, run: VariantRun) -> torch.dtype:
+    """The program's precision floor, or the lower dtype the change brings in
+    (an input cast to bfloat16, autocast to bfloat16)."""
+    floor = precision_floor(outcome)
+    for name in ("bfloat16", "float16"):
+        if any(name in line for line in run.variant["apply"]) and for_dtype(getattr(torch, name)).atol > for_dtype(floor).atol:
+            floor = getattr(torch, name)
+    return floor
+
+
+def _judge_call(run: VariantRun, floor: torch.dtype) -> Verdict:
     v = run.variant
     where = f"variant {v['kind']} ({v['description']})"
     if run.compiled.failure is not None:
@@ -64,7 +76,8 @@ def _judge_call(run: VariantRun) -> Verdict:
         bad = [Verdict(NAME, Status.FAIL, kind="structure", where="outputs",
                        message=f"expected {run.eager.treespec}, got {run.compiled.treespec}")]
     else:
-        bad = [x for x in compare_runs(NAME, run.eager, run.compiled, run.reference) if x.status is not Status.PASS]
+        bad = [x for x in compare_runs(NAME, run.eager, run.compiled, run.reference, floor=floor)
+               if x.status is not Status.PASS]
     failure = combine(NAME, bad) if bad else None
     if failure is None:
         return Verdict(NAME, Status.PASS, where=where)
@@ -120,47 +133,80 @@ def _against_dedup_off(outcome: Outcome) -> list[Verdict]:
     return out
 
 
+def judged_runs(outcome: Outcome) -> tuple[list[VariantRun], str]:
+    """The changed calls the guard oracles judge, and with deduplication "on"
+    or "off": when the first compile with deduplication crashes (another
+    oracle's finding), the guards are still checked on the companion run
+    without it."""
+    if outcome.compiled.failure is None:
+        return _ran(outcome.capture.variants), "on"
+    off = outcome.companions.get("dedup_off")
+    if off is not None and off[0].failure is None:
+        return _ran(off[1].variants), "off"
+    return [], ""
+
+
 def _not_run(outcome: Outcome, name: str) -> Verdict | None:
-    if outcome.compiled.failure is not None:
-        return Verdict(name, Status.INCONCLUSIVE, kind="crash", message="the first call crashed: nothing to re-call")
     if not outcome.config.variants:
         return Verdict(name, Status.INCONCLUSIVE, kind="not_run", message="the run re-called nothing")
-    if not _ran(outcome.capture.variants):
+    runs, mode = judged_runs(outcome)
+    if not mode:
+        return Verdict(name, Status.INCONCLUSIVE, kind="crash", message="the first call crashed: nothing to re-call")
+    if not runs:
         return Verdict(name, Status.INCONCLUSIVE, kind="no_variants", message="no change could be run in eager")
     return None
+
+
+def _first_call(outcome: Outcome, mode: str):  # type: ignore[no-untyped-def]
+    return (outcome.compiled, outcome.capture) if mode == "on" else outcome.companions["dedup_off"]
 
 
 def check(outcome: Outcome) -> Verdict:
     skipped = _not_run(outcome, NAME)
     if skipped is not None:
         return skipped
-    first = differential.check(outcome)
-    if first.status is not Status.PASS:
+    runs, mode = judged_runs(outcome)
+    first, _ = _first_call(outcome, mode)
+    wrong = [v for v in compare_runs(NAME, outcome.eager, first, outcome.reference, floor=precision_floor(outcome))
+             if v.status is not Status.PASS]
+    if nondeterministic(outcome.eager, outcome.eager_again) or wrong or outcome.eager.treespec != first.treespec:
         # Every later call would repeat that failure: it is the differential
-        # oracle's finding, and no guard can be blamed for it.
+        # (or dedup_toggle) oracle's finding, and no guard can be blamed for it.
         return Verdict(NAME, Status.INCONCLUSIVE, kind="first_call_wrong",
-                       message=f"the first call is already not right ({first.kind} at {first.where})")
-    runs = _ran(outcome.capture.variants)
-    verdicts = [_judge_call(r) for r in runs] + _against_dedup_off(outcome)
+                       message=f"the first call (deduplication {mode}) is not right or eager is unstable")
+    verdicts = [_judge_call(r, _floor(outcome, r)) for r in runs]
+    if mode == "on":
+        verdicts += _against_dedup_off(outcome)
     result = combine(NAME, verdicts)
     if result.status is Status.PASS:
         kinds = ", ".join(r.variant["kind"] for r in runs)
-        return Verdict(NAME, Status.PASS, message=f"{len(runs)} changed calls right ({kinds})")
+        return Verdict(NAME, Status.PASS, message=f"{len(runs)} changed calls right, deduplication {mode} ({kinds})")
     return result
+
+
+def _data_dependent(reason: str) -> bool:
+    """A guard on a Python scalar computed from tensor data and handed across
+    a graph break (``h.mean().item()``): Dynamo specializes it on the first
+    compile and makes it dynamic when it changes (automatic dynamic), so new
+    tensor values explain this recompile."""
+    return "___stack" in reason
 
 
 def check_recompiles(outcome: Outcome) -> Verdict:
     skipped = _not_run(outcome, RECOMPILES)
     if skipped is not None:
         return skipped
-    if outcome.capture.original_accepts_original is False:
+    runs, mode = judged_runs(outcome)
+    _, capture = _first_call(outcome, mode)
+    if capture.original_accepts_original is False:
         return Verdict(RECOMPILES, Status.FAIL, kind="recompile", where="the first call again",
                        message="the cache entry compiled for the first call rejects the same call: "
-                               + "; ".join(outcome.capture.original_rejects_because)[:300],
+                               + "; ".join(capture.original_rejects_because)[:300],
                        details={"label": "recompile:rejects_original",
-                                "failing_guards": outcome.capture.original_rejects_because})
-    for run in _ran(outcome.capture.variants):
-        if run.variant["neutral"] and run.recompiled and run.compiled.failure is None:
+                                "failing_guards": capture.original_rejects_because})
+    for run in runs:
+        if run.variant["neutral"] and run.recompiled and run.compiled.failure is None \
+                and not all(_data_dependent(r) for r in run.recompile_reasons):
             kind = run.variant["kind"]
             reason = (run.recompile_reasons or ["(no reason recorded)"])[-1]  # the oldest entry's
             return Verdict(RECOMPILES, Status.FAIL, kind="recompile", where=f"variant {kind}",

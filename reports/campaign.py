@@ -48,6 +48,10 @@ class Campaign:
     hits: Counter = field(default_factory=Counter)
     findings: dict[str, dict] = field(default_factory=dict)
     seen: set[str] = field(default_factory=set)
+    # changed re-calls (guard oracles): run per kind, recompiled per kind, programs with >= 3 run
+    changed_calls: Counter = field(default_factory=Counter)
+    recompiled: Counter = field(default_factory=Counter)
+    programs_with_3_changes: int = 0
     aborted: str = ""  # why the campaign stopped before its budget, if it did
 
     def record(self, program: Program) -> None:
@@ -59,6 +63,10 @@ class Campaign:
             return
         self.programs += 1
         self.stage_seconds.update(outcome.seconds)
+        ran = [r for r in outcome.capture.variants if not r.invalid]
+        self.changed_calls.update(r.variant["kind"] for r in ran)
+        self.recompiled.update(r.variant["kind"] for r in ran if r.recompiled)
+        self.programs_with_3_changes += len(ran) >= 3
         self.deduplicated += outcome.capture.deduplicated
         for verdict in judge(outcome, self.oracles):
             self.statuses[verdict.status.value] += 1
@@ -116,6 +124,9 @@ class Campaign:
             "seconds_per_program": {k: round(v / self.programs, 3) for k, v in self.stage_seconds.items()}
             if self.programs else {},
             "verdicts": dict(self.statuses),
+            "changed_calls": {"run": dict(self.changed_calls), "recompiled": dict(self.recompiled),
+                              "programs_with_3": self.programs_with_3_changes,
+                              "per_program": self.config.variants},
             "backend": self.config.backend,
             "oracles": list(self.oracles),
             "torch": torch.__version__,
@@ -166,14 +177,14 @@ SEVERITIES = {
 
 
 def run(backend: str, budget: float, seed: int, out: Path, oracle_names: Optional[tuple[str, ...]] = None,
-        progress: Callable[[str], None] = print) -> dict:
+        progress: Callable[[str], None] = print, variants: Optional[int] = None) -> dict:
     resolve(backend)  # a bad backend fails here, before anything runs
     oracle_names = oracle_names or tuple(ORACLES)
     unknown = [o for o in oracle_names if o not in ORACLES]
     if unknown:
         raise ValueError(f"unknown oracle(s) {', '.join(unknown)}: use {', '.join(ORACLES)}")
     out.mkdir(parents=True, exist_ok=True)
-    campaign = Campaign(out, run_config(backend, oracle_names), oracle_names)
+    campaign = Campaign(out, run_config(backend, oracle_names, variants=variants), oracle_names)
     deadline = campaign.started + budget
     last_print = [time.time()]
 

@@ -152,3 +152,28 @@ def test_honest_backend_passes_the_planted_program():
     outcome = run_program(PLANTED_PROGRAM, RunConfig(backend="aot_eager"))
     assert differential.check(outcome).status is Status.PASS
     assert outcome.capture.deduplicated and outcome.capture.region_groups
+
+
+def test_precision_floor_loosens_only_to_the_least_precise_step():
+    """A float64 result of a float32 reduction is float32-accurate: a float32
+    rounding difference passes with the floor and fails without it; a real
+    error fails either way."""
+    from oracles.compare import compare
+
+    exp = torch.tensor([1.0, -1.0625], dtype=torch.float64)
+    rounding = exp + torch.tensor([0.0, 5e-7], dtype=torch.float64)
+    assert compare(exp, rounding, exp) is not None
+    assert compare(exp, rounding, exp, floor=torch.float32) is None
+    assert compare(exp, exp + 0.01, exp, floor=torch.float32).kind == "mismatch"
+
+
+def test_lowest_precision_sees_casts_inside_ops():
+    from generators.check import lowest_precision
+    from generators.ir import Block, Call, Program, Ref, Section, Stmt, TensorSpec
+
+    body = (Stmt("v0", "merge_mean", (Ref("x"), Ref("x"))),)
+    p = Program((("x", TensorSpec((3,), "float64")),), Block("function", ("x",), (), (), (), body, "v0"),
+                (Section("calls", "chain", (Call(), Call())),))
+    assert lowest_precision(p) == "float32"
+    plain = Program(p.inputs, Block("function", ("x",), (), (), (), (Stmt("v0", "sin", (Ref("x"),)),), "v0"), p.sections)
+    assert lowest_precision(plain) == "float64"
