@@ -89,9 +89,11 @@ def triage(outcome: Outcome, verdict: Verdict) -> Finding:
         detail = ":".join([verdict.details["label"], *tags(program)])
     else:
         trigger = _trigger(program, config, oracle) if culprit == "dedup" else ""
-        # Wrong inputs or buffers after the run are a class of their own.
-        where = ["state"] if verdict.where.startswith("state[") else []
-        detail = ":".join(p for p in (trigger, *tags(program), *where) if p)
+        # Wrong inputs or buffers after the run are a class of their own, and
+        # so is a wrong call after a change (guards: the kind of change).
+        where = ["state"] if verdict.where.startswith("state[") or verdict.details.get("value", "").startswith("state[") else []
+        change = [verdict.details["variant"]["kind"]] if "variant" in verdict.details else []
+        detail = ":".join(p for p in (trigger, *tags(program), *where, *change) if p)
     if verdict.kind != "crash":  # a tag the label already names is said once
         detail = ":".join(dict.fromkeys(detail.split(":")))
     signature = ":".join(p for p in (verdict.oracle, verdict.kind, culprit, detail) if p)
