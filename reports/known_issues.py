@@ -32,6 +32,7 @@ class KnownIssue:
     folder: Path
     repro: str = "differential"  # what repro.py checks (reports.repro.DRIVERS)
     variant: Optional[dict] = None  # the change a "guard" repro makes (generators.variants.Variant)
+    dedup: bool = True  # whether the repro compiles with graph deduplication
 
     def matches(self, signature: str) -> bool:
         return any(fnmatch.fnmatchcase(signature, p) for p in self.patterns)
@@ -56,6 +57,7 @@ def load(root: Path = ROOT) -> tuple[KnownIssue, ...]:
                 folder=path.parent,
                 repro=d.get("repro", "differential"),
                 variant=d.get("variant"),
+                dedup=d.get("dedup", True),
             )
         )
     return tuple(issues)
@@ -86,7 +88,7 @@ def record(
     (folder / "program.json").write_text(json.dumps(to_dict(program), indent=2, sort_keys=True) + "\n")
     title = f"{issue['id']}: {issue['title']}"
     (folder / "repro.py").write_text(
-        render_repro(program, RunConfig(backend=issue["backend"]), title, issue.get("repro", "differential"),
-                     issue.get("variant")))
+        render_repro(program, RunConfig(backend=issue["backend"], dedup=issue.get("dedup", True)), title,
+                     issue.get("repro", "differential"), issue.get("variant")))
     load.cache_clear()
     return folder

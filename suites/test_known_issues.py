@@ -52,6 +52,6 @@ def test_standalone_repro_exits_1_while_the_bug_is_there(issue):
 def test_committed_repro_is_the_rendered_one(issue):
     from reports.repro import render_repro
 
-    expected = render_repro(issue.program(), RunConfig(backend=issue.backend), f"{issue.id}: {issue.title}", issue.repro,
-                            issue.variant)
+    expected = render_repro(issue.program(), RunConfig(backend=issue.backend, dedup=issue.dedup),
+                            f"{issue.id}: {issue.title}", issue.repro, issue.variant)
     assert (issue.folder / "repro.py").read_text() == expected, "repro.py is stale: re-render it from program.json"

@@ -1,0 +1,142 @@
+"""Repro: KI-018: Recompiling a nested_compile_region function after a class attribute it reads changed fails in Dynamo: 'lift_tracked_freevar_to_input should not be called on root SubgraphTracer'
+
+Exit status 1: reproduced; 0: not reproduced. Needs only torch."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Settings:
+    p0 = 0.5
+
+
+@torch.compiler.nested_compile_region
+def block(x, y0, s0):
+    v0 = F.dropout(y0, p=Settings.p0, training=True)
+    v1 = torch.cos(y0)
+    v2 = v1.add_(v0)
+    v3 = F.dropout(v2, p=s0, training=True)
+    return v3
+
+
+class Program(nn.Module):
+    def __init__(self):
+        super().__init__()
+        pass
+
+    def forward(self, x, y0, t0):
+        h = x
+        outs = []
+        with torch.inference_mode(False):
+            outs.append(block(x, y0, 0.5))
+        with torch.inference_mode(False):
+            outs.append(block(t0, y0, 0.5))
+        return {"h": h, "outs": outs}
+
+
+def make_inputs():
+    x = torch.randn((3, 1, 2, 10), dtype=torch.float32)[..., ::2].requires_grad_(False)
+    y0 = torch.randn((5,), dtype=torch.float32).requires_grad_(False)
+    t0 = torch.randn((3, 1, 2, 10), dtype=torch.bfloat16)[..., ::2].requires_grad_(False)
+    return [x, y0, t0]
+
+
+# ---- driver: compile, call, make one change, call again; exits 1 when the
+# second call crashes or disagrees with eager under the same change ----
+import sys
+import traceback
+
+import torch._dynamo
+import torch._dynamo.testing
+from torch.utils._pytree import tree_leaves
+
+BACKEND = 'eager'
+DEDUP = False
+SEED = 2
+COMPILE_KWARGS = {'fullgraph': False}
+ATOL = RTOL = 0.01
+CHANGE = 'Settings.p0: 0.5 -> 0.0'
+# "values": reproduced when the second call is wrong; "recompile": when it
+# recompiles although the change cannot alter the result
+EXPECT = 'values'
+APPLY = """
+_saved = Settings.p0
+Settings.p0 = 0.0
+"""
+UNDO = """
+Settings.p0 = _saved
+"""
+
+
+def cell(fn, name):
+    """The closure cell of ``fn`` (or of a function it wraps) holding ``name``."""
+    todo = [fn]
+    while todo:
+        f = todo.pop()
+        if name in f.__code__.co_freevars:
+            return f.__closure__[f.__code__.co_freevars.index(name)]
+        todo += [c.cell_contents for c in f.__closure__ or () if hasattr(c.cell_contents, "__code__")]
+    raise LookupError(name)
+
+
+
+def call(fn):
+    """fn on fresh inputs under the change; the model's values as they started."""
+    global inputs, kwargs
+    model.load_state_dict(START)
+    torch.set_rng_state(RNG)
+    inputs, kwargs = make_inputs(), {}
+    exec(APPLY, globals())
+    try:
+        return [o for o in tree_leaves(fn(*inputs, **kwargs)) if isinstance(o, torch.Tensor)]
+    finally:
+        exec(UNDO, globals())
+
+
+def main():
+    global model, RNG, START
+    torch.manual_seed(SEED)
+    model = Program()
+    RNG = torch.get_rng_state()
+    START = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    torch._dynamo.config.use_graph_deduplication = DEDUP
+    counter = torch._dynamo.testing.CompileCounterWithBackend(BACKEND)
+    compiled = torch.compile(model, backend=counter, **COMPILE_KWARGS)
+    torch.set_rng_state(RNG)
+    compiled(*make_inputs())  # the first call compiles
+    print(f"change: {CHANGE}")
+    if EXPECT == "recompile":
+        before = counter.frame_count
+        call(compiled)
+        if counter.frame_count > before:
+            print(f"REPRODUCED: the change recompiled {counter.frame_count - before} frame(s) (torch {torch.__version__})")
+            return 1
+        print(f"not reproduced: no recompile after the change (torch {torch.__version__})")
+        return 0
+    expected = call(model)
+    try:
+        actual = call(compiled)
+    except Exception:
+        traceback.print_exc()
+        print(f"REPRODUCED: the call after the change raised (torch {torch.__version__})")
+        return 1
+    bad = []
+    for i, (e, a) in enumerate(zip(expected, actual)):
+        if (e.dtype, e.shape, e.requires_grad) != (a.dtype, a.shape, a.requires_grad):
+            bad.append(f"output[{i}]: expected {e.dtype}{tuple(e.shape)} requires_grad={e.requires_grad}, "
+                       f"got {a.dtype}{tuple(a.shape)} requires_grad={a.requires_grad}")
+        elif not torch.allclose(e.double(), a.double(), atol=ATOL, rtol=RTOL, equal_nan=True):
+            bad.append(f"output[{i}]: expected {e.flatten()[:4].tolist()}, got {a.flatten()[:4].tolist()}")
+    if len(expected) != len(actual):
+        bad.append(f"expected {len(expected)} outputs, got {len(actual)}")
+    for line in bad:
+        print(line)
+    if bad:
+        print(f"REPRODUCED: after the change the compiled function disagrees with eager (torch {torch.__version__})")
+        return 1
+    print(f"not reproduced: compiled matches eager after the change (torch {torch.__version__})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
