@@ -4,21 +4,14 @@ program compiles, so the guard oracles can be shown to fire."""
 
 from __future__ import annotations
 
-import contextlib
-from typing import Iterator
+import functools
 
 import torch
 from torch._dynamo.guards import GuardBuilder
 
+from .planted_pass import _patched as _patched_on
 
-@contextlib.contextmanager
-def _patched(name: str, make) -> Iterator[None]:  # type: ignore[no-untyped-def]
-    original = getattr(GuardBuilder, name)
-    setattr(GuardBuilder, name, make(original))
-    try:
-        yield
-    finally:
-        setattr(GuardBuilder, name, original)
+_patched = functools.partial(_patched_on, GuardBuilder)
 
 
 def _on_module(guard) -> bool:  # type: ignore[no-untyped-def]
