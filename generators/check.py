@@ -10,6 +10,7 @@ naming the offending part.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import fields
 
 from .interludes import INTERLUDES
@@ -386,6 +387,7 @@ def broadcasts_to(small, big) -> bool:
 MANTISSA_BITS = {"bfloat16": 8, "float16": 11, "float32": 24, "float64": 53}
 
 
+@functools.lru_cache(maxsize=64)  # every value-comparing oracle asks, for every program
 def lowest_precision(program: Program) -> str:
     """The least precise floating dtype any value of the program passes
     through: no result can be more accurate than that, whatever its dtype."""

@@ -43,12 +43,13 @@ def cell(fn, name):
 
 @dataclass(frozen=True)
 class Variant:
-    kind: str  # a KINDS key, possibly with a qualifier: "free:global:type"
+    kind: str  # family:what[:qualifier], e.g. "input:dtype", "free:global:type" (see FAMILIES)
     target: str  # what changes, as the program's reader sees it
     description: str
     apply: tuple[str, ...]
     undo: tuple[str, ...] = ()
     neutral: bool = False
+    dtype: str = ""  # a floating dtype the change brings into the computation, if any
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -59,9 +60,9 @@ class Variant:
                           for f in fields(Variant) if f.name in d})
 
 
-def _assign(kind: str, target: str, old: Value, new: Value, neutral: bool = False, what: str = "") -> Variant:
-    return Variant(kind, target, f"{what or target}: {literal(old)} -> {literal(new)}",
-                   (f"_saved = {target}", f"{target} = {literal(new)}"), (f"{target} = _saved",), neutral)
+def _assign(kind: str, target: str, old: Value, new: Value) -> Variant:
+    return Variant(kind, target, f"{target}: {literal(old)} -> {literal(new)}",
+                   (f"_saved = {target}", f"{target} = {literal(new)}"), (f"{target} = _saved",))
 
 
 # --- where things live in a program --------------------------------------------
@@ -178,10 +179,11 @@ def _input_meta(program: Program) -> list[Variant]:
             for new in candidates:
                 inputs = tuple((n, new if j == i else s) for j, (n, s) in enumerate(program.inputs))
                 if _valid(replace(program, inputs=inputs)):
-                    attr = {"rank": "shape", "layout": "layout"}.get(kind.split(":")[1], kind.split(":")[1])
+                    attr = "shape" if kind == "input:rank" else kind.split(":")[1]
                     old_v, new_v = getattr(spec, attr), getattr(new, attr)
                     out.append(Variant(kind, name, f"{name}: {attr} {old_v} -> {new_v}",
-                                       tuple(_make_input(program, i, new))))
+                                       tuple(_make_input(program, i, new)),
+                                       dtype=new.dtype if kind == "input:dtype" else ""))
                     break
     return out
 
@@ -247,7 +249,7 @@ def _module_attrs(program: Program) -> list[Variant]:
     ]
 
 
-def _state(program: Program) -> list[Variant]:
+def _params_and_buffers(program: Program) -> list[Variant]:
     """Params and buffers: replaced by new objects, mutated in place, frozen."""
     owner = _owner(program)
     out = []
@@ -272,15 +274,17 @@ def _state(program: Program) -> list[Variant]:
     return out
 
 
-# Global state: (kind, the Context field it corresponds to, its value, apply, undo).
+# Global state: (kind, the Context field it corresponds to, its value, apply,
+# undo, the floating dtype it brings in).
 GLOBAL_STATE = (
-    ("state:grad", "grad", False, ("torch.set_grad_enabled(False)",), ("torch.set_grad_enabled(True)",)),
+    ("state:grad", "grad", False, ("torch.set_grad_enabled(False)",), ("torch.set_grad_enabled(True)",), ""),
     ("state:default_dtype", "default_dtype", "float64", ("torch.set_default_dtype(torch.float64)",),
-     ("torch.set_default_dtype(torch.float32)",)),
+     ("torch.set_default_dtype(torch.float32)",), "float64"),
     ("state:autocast", "autocast", True,
-     ("_ctx = torch.autocast('cpu', dtype=torch.bfloat16)", "_ctx.__enter__()"), ("_ctx.__exit__(None, None, None)",)),
+     ("_ctx = torch.autocast('cpu', dtype=torch.bfloat16)", "_ctx.__enter__()"), ("_ctx.__exit__(None, None, None)",),
+     "bfloat16"),
     ("state:inference", "inference", True, ("_ctx = torch.inference_mode()", "_ctx.__enter__()"),
-     ("_ctx.__exit__(None, None, None)",)),
+     ("_ctx.__exit__(None, None, None)",), ""),
 )
 
 
@@ -296,34 +300,29 @@ def _under(program: Program, field: str, value) -> Program:
 
 def _global_state(program: Program) -> list[Variant]:
     out = []
-    for kind, field, value, apply, undo in GLOBAL_STATE:
+    for kind, field, value, apply, undo, dtype in GLOBAL_STATE:
         if _valid(_under(program, field, value)):
-            out.append(Variant(kind, field, f"whole call under {field}={value}", apply, undo))
+            out.append(Variant(kind, field, f"whole call under {field}={value}", apply, undo, dtype=dtype))
     return out
 
 
-@dataclass(frozen=True)
-class Kind:
-    build: Callable[[Program], list[Variant]]
-    order: int  # run order: cheap and neutral first, shape changes (which make entries dynamic) last
-
-
-CATALOGUE: dict[str, Kind] = {
-    "repeat": Kind(_repeat, 0),
-    "input:values": Kind(_input_values, 0),
-    "state": Kind(_state, 1),
-    "module_attrs": Kind(_module_attrs, 1),
-    "frees": Kind(_frees, 2),
-    "attrs": Kind(_attrs, 2),
-    "global_state": Kind(_global_state, 3),
-    "input_meta": Kind(_input_meta, 4),
+# The builders, in the order their changes run: cheap and neutral first.
+CATALOGUE: dict[str, Callable[[Program], list[Variant]]] = {
+    "repeat": _repeat,
+    "input:values": _input_values,
+    "params_and_buffers": _params_and_buffers,
+    "module_attrs": _module_attrs,
+    "frees": _frees,
+    "attrs": _attrs,
+    "global_state": _global_state,
+    "input_meta": _input_meta,
 }
 LAST = ("input:shape", "input:rank")  # may leave a dynamic entry that serves every later call
 
 
 def variants(program: Program) -> list[Variant]:
     """Every change the program supports, in the order to run them."""
-    out = [v for k in sorted(CATALOGUE.values(), key=lambda k: k.order) for v in k.build(program)]
+    out = [v for build in CATALOGUE.values() for v in build(program)]
     return [v for v in out if v.kind not in LAST] + [v for v in out if v.kind in LAST]
 
 

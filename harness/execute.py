@@ -38,6 +38,11 @@ def cotangent(leaf: torch.Tensor, index: int) -> torch.Tensor:
     return torch.randn(leaf.shape, generator=g, dtype=torch.float32).to(leaf.dtype)
 
 
+def as_float64(inputs: list) -> list:
+    """Floating inputs as float64 leaves (requires_grad kept), others as they are."""
+    return [t.detach().double().requires_grad_(t.requires_grad) if t.is_floating_point() else t for t in inputs]
+
+
 def _snapshot(x: Any) -> Any:
     return x.detach().clone() if isinstance(x, torch.Tensor) else x
 

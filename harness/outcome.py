@@ -53,7 +53,7 @@ class Execution:
 
 @dataclass
 class VariantRun:
-    """One changed call of the compiled program (harness.variants)."""
+    """One changed call of the compiled program (harness.recall)."""
 
     variant: dict[str, Any]  # generators.variants.Variant.to_dict()
     eager: Optional[Execution] = None

@@ -20,7 +20,7 @@ from generators.codegen import compile_kwargs, render
 from generators.ir import Program
 
 from .backends import resolve
-from .execute import execute, failure
+from .execute import as_float64, execute, failure
 from .hygiene import clean_up, leaked_state
 from .loader import load_source
 from .observe import recording_backend, recording_guards
@@ -34,20 +34,19 @@ class InvalidProgram(RuntimeError):
 
 
 def instantiate(module: ModuleType, program: Program, float64: bool = False):
+    """The model and its inputs, seeded; and the RNG state ``make_inputs``
+    started from, to make the same inputs again."""
     torch.manual_seed(program.seed)
     model = module.Program()
+    rng = torch.get_rng_state()
     inputs = module.make_inputs()
     if float64:
-        model = model.double()
-        inputs = [
-            t.detach().double().requires_grad_(t.requires_grad) if t.is_floating_point() else t
-            for t in inputs
-        ]
-    return model, inputs
+        model, inputs = model.double(), as_float64(inputs)
+    return model, inputs, rng
 
 
 def run_eager(module: ModuleType, program: Program, config: RunConfig, float64: bool = False) -> Execution:
-    model, inputs = instantiate(module, program, float64)
+    model, inputs, _ = instantiate(module, program, float64)
     result = execute(model, model, inputs, _input_names(program), config.backward)
     if result.failure is not None:
         raise InvalidProgram(f"program fails in eager ({result.failure.stage}): {result.failure.type}: {result.failure.message}")
@@ -83,7 +82,7 @@ def run_compiled(module: ModuleType, program: Program, config: RunConfig) -> tup
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     backend = resolve(config.backend)
-    model, inputs = instantiate(module, program)
+    model, inputs, rng = instantiate(module, program)
     recorder = StructureRecorder(_block_code(module))
     options = dict(backend.options)
     options["options"] = {**options.get("options", {}), "guard_filter_fn": recording_guards(capture)}
@@ -106,7 +105,7 @@ def run_compiled(module: ModuleType, program: Program, config: RunConfig) -> tup
         _check_hygiene(capture)
         capture.graph_breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
         if config.variants and result.failure is None:
-            bench = Workbench(module, program, model, compiled, _input_names(program), config.backward)
+            bench = Workbench(module, program, model, compiled, rng, _input_names(program), config.backward)
             with isolated_global_state():
                 run_variants(bench, config, capture)
             capture.late_leaked_state = leaked_state()
@@ -166,7 +165,6 @@ def _run_program(program: Program, config: RunConfig) -> Outcome:
 
 # Extra compiles of the same program that oracles compare the main run with.
 COMPANIONS: dict[str, Callable[[RunConfig], RunConfig]] = {
-    # the same backend without the pass (oracles.dedup_toggle)
     # the same backend without the pass (oracles.dedup_toggle; oracles.guards
     # compares the variants' recompiles)
     "dedup_off": lambda c: replace(c, dedup=False),

@@ -26,7 +26,7 @@ from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 from generators.ir import Program
 from generators.variants import PRELUDE, REPEAT, Variant, select
 
-from .execute import execute
+from .execute import as_float64, execute
 from .observe import recording_recompiles
 from .outcome import Capture, Execution, RunConfig, VariantRun
 
@@ -54,12 +54,10 @@ class Workbench:
     same starting point under a variant."""
 
     def __init__(self, module: ModuleType, program: Program, model: torch.nn.Module, compiled: Callable,
-                 input_names: list[str], backward: bool):
+                 rng: torch.Tensor, input_names: list[str], backward: bool):
         self.module, self.program, self.model, self.compiled = module, program, model, compiled
+        self.rng = rng  # the state make_inputs started from (harness.pipeline.instantiate)
         self.names, self.backward = input_names, backward
-        torch.manual_seed(program.seed)
-        module.Program()  # the RNG state make_inputs starts from follows the model's initialization
-        self.rng = torch.get_rng_state()
         self.values = {k: v.detach().clone() for k, v in model.state_dict(keep_vars=True).items()}
         self.ns = module.__dict__  # variants rebind the program's globals
         exec(PRELUDE, self.ns)
@@ -90,9 +88,7 @@ class Workbench:
         with self.applied(variant) as (inputs, kwargs):
             model = self.model
             if float64:
-                model = copy.deepcopy(self.model).double()
-                inputs = [t.detach().double().requires_grad_(t.requires_grad) if t.is_floating_point() else t
-                          for t in inputs]
+                model, inputs = copy.deepcopy(self.model).double(), as_float64(inputs)
             return execute(model, model, inputs, self.names, self.backward, kwargs)
 
     def original_entry(self, capture: Capture) -> Optional[Any]:

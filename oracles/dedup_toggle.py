@@ -26,10 +26,12 @@ NAME = "dedup_toggle"
 NEEDS = ("dedup_off", "recapture")
 
 
-def _guards(guards: list[str]) -> collections.Counter:
-    """Guards by kind and name; Dynamo numbers the globals dicts it installs
+def guard_difference(on: list[str], off: list[str]) -> tuple[list[str], list[str]]:
+    """(extra, missing): guards by kind and name that ``on`` has beyond
+    ``off`` and lacks. Dynamo numbers the globals dicts it installs
     (``__builtins_dict___6``) with a process-wide counter, not part of the guard."""
-    return collections.Counter(re.sub(r"___\d+", "___N", g) for g in guards)
+    a, b = (collections.Counter(re.sub(r"___\d+", "___N", g) for g in guards) for guards in (on, off))
+    return sorted((a - b).elements()), sorted((b - a).elements())
 
 
 def check(outcome: Outcome) -> Verdict:
@@ -47,11 +49,8 @@ def check(outcome: Outcome) -> Verdict:
     exact = ("output", "state") if resolve(outcome.config.backend).bitwise else ()
     verdicts = compare_runs(NAME, off_run, on, outcome.reference, exact=exact, floor=precision_floor(outcome))
     warm = outcome.companions.get("recapture")
-    guards_on = _guards((warm[1] if warm else outcome.capture).guards)
-    guards_off = _guards(off_capture.guards)
-    if guards_on != guards_off:
-        extra = sorted((guards_on - guards_off).elements())
-        missing = sorted((guards_off - guards_on).elements())
+    extra, missing = guard_difference((warm[1] if warm else outcome.capture).guards, off_capture.guards)
+    if extra or missing:
         verdicts.append(Verdict(NAME, Status.FAIL, kind="guards", where="guards",
                                 message=f"with deduplication: extra guards {extra[:5]}, missing guards {missing[:5]}",
                                 details={"extra": extra, "missing": missing, "label": "guards"}))

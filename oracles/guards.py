@@ -18,13 +18,11 @@ not recompile, and the entry of the first call must accept that call again.
 
 from __future__ import annotations
 
-import collections
-import re
-
 import torch
 
 from harness.outcome import Outcome, VariantRun
 
+from .dedup_toggle import guard_difference
 from .differential import compare_runs, nondeterministic, precision_floor
 from .tolerance import for_dtype
 from .verdict import Status, Verdict, combine
@@ -39,9 +37,11 @@ def _ran(runs: list[VariantRun]) -> list[VariantRun]:
     return [r for r in runs if not r.invalid]
 
 
-def _details(run: VariantRun, label: str) -> dict:
+def _details(run: VariantRun, label: str | None = None) -> dict:
+    """What a finding on ``run`` carries; ``label`` names it for triage
+    (without one, triage names it like a differential finding)."""
     return {
-        "label": label,
+        **({"label": label} if label else {}),
         "variant": run.variant,
         "guards": run.guards,
         "original_accepts": run.original_accepts,
@@ -53,12 +53,12 @@ def _details(run: VariantRun, label: str) -> dict:
 
 
 def _floor(outcome: Outcome, run: VariantRun) -> torch.dtype:
-    """The program's precision floor, or the lower dtype the change brings in
-    (an input cast to bfloat16, autocast to bfloat16)."""
+    """The program's precision floor, or the less precise dtype the change
+    brings in (an input cast to bfloat16, autocast to bfloat16)."""
     floor = precision_floor(outcome)
-    for name in ("bfloat16", "float16"):
-        if any(name in line for line in run.variant["apply"]) and for_dtype(getattr(torch, name)).atol > for_dtype(floor).atol:
-            floor = getattr(torch, name)
+    brought = run.variant.get("dtype")
+    if brought and for_dtype(getattr(torch, brought)).atol > for_dtype(floor).atol:
+        return getattr(torch, brought)
     return floor
 
 
@@ -83,24 +83,20 @@ def _judge_call(run: VariantRun, floor: torch.dtype) -> Verdict:
         return Verdict(NAME, Status.PASS, where=where)
     if failure.status is Status.INCONCLUSIVE:
         return Verdict(NAME, Status.INCONCLUSIVE, kind=failure.kind, where=where, message=failure.message)
-    details = {**_details(run, ""), "value": failure.where, "difference": failure.kind}
+    found = {"value": failure.where, "difference": failure.kind}
     if run.recompiled:
         # A miscompile of the entry compiled for the change, not a guard's
         # fault: named like the differential oracle's findings (kind of
         # difference; triage adds what difference between repeats it needs).
-        del details["label"]
+        details = {**_details(run), **found}
         return Verdict(NAME, Status.FAIL, kind=failure.kind, where=where, details=details,
                        message=f"after changing {v['description']} the call recompiled, and the new entry is wrong: "
                                f"{failure.kind} at {failure.where} ({failure.message})")
     served = "the entry compiled for the first call" if run.served_by_original else "an entry compiled before it"
-    details["label"] = f"stale:{v['kind']}"
+    details = {**_details(run, f"stale:{v['kind']}"), **found}
     return Verdict(NAME, Status.FAIL, kind="stale", where=where, details=details,
                    message=f"after changing {v['description']}, {served} was reused without recompiling and "
                            f"returned a stale result: {failure.kind} at {failure.where} ({failure.message})")
-
-
-def _normalized(guards: list[str]) -> collections.Counter:
-    return collections.Counter(re.sub(r"___\d+", "___N", g) for g in guards)
 
 
 def _against_dedup_off(outcome: Outcome) -> list[Verdict]:
@@ -109,9 +105,7 @@ def _against_dedup_off(outcome: Outcome) -> list[Verdict]:
         return []
     out = []
     for on_run, off_run in zip(_ran(outcome.capture.variants), _ran(off[1].variants)):
-        if on_run.variant != off_run.variant or on_run.compiled is None or off_run.compiled is None:
-            continue
-        if on_run.compiled.failure is not None or off_run.compiled.failure is not None:
+        if on_run.variant != off_run.variant or on_run.compiled.failure or off_run.compiled.failure:
             continue
         kind = on_run.variant["kind"]
         if on_run.recompiled != off_run.recompiled:
@@ -121,15 +115,12 @@ def _against_dedup_off(outcome: Outcome) -> list[Verdict]:
                                details={**_details(on_run, f"dedup_recompile:{kind}"),
                                         "off_reasons": off_run.recompile_reasons}))
             continue
-        extra = _normalized(on_run.new_guards) - _normalized(off_run.new_guards)
-        missing = _normalized(off_run.new_guards) - _normalized(on_run.new_guards)
+        extra, missing = guard_difference(on_run.new_guards, off_run.new_guards)
         if extra or missing:
             out.append(Verdict(NAME, Status.FAIL, kind="dedup_guards", where=f"variant {kind}",
                                message=f"after changing {on_run.variant['description']}, the new entry's guards "
-                                       f"differ with deduplication: extra {sorted(extra)[:5]}, "
-                                       f"missing {sorted(missing)[:5]}",
-                               details={**_details(on_run, f"dedup_guards:{kind}"),
-                                        "extra": sorted(extra.elements()), "missing": sorted(missing.elements())}))
+                                       f"differ with deduplication: extra {extra[:5]}, missing {missing[:5]}",
+                               details={**_details(on_run, f"dedup_guards:{kind}"), "extra": extra, "missing": missing}))
     return out
 
 

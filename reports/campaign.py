@@ -25,6 +25,7 @@ from generators.strategies import programs
 from harness.backends import resolve
 from harness.outcome import RunConfig
 from harness.pipeline import InvalidProgram, run_program
+from oracles import guards
 from oracles.registry import ORACLES, judge, run_config
 
 from .known_issues import match
@@ -63,7 +64,7 @@ class Campaign:
             return
         self.programs += 1
         self.stage_seconds.update(outcome.seconds)
-        ran = [r for r in outcome.capture.variants if not r.invalid]
+        ran = guards.judged_runs(outcome)[0]
         self.changed_calls.update(r.variant["kind"] for r in ran)
         self.recompiled.update(r.variant["kind"] for r in ran if r.recompiled)
         self.programs_with_3_changes += len(ran) >= 3

@@ -3,13 +3,13 @@ the honest guards on the same programs (so each firing is the fault's doing)."""
 
 from __future__ import annotations
 
-import contextlib
-from dataclasses import replace
+from unittest import mock
 
 import pytest
 
 from generators.ir import Arg, Block, Call, Const, Free, FreeVar, Options, Program, Ref, Section, Stmt, TensorSpec
 from generators.variants import variants
+from harness import recall
 from harness.outcome import RunConfig
 from harness.pipeline import run_program
 from oracles import guards
@@ -48,17 +48,8 @@ def _run(program, kind, backend="aot_eager", **config):
     """Run ``program`` with just the variants of ``kind``."""
     chosen = [v for v in variants(program) if v.kind == kind]
     assert chosen, f"the generator offers no {kind} variant for this program"
-    import generators.variants as gv
-
-    original = gv.select
-    gv_select = lambda p, limit: chosen  # noqa: E731
-    import harness.recall as recall
-
-    recall.select = gv_select
-    try:
+    with mock.patch.object(recall, "select", lambda p, limit: chosen):
         return run_program(program, RunConfig(backend=backend, variants=len(chosen), **config))
-    finally:
-        recall.select = original
 
 
 PLANTED = [
