@@ -26,6 +26,9 @@ class RunConfig:
     # After the first call, re-call the compiled program under this many of
     # the generator's variants (generators.variants); 0: none, -1: all.
     variants: int = 0
+    # torch config set while compiling and running: (("dynamo.KEY", value), ...)
+    # (harness.torch_config)
+    torch_config: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)

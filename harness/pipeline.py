@@ -19,6 +19,7 @@ import torch._dynamo
 from generators.codegen import compile_kwargs, render
 from generators.ir import Program
 
+from . import torch_config
 from .backends import resolve
 from .execute import as_float64, execute, failure
 from .hygiene import clean_up, leaked_state
@@ -86,7 +87,8 @@ def run_compiled(module: ModuleType, program: Program, config: RunConfig) -> tup
     recorder = StructureRecorder(_block_code(module))
     options = dict(backend.options)
     options["options"] = {**options.get("options", {}), "guard_filter_fn": recording_guards(capture)}
-    with torch._dynamo.config.patch(use_graph_deduplication=config.dedup), _backend_config(backend):
+    with torch_config.patched(config.torch_config), torch._dynamo.config.patch(use_graph_deduplication=config.dedup), \
+            _backend_config(backend):
         with recording_structure(recorder):
             try:
                 compiled = torch.compile(

@@ -27,17 +27,12 @@ DRIVER = '''
 import sys
 import traceback
 
-import torch._dynamo
 from torch.utils._pytree import tree_leaves
 
-BACKEND = {backend!r}
 DEDUP = {dedup!r}
 SEED = {seed!r}
 COMPILE_KWARGS = {compile_kwargs!r}
-INDUCTOR_CONFIG = {inductor_config!r}
 ATOL = RTOL = {tol!r}
-if INDUCTOR_CONFIG:
-    import torch._inductor.config
 
 
 def run(compiled, float64=False):
@@ -51,10 +46,8 @@ def run(compiled, float64=False):
     fn = model
     if compiled:
         torch._dynamo.reset()
-        torch._dynamo.config.use_graph_deduplication = DEDUP
-        if INDUCTOR_CONFIG:
-            torch._inductor.config.patch(INDUCTOR_CONFIG).__enter__()
-        fn = torch.compile(model, backend=BACKEND, **COMPILE_KWARGS)
+        configure(DEDUP)
+        fn = torch.compile(model, backend=backend(), **COMPILE_KWARGS)
     outs = [o for o in tree_leaves(fn(*inputs)) if isinstance(o, torch.Tensor)]
     diff = [(i, o) for i, o in enumerate(outs) if o.requires_grad]
     if diff:
@@ -106,7 +99,7 @@ def main():
         actual = run(compiled=True)
     except Exception:
         traceback.print_exc()
-        print(f"REPRODUCED: torch.compile(backend={{BACKEND!r}}) with graph deduplication raised")
+        print(f"REPRODUCED: torch.compile(backend={{BACKEND!r}}) raised (deduplication {{DEDUP}})")
         return 1
     failures = [(k, bad(k, expected[k], actual.get(k), reference.get(k))) for k in expected]
     failures = [(k, m) for k, m in failures if m]
@@ -124,6 +117,37 @@ if __name__ == "__main__":
 '''
 
 
+# How every driver compiles: the backend (a plugin is imported, so the repro
+# needs the plugin but nothing of this project) and the run's torch config.
+SETUP = '''
+
+# ---- how this repro compiles: the backend and the torch config of the run ----
+import importlib
+
+import torch._dynamo
+
+BACKEND = {backend!r}  # a torch backend name, or package.module:callable
+TORCH_CONFIG = {torch_config!r}
+
+
+def backend():
+    if ":" not in BACKEND:
+        return BACKEND
+    module, _, name = BACKEND.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def configure(dedup):
+    """Deduplication on or off, and the torch config the finding was made under."""
+    import torch._inductor.config
+
+    torch._dynamo.config.use_graph_deduplication = dedup
+    for key, value in TORCH_CONFIG.items():
+        section, _, name = key.partition(".")
+        setattr(torch._dynamo.config if section == "dynamo" else torch._inductor.config, name, value)
+'''
+
+
 # For missed optimizations: the finding is that some call of the block kept
 # its ops in the graph instead of becoming a subgraph call.
 DEDUP_DRIVER = '''
@@ -133,9 +157,6 @@ import inspect
 import re
 import sys
 
-import torch._dynamo
-
-BACKEND = {backend!r}
 SEED = {seed!r}
 COMPILE_KWARGS = {compile_kwargs!r}
 
@@ -151,10 +172,10 @@ def main():
 
     def backend(gm, example_inputs):
         graphs.append(gm)
-        return torch._dynamo.lookup_backend(BACKEND)(gm, example_inputs)
+        return torch._dynamo.lookup_backend(backend())(gm, example_inputs)
 
     torch.manual_seed(SEED)
-    torch._dynamo.config.use_graph_deduplication = True
+    configure(True)
     torch.compile(Program(), backend=backend, **COMPILE_KWARGS)(*make_inputs())
     inside = block_lines()
     left = []
@@ -186,11 +207,9 @@ GUARD_DRIVER = '''
 import sys
 import traceback
 
-import torch._dynamo
 import torch._dynamo.testing
 from torch.utils._pytree import tree_leaves
 
-BACKEND = {backend!r}
 DEDUP = {dedup!r}
 SEED = {seed!r}
 COMPILE_KWARGS = {compile_kwargs!r}
@@ -229,8 +248,8 @@ def main():
     model = Program()
     RNG = torch.get_rng_state()
     START = {{k: v.detach().clone() for k, v in model.state_dict().items()}}
-    torch._dynamo.config.use_graph_deduplication = DEDUP
-    counter = torch._dynamo.testing.CompileCounterWithBackend(BACKEND)
+    configure(DEDUP)
+    counter = torch._dynamo.testing.CompileCounterWithBackend(backend())
     compiled = torch.compile(model, backend=counter, **COMPILE_KWARGS)
     torch.set_rng_state(RNG)
     compiled(*make_inputs())  # the first call compiles
@@ -290,17 +309,17 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
     header = f'"""Repro: {title}\n\nExit status 1: reproduced; 0: not reproduced. Needs only torch."""\n'
     backend = resolve(config.backend)
     change = variant or {"description": "nothing", "apply": (), "undo": ()}
-    driver = DRIVERS[check].format(
+    driver = (SETUP + DRIVERS[check]).format(
         description=change["description"],
         apply="\n".join(change["apply"]),
         undo="\n".join(change["undo"]),
         prelude=PRELUDE,
         expect={"guard": "values", "recompile": "recompile"}.get(check, ""),
-        backend=config.backend,
+        backend=backend.repro_spec,
+        torch_config={**{f"inductor.{k}": v for k, v in backend.inductor_config.items()}, **dict(config.torch_config)},
         dedup=config.dedup,
         seed=program.seed,
         compile_kwargs={**torch_compile_kwargs(program, config), **backend.options},
-        inductor_config=backend.inductor_config,
         tol=1e-2 if _low_precision(program) else 1e-4,
     )
     return header + render(program) + driver

@@ -29,21 +29,42 @@ def make_inputs():
     return [x]
 
 
+# ---- how this repro compiles: the backend and the torch config of the run ----
+import importlib
+
+import torch._dynamo
+
+BACKEND = 'aot_eager'  # a torch backend name, or package.module:callable
+TORCH_CONFIG = {}
+
+
+def backend():
+    if ":" not in BACKEND:
+        return BACKEND
+    module, _, name = BACKEND.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def configure(dedup):
+    """Deduplication on or off, and the torch config the finding was made under."""
+    import torch._inductor.config
+
+    torch._dynamo.config.use_graph_deduplication = dedup
+    for key, value in TORCH_CONFIG.items():
+        section, _, name = key.partition(".")
+        setattr(torch._dynamo.config if section == "dynamo" else torch._inductor.config, name, value)
+
+
 # ---- driver: exits 1 when the failure reproduces, 0 when it does not ----
 import sys
 import traceback
 
-import torch._dynamo
 from torch.utils._pytree import tree_leaves
 
-BACKEND = 'aot_eager'
 DEDUP = True
 SEED = 0
 COMPILE_KWARGS = {'fullgraph': False}
-INDUCTOR_CONFIG = {}
 ATOL = RTOL = 0.0001
-if INDUCTOR_CONFIG:
-    import torch._inductor.config
 
 
 def run(compiled, float64=False):
@@ -57,10 +78,8 @@ def run(compiled, float64=False):
     fn = model
     if compiled:
         torch._dynamo.reset()
-        torch._dynamo.config.use_graph_deduplication = DEDUP
-        if INDUCTOR_CONFIG:
-            torch._inductor.config.patch(INDUCTOR_CONFIG).__enter__()
-        fn = torch.compile(model, backend=BACKEND, **COMPILE_KWARGS)
+        configure(DEDUP)
+        fn = torch.compile(model, backend=backend(), **COMPILE_KWARGS)
     outs = [o for o in tree_leaves(fn(*inputs)) if isinstance(o, torch.Tensor)]
     diff = [(i, o) for i, o in enumerate(outs) if o.requires_grad]
     if diff:
@@ -112,7 +131,7 @@ def main():
         actual = run(compiled=True)
     except Exception:
         traceback.print_exc()
-        print(f"REPRODUCED: torch.compile(backend={BACKEND!r}) with graph deduplication raised")
+        print(f"REPRODUCED: torch.compile(backend={BACKEND!r}) raised (deduplication {DEDUP})")
         return 1
     failures = [(k, bad(k, expected[k], actual.get(k), reference.get(k))) for k in expected]
     failures = [(k, m) for k, m in failures if m]

@@ -36,14 +36,37 @@ def make_inputs():
     return [x]
 
 
+# ---- how this repro compiles: the backend and the torch config of the run ----
+import importlib
+
+import torch._dynamo
+
+BACKEND = 'aot_eager'  # a torch backend name, or package.module:callable
+TORCH_CONFIG = {}
+
+
+def backend():
+    if ":" not in BACKEND:
+        return BACKEND
+    module, _, name = BACKEND.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def configure(dedup):
+    """Deduplication on or off, and the torch config the finding was made under."""
+    import torch._inductor.config
+
+    torch._dynamo.config.use_graph_deduplication = dedup
+    for key, value in TORCH_CONFIG.items():
+        section, _, name = key.partition(".")
+        setattr(torch._dynamo.config if section == "dynamo" else torch._inductor.config, name, value)
+
+
 # ---- driver: exits 1 when ops of the block stay outside subgraph calls ----
 import inspect
 import re
 import sys
 
-import torch._dynamo
-
-BACKEND = 'aot_eager'
 SEED = 0
 COMPILE_KWARGS = {'fullgraph': False}
 
@@ -59,10 +82,10 @@ def main():
 
     def backend(gm, example_inputs):
         graphs.append(gm)
-        return torch._dynamo.lookup_backend(BACKEND)(gm, example_inputs)
+        return torch._dynamo.lookup_backend(backend())(gm, example_inputs)
 
     torch.manual_seed(SEED)
-    torch._dynamo.config.use_graph_deduplication = True
+    configure(True)
     torch.compile(Program(), backend=backend, **COMPILE_KWARGS)(*make_inputs())
     inside = block_lines()
     left = []

@@ -41,16 +41,40 @@ def make_inputs():
     return [x, y0, t0]
 
 
+# ---- how this repro compiles: the backend and the torch config of the run ----
+import importlib
+
+import torch._dynamo
+
+BACKEND = 'eager'  # a torch backend name, or package.module:callable
+TORCH_CONFIG = {}
+
+
+def backend():
+    if ":" not in BACKEND:
+        return BACKEND
+    module, _, name = BACKEND.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def configure(dedup):
+    """Deduplication on or off, and the torch config the finding was made under."""
+    import torch._inductor.config
+
+    torch._dynamo.config.use_graph_deduplication = dedup
+    for key, value in TORCH_CONFIG.items():
+        section, _, name = key.partition(".")
+        setattr(torch._dynamo.config if section == "dynamo" else torch._inductor.config, name, value)
+
+
 # ---- driver: compile, call, make one change, call again; exits 1 when the
 # second call crashes or disagrees with eager under the same change ----
 import sys
 import traceback
 
-import torch._dynamo
 import torch._dynamo.testing
 from torch.utils._pytree import tree_leaves
 
-BACKEND = 'eager'
 DEDUP = False
 SEED = 2
 COMPILE_KWARGS = {'fullgraph': False}
@@ -99,8 +123,8 @@ def main():
     model = Program()
     RNG = torch.get_rng_state()
     START = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    torch._dynamo.config.use_graph_deduplication = DEDUP
-    counter = torch._dynamo.testing.CompileCounterWithBackend(BACKEND)
+    configure(DEDUP)
+    counter = torch._dynamo.testing.CompileCounterWithBackend(backend())
     compiled = torch.compile(model, backend=counter, **COMPILE_KWARGS)
     torch.set_rng_state(RNG)
     compiled(*make_inputs())  # the first call compiles

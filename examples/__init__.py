@@ -1,0 +1,1 @@
+"""Examples of plugging a backend into the harness (see README, "Backends")."""
