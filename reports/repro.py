@@ -113,7 +113,13 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        status = main()
+    except Exception:  # the failure did not show; something else went wrong
+        traceback.print_exc()
+        print("ERROR: the repro itself failed (exit 2), not the failure it checks for")
+        status = 2
+    sys.exit(status)
 '''
 
 
@@ -156,6 +162,7 @@ DEDUP_DRIVER = '''
 import inspect
 import re
 import sys
+import traceback
 
 SEED = {seed!r}
 COMPILE_KWARGS = {compile_kwargs!r}
@@ -170,13 +177,13 @@ def block_lines():
 def main():
     graphs = []
 
-    def backend(gm, example_inputs):
+    def recording(gm, example_inputs):
         graphs.append(gm)
         return torch._dynamo.lookup_backend(backend())(gm, example_inputs)
 
     torch.manual_seed(SEED)
     configure(True)
-    torch.compile(Program(), backend=backend, **COMPILE_KWARGS)(*make_inputs())
+    torch.compile(Program(), backend=recording, **COMPILE_KWARGS)(*make_inputs())
     inside = block_lines()
     left = []
     for gm in graphs:
@@ -195,7 +202,13 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        status = main()
+    except Exception:  # the failure did not show; something else went wrong
+        traceback.print_exc()
+        print("ERROR: the repro itself failed (exit 2), not the failure it checks for")
+        status = 2
+    sys.exit(status)
 '''
 
 # For guard findings: one compiled function, called, then called again after
@@ -288,7 +301,13 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        status = main()
+    except Exception:  # the failure did not show; something else went wrong
+        traceback.print_exc()
+        print("ERROR: the repro itself failed (exit 2), not the failure it checks for")
+        status = 2
+    sys.exit(status)
 '''
 
 # What a repro checks, by the name an issue.json gives under "repro".

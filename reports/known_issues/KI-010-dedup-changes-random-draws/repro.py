@@ -157,4 +157,10 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        status = main()
+    except Exception:  # the failure did not show; something else went wrong
+        traceback.print_exc()
+        print("ERROR: the repro itself failed (exit 2), not the failure it checks for")
+        status = 2
+    sys.exit(status)

@@ -61,6 +61,7 @@ def configure(dedup):
 import inspect
 import re
 import sys
+import traceback
 
 SEED = 0
 COMPILE_KWARGS = {'fullgraph': False, 'dynamic': True}
@@ -75,13 +76,13 @@ def block_lines():
 def main():
     graphs = []
 
-    def backend(gm, example_inputs):
+    def recording(gm, example_inputs):
         graphs.append(gm)
         return torch._dynamo.lookup_backend(backend())(gm, example_inputs)
 
     torch.manual_seed(SEED)
     configure(True)
-    torch.compile(Program(), backend=backend, **COMPILE_KWARGS)(*make_inputs())
+    torch.compile(Program(), backend=recording, **COMPILE_KWARGS)(*make_inputs())
     inside = block_lines()
     left = []
     for gm in graphs:
@@ -100,4 +101,10 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        status = main()
+    except Exception:  # the failure did not show; something else went wrong
+        traceback.print_exc()
+        print("ERROR: the repro itself failed (exit 2), not the failure it checks for")
+        status = 2
+    sys.exit(status)
