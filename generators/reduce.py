@@ -1,0 +1,452 @@
+"""Reductions of a program: smaller programs to try while minimizing a failure.
+
+A fuzz finding is only as useful as its repro is small. Hypothesis shrinks the
+choices that drew a program, but a program loaded from ``program.json`` (a
+campaign's finding, a known issue) has no choice sequence left; this module
+shrinks the IR itself. ``candidates`` proposes smaller programs, biggest cut
+first, and keeps only those that ``check`` accepts, so the reducer needs no
+knowledge of which cut matters for the bug: the caller's predicate decides
+(``reports.minimize``). ``size`` is the measure every candidate strictly
+decreases, which is what makes greedy minimization terminate.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import fields, replace
+from typing import Iterator, Optional
+
+from .check import check, env_of, has_columns, live_values, spec_type, stmt_type
+from .ir import (
+    Arg,
+    Block,
+    Call,
+    Const,
+    Context,
+    Free,
+    Operand,
+    Program,
+    Ref,
+    Section,
+    Stmt,
+    TensorSpec,
+)
+from .ops import CALL_VIEWS, OPS, D, Reject, T, W
+
+# --- the measure ------------------------------------------------------------------
+
+# How much one unit of each component weighs in ``size``: whole sections first,
+# then statements and repeats (what a reader of a repro counts), then named
+# things (inputs, weights, args...), then flags that differ from the default
+# and tensor extent. The weights only make ``size`` readable as "how big";
+# termination needs just that every candidate lowers the sum.
+WEIGHTS = {
+    "sections": 1000,
+    "statements": 100,
+    "repeats": 100,
+    "names": 10,
+    "interludes": 10,
+    "flags": 1,
+    "extent": 1,
+}
+
+# Structures ranked from the plainest repro (separate calls) up.
+_STRUCTURE_RANK = {"calls": 0, "for_range": 1, "for_values": 2, "for_tuple": 2, "while": 2, "module_list": 2, "nested": 3}
+_OUTPUT_RANK = {"single": 0, "tuple": 1, "dict": 2}
+
+
+def measure(program: Program) -> dict[str, int]:
+    """The components of ``size``, each a count that some reduction lowers:
+
+    - sections; statements (block body); repeats (sum of ``Section.count``, so
+      a nested loop's outer trip count counts);
+    - names: extra program inputs, extra block inputs, weights, buffers, block
+      args, free values;
+    - interludes: non-empty interludes between sections and interleaves;
+    - flags: non-default settings (context fields set, call-site views,
+      per-repeat tensors (1 for the carried input, 2 for another), frozen
+      instances, non-contiguous layouts, requires_grad and non-float32 inputs,
+      structure rank, non-chain flow, output style rank, module block,
+      compile_region, attrs, keywords, fullgraph, dynamic, mark_dynamic);
+    - extent: sum of (d - 1) over every dim of every input, weight and buffer.
+    """
+    b = program.block
+    calls = [c for s in program.sections for c in s.calls]
+    specs = [spec for _, spec in (*program.inputs, *b.weights, *b.buffers)]
+    first = program.inputs[0][0]
+    flags = 0
+    for c in calls:
+        flags += sum(getattr(c.context, f.name) is not None for f in fields(Context))
+        flags += (c.view != "none") + c.frozen
+        flags += 0 if c.tensor is None else (1 if c.tensor == first else 2)
+    flags += sum(spec.layout != "contiguous" for spec in specs)
+    flags += sum(spec.requires_grad + (spec.dtype != "float32") for _, spec in program.inputs)
+    for s in program.sections:
+        flags += _STRUCTURE_RANK[s.structure] + (s.flow != "chain") + s.keywords
+    flags += _OUTPUT_RANK[program.outputs] + (b.kind == "module") + b.compile_region + b.attrs
+    o = program.options
+    flags += o.fullgraph + (o.dynamic is not None) + len(o.mark_dynamic)
+    return {
+        "sections": len(program.sections),
+        "statements": len(b.body),
+        "repeats": sum(s.count for s in program.sections),
+        "names": len(program.inputs) - 1 + len(b.inputs) - 1 + len(b.weights) + len(b.buffers)
+        + len(b.args) + len(program.frees),
+        "interludes": sum(i is not None for i in program.interludes)
+        + sum(s.interleave is not None for s in program.sections),
+        "flags": int(flags),
+        "extent": sum(d - 1 for spec in specs for d in spec.shape),
+    }
+
+
+def size(program: Program) -> int:
+    """A weighted sum of ``measure`` (see WEIGHTS): every candidate is smaller."""
+    return sum(WEIGHTS[k] * v for k, v in measure(program).items())
+
+
+# --- the candidates ---------------------------------------------------------------
+
+
+def candidates(program: Program, rejected: Optional[Counter] = None) -> Iterator[Program]:
+    """Valid programs strictly smaller than ``program``, biggest cut first.
+
+    ``rejected`` (optional) counts, per kind of reduction, the proposals that
+    ``check`` turned down: which cuts the IR's invariants forbid most.
+    """
+    for _, candidate in labeled_candidates(program, rejected):
+        yield candidate
+
+
+def labeled_candidates(program: Program, rejected: Optional[Counter] = None) -> Iterator[tuple[str, Program]]:
+    """``candidates`` with the kind of reduction each one made."""
+    limit = size(program)
+    seen = {program.to_json()}
+    for label, proposal in proposals(program):
+        if proposal is None:
+            continue
+        proposal = _count_loops(proposal)
+        key = proposal.to_json()
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            check(proposal)
+            smaller = size(proposal) < limit
+        # MalformedProgram (a ValueError) names the broken invariant; the
+        # others mean a proposal too broken for check to name.
+        except (ValueError, KeyError, IndexError, TypeError):
+            if rejected is not None:
+                rejected[label] += 1
+            continue
+        if smaller:
+            yield label, proposal
+
+
+def proposals(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
+    """Every reduction, unchecked, as (kind, program or None), biggest cut first."""
+    b = p.block
+    # Whole sections, with the interlude that separates them from the rest.
+    if len(p.sections) > 1:
+        for k in range(len(p.sections)):
+            sections = p.sections[:k] + p.sections[k + 1:]
+            gap = k - 1 if k else 0
+            interludes = p.interludes[:gap] + p.interludes[gap + 1:]
+            yield "drop_section", replace(p, sections=sections, interludes=interludes)
+    # Half the calls of a section (trailing, then leading).
+    for k, s in enumerate(p.sections):
+        n = len(s.calls)
+        if n >= 2:
+            yield "halve_calls", _with_section(p, k, replace(s, calls=s.calls[: n // 2]))
+            yield "halve_calls", _with_section(p, k, replace(s, calls=s.calls[n // 2:]))
+    # One trip of the outer loop.
+    for k, s in enumerate(p.sections):
+        if s.outer > 1:
+            yield "outer", _with_section(p, k, replace(s, outer=1, structure="for_range"))
+            if s.outer > 2:
+                yield "outer", _with_section(p, k, replace(s, outer=max(2, s.outer // 2)))
+    # The body: an earlier value as the result, then dead code, then one
+    # statement at a time bypassed (its readers read one of its operands).
+    outs = [s.out for s in b.body]
+    for name in outs:
+        if name != b.result:
+            yield "earlier_result", _tidy(replace(p, block=_prune(replace(b, result=name), False)))
+            yield "earlier_result", _tidy(replace(p, block=_prune(replace(b, result=name), True)))
+    yield "dead_code", _tidy(replace(p, block=_prune(b, False)))
+    yield "dead_code", _tidy(replace(p, block=_prune(b, True)))
+    for i, stmt in enumerate(b.body):
+        for operand in dict.fromkeys(o.name for o in stmt.operands if isinstance(o, Ref)):
+            if stmt.out == b.result and operand not in outs:
+                continue  # a block returns a value it computed, not an input or weight
+            yield "bypass_statement", _tidy(replace(p, block=_bypass(b, i, operand)))
+    # Single calls.
+    for k, s in enumerate(p.sections):
+        if len(s.calls) >= 2:
+            for j in reversed(range(len(s.calls))):
+                yield "drop_call", _with_section(p, k, replace(s, calls=s.calls[:j] + s.calls[j + 1:]))
+    # Python values: a per-repeat argument or a free value becomes a literal.
+    for j, name in enumerate(b.args):
+        yield "arg_to_const", _drop_arg(p, j, name)
+    if len(p.frees) > 1:
+        yield "free_to_const", _inline_frees(p, {f.name for f in p.frees})
+    for f in p.frees:
+        yield "free_to_const", _inline_frees(p, {f.name})
+    # Named tensors nothing uses.
+    yield "unused_state", _tidy(p)
+    for name, _ in p.inputs[1:]:
+        yield "drop_input", _drop_input(p, name)
+    # Code between repeats.
+    for k in range(len(p.interludes)):
+        if p.interludes[k] is not None:
+            yield "interlude", replace(p, interludes=p.interludes[:k] + (None,) + p.interludes[k + 1:])
+    for k, s in enumerate(p.sections):
+        if s.interleave is not None:
+            yield "interleave", _with_section(p, k, replace(s, interleave=None))
+    # Structure, flow, outputs, block flags.
+    for k, s in enumerate(p.sections):
+        if s.structure != "calls":
+            if s.outer > 1:  # unrolled: the same repeats, written out
+                yield "structure", _with_section(p, k, replace(s, structure="calls", outer=1, calls=s.calls * s.outer))
+            else:
+                yield "structure", _with_section(p, k, replace(s, structure="calls"))
+                if s.structure != "for_range" and not b.attrs:
+                    yield "structure", _with_section(p, k, replace(s, structure="for_range"))
+        if s.flow != "chain":
+            calls = tuple(replace(c, tensor=None, view="none") for c in s.calls)
+            yield "flow", _with_section(p, k, replace(s, flow="chain", calls=calls))
+        if any(c.tensor is not None for c in s.calls):
+            calls = tuple(replace(c, tensor=None, view="none") for c in s.calls)
+            yield "call_tensor", _with_section(p, k, replace(s, calls=calls))
+            first = p.inputs[0][0]
+            for j, c in enumerate(s.calls):
+                if c.tensor != first:
+                    yield "call_tensor", _with_call(p, k, j, replace(c, tensor=first, view="none"))
+        if s.keywords:
+            yield "keywords", _with_section(p, k, replace(s, keywords=False))
+    if p.outputs != "single" and not any(s.flow == "fanout" for s in p.sections):
+        yield "outputs", replace(p, outputs="single")
+    if p.outputs == "dict":
+        yield "outputs", replace(p, outputs="tuple")
+    if b.kind == "module" and not any(s.structure == "module_list" for s in p.sections):
+        yield "block_kind", replace(p, block=replace(b, kind="function", attrs=False))
+    if b.compile_region:
+        yield "compile_region", replace(p, block=replace(b, compile_region=False))
+    if b.attrs:
+        yield "attrs", replace(p, block=replace(b, attrs=False))
+    # Compile options.
+    o = p.options
+    if o.fullgraph:
+        yield "options", replace(p, options=replace(o, fullgraph=False))
+    if o.dynamic is not None:
+        yield "options", replace(p, options=replace(o, dynamic=None))
+    for m in o.mark_dynamic:
+        yield "options", replace(p, options=replace(o, mark_dynamic=tuple(x for x in o.mark_dynamic if x != m)))
+    # Global state of each repeat: everything, then per section, then per field.
+    if any(c.context != Context() for s in p.sections for c in s.calls):
+        yield "context", _map_calls(p, lambda k, j, c: replace(c, context=Context()))
+        for k, s in enumerate(p.sections):
+            if any(c.context != Context() for c in s.calls):
+                yield "context", _map_calls(p, lambda kk, j, c, k=k: replace(c, context=Context()) if kk == k else c)
+                for f in fields(Context):
+                    if any(getattr(c.context, f.name) is not None for c in s.calls):
+                        yield "context", _map_calls(
+                            p, lambda kk, j, c, k=k, n=f.name: replace(c, context=replace(c.context, **{n: None}))
+                            if kk == k else c)
+    # Per-repeat module instances and call-site views.
+    if any(c.frozen for s in p.sections for c in s.calls):
+        yield "frozen", _map_calls(p, lambda k, j, c: replace(c, frozen=False))
+    if any(c.view != "none" for s in p.sections for c in s.calls):
+        yield "view", _map_calls(p, lambda k, j, c: replace(c, view="none"))
+        for k, s in enumerate(p.sections):
+            for j, c in enumerate(s.calls):
+                if c.view != "none":
+                    yield "view", _with_call(p, k, j, replace(c, view="none"))
+    # Tensor attributes of the program inputs.
+    for i, (name, spec) in enumerate(p.inputs):
+        if spec.layout != "contiguous":
+            yield "layout", _with_input(p, i, replace(spec, layout="contiguous"))
+        if spec.requires_grad:
+            yield "requires_grad", _with_input(p, i, replace(spec, requires_grad=False))
+        if spec.dtype != "float32":
+            yield "dtype", _with_input(p, i, replace(spec, dtype="float32"))
+    # Shapes: every dim halved at once, then one axis (counted from the right,
+    # as broadcasting aligns them) in every input where it matches the carried
+    # input, then one dim of one input. Weights and shape literals follow.
+    yield "shape", _reshape(p, {n: tuple(max(1, d // 2) for d in s.shape) for n, s in p.inputs})
+    main = p.inputs[0][1].shape
+    for axis in range(1, len(main) + 1):
+        if main[-axis] > 1:
+            yield "shape", _reshape(p, {n: _halve_axis(s.shape, axis, main[-axis]) for n, s in p.inputs})
+    for name, spec in p.inputs:
+        for axis in range(1, len(spec.shape) + 1):
+            if spec.shape[-axis] > 1:
+                yield "shape", _reshape(p, {name: _halve_axis(spec.shape, axis, spec.shape[-axis])})
+
+
+# --- helpers ------------------------------------------------------------------------
+
+
+def _count_loops(p: Program) -> Program:
+    """A loop over values left with nothing to iterate over (its args or the
+    differences between its calls cut) counts instead, as the strategy does."""
+    sections = tuple(
+        replace(s, structure="for_range")
+        if s.structure in ("for_values", "for_tuple") and not has_columns(p, s) else s
+        for s in p.sections
+    )
+    return p if sections == p.sections else replace(p, sections=sections)
+
+
+def _with_section(p: Program, k: int, s: Section) -> Program:
+    return replace(p, sections=p.sections[:k] + (s,) + p.sections[k + 1:])
+
+
+def _with_call(p: Program, k: int, j: int, c: Call) -> Program:
+    s = p.sections[k]
+    return _with_section(p, k, replace(s, calls=s.calls[:j] + (c,) + s.calls[j + 1:]))
+
+
+def _map_calls(p: Program, f) -> Program:
+    return replace(p, sections=tuple(
+        replace(s, calls=tuple(f(k, j, c) for j, c in enumerate(s.calls))) for k, s in enumerate(p.sections)
+    ))
+
+
+def _with_input(p: Program, i: int, spec: TensorSpec) -> Program:
+    return replace(p, inputs=p.inputs[:i] + ((p.inputs[i][0], spec),) + p.inputs[i + 1:])
+
+
+def _refs(stmt: Stmt) -> list[str]:
+    return [o.name for o in stmt.operands if isinstance(o, Ref)]
+
+
+def _prune(b: Block, keep_effects: bool) -> Block:
+    """``b`` without the statements its result does not read; with
+    ``keep_effects`` also keeping those that write an input or a buffer."""
+    if keep_effects:
+        live = live_values(b)
+    else:
+        live = {b.result}
+        for stmt in reversed(b.body):
+            if stmt.out in live:
+                live.update(_refs(stmt))
+    return replace(b, body=tuple(s for s in b.body if s.out in live))
+
+
+def _bypass(b: Block, i: int, operand: str) -> Block:
+    """``b`` without statement ``i``: whatever read its output reads ``operand``."""
+    gone = b.body[i].out
+
+    def rewire(o: Operand) -> Operand:
+        return Ref(operand) if o == Ref(gone) else o
+
+    body = b.body[:i] + tuple(replace(s, operands=tuple(map(rewire, s.operands))) for s in b.body[i + 1:])
+    return replace(b, body=body, result=operand if b.result == gone else b.result)
+
+
+def _used(b: Block) -> set[str]:
+    return {o.name for s in b.body for o in s.operands if isinstance(o, (Ref, Free))}
+
+
+def _tidy(p: Program) -> Program:
+    """Drop what the body no longer reads: free values (``check`` requires
+    every declared one to be read), weights, buffers and extra block inputs."""
+    b = p.block
+    used = _used(b)
+    block = replace(
+        b,
+        inputs=b.inputs[:1] + tuple(n for n in b.inputs[1:] if n in used),
+        weights=tuple(w for w in b.weights if w[0] in used),
+        buffers=tuple(w for w in b.buffers if w[0] in used),
+    )
+    return replace(p, block=block, frees=tuple(f for f in p.frees if f.name in used))
+
+
+def _substitute(b: Block, f) -> Block:
+    return replace(b, body=tuple(replace(s, operands=tuple(map(f, s.operands))) for s in b.body))
+
+
+def _drop_arg(p: Program, j: int, name: str) -> Program:
+    """Argument ``name`` removed; the body reads the first repeat's value."""
+    first = p.sections[0].calls[0].args[j]
+    block = _substitute(p.block, lambda o: Const(first) if o == Arg(name) else o)
+    block = replace(block, args=block.args[:j] + block.args[j + 1:])
+    p = replace(p, block=block)
+    return _map_calls(p, lambda k, i, c: replace(c, args=c.args[:j] + c.args[j + 1:]))
+
+
+def _inline_frees(p: Program, names: set[str]) -> Program:
+    values = {f.name: f.value for f in p.frees}
+    block = _substitute(p.block, lambda o: Const(values[o.name]) if isinstance(o, Free) and o.name in names else o)
+    return replace(p, block=block, frees=tuple(f for f in p.frees if f.name not in names))
+
+
+def _drop_input(p: Program, name: str) -> Optional[Program]:
+    """Program input ``name`` removed, with its mark_dynamic; None if read."""
+    if name in p.block.inputs or any(c.tensor == name for s in p.sections for c in s.calls):
+        return None
+    marks = tuple(m for m in p.options.mark_dynamic if m[0] != name)
+    return replace(p, inputs=tuple(x for x in p.inputs if x[0] != name),
+                   options=replace(p.options, mark_dynamic=marks))
+
+
+def _halve_axis(shape: tuple[int, ...], axis: int, size_: int) -> tuple[int, ...]:
+    """``shape`` with dim ``-axis`` halved if it has size ``size_``."""
+    if axis > len(shape) or shape[-axis] != size_ or size_ < 2:
+        return shape
+    out = list(shape)
+    out[-axis] = size_ // 2
+    return tuple(out)
+
+
+def _reshape(p: Program, shapes: dict[str, tuple[int, ...]]) -> Optional[Program]:
+    """New input shapes; weight shapes and shape literals re-derived from them."""
+    inputs = tuple((n, replace(s, shape=shapes.get(n, s.shape))) for n, s in p.inputs)
+    if inputs == p.inputs:
+        return None
+    new = dict(inputs)  # a dim halved to 1 can no longer be marked dynamic
+    marks = tuple((n, d, strict) for n, d, strict in p.options.mark_dynamic
+                  if d < len(new[n].shape) and new[n].shape[d] >= 2)
+    return _rederive(replace(p, inputs=inputs, options=replace(p.options, mark_dynamic=marks)))
+
+
+def _rederive(p: Program) -> Program:
+    """Recompute what follows from the primary's shape: each weight's and
+    buffer's shape (``W`` slots) and each shape literal (``D`` slots), typing
+    the first repeat. Where the body no longer types, the inputs alone
+    change, so that ``check`` turns the proposal down (and counts it)."""
+    b = p.block
+    specs = dict(p.inputs)
+    call = p.sections[0].calls[0]
+    try:
+        carried = spec_type(specs[p.inputs[0][0]])
+        primary = carried if call.tensor is None else CALL_VIEWS[call.view][1](spec_type(specs[call.tensor]))
+        state = dict((*b.weights, *b.buffers))
+        scope = {b.inputs[0]: primary, **{n: spec_type(specs[n]) for n in b.inputs[1:]},
+                 **{n: spec_type(s) for n, s in state.items()}}
+        row = {f.name: f.value for f in p.frees} | dict(zip(b.args, call.args))
+        env = env_of(call.context)
+        body = []
+        for stmt in b.body:
+            op = OPS[stmt.op]
+            operands = list(stmt.operands)
+            lead = None
+            for i, (slot, operand) in enumerate(zip(op.slots, operands)):
+                if isinstance(slot, T) and lead is None:
+                    lead = scope[operand.name].shape
+                elif isinstance(slot, W):
+                    state[operand.name] = replace(state[operand.name], shape=tuple(slot.shape(lead)))
+                    scope[operand.name] = spec_type(state[operand.name])
+                elif isinstance(slot, D) and isinstance(operand, Const):
+                    operands[i] = Const(slot.value(lead))
+            stmt = replace(stmt, operands=tuple(operands))
+            scope[stmt.out] = stmt_type(op, stmt, scope, row, env)
+            body.append(stmt)
+    except (Reject, KeyError, IndexError, TypeError, ValueError, ZeroDivisionError):
+        return p
+    block = replace(
+        b,
+        body=tuple(body),
+        weights=tuple((n, state[n]) for n, _ in b.weights),
+        buffers=tuple((n, state[n]) for n, _ in b.buffers),
+    )
+    return replace(p, block=block)
