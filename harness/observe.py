@@ -8,7 +8,7 @@ calls the real backend with it; ``recording_guards`` writes down every guard.
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Optional
 
 import torch
 import torch._dynamo.convert_frame as convert_frame
@@ -28,12 +28,15 @@ def recording_guards(capture: Capture) -> Callable:
     return keep_all
 
 
-def recording_backend(compiler_fn: Callable, capture: Capture, recorder: StructureRecorder) -> Callable:
+def recording_backend(compiler_fn: Callable, capture: Capture, recorder: Optional[StructureRecorder]) -> Callable:
+    """``recorder``: None when the run records no structure (RunConfig.record_structure)."""
+
     def backend(gm: torch.fx.GraphModule, example_inputs):  # type: ignore[no-untyped-def]
         if not capture.recording:
             capture.late_compiles += 1
             return compiler_fn(gm, example_inputs)
-        recorder.on_backend(gm, example_inputs)
+        if recorder is not None:
+            recorder.on_backend(gm, example_inputs)
         capture.frames += 1
         capture.graphs.append(gm.code)
         capture.invoke_subgraph_calls += sum(

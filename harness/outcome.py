@@ -26,6 +26,10 @@ class RunConfig:
     # After the first call, re-call the compiled program under this many of
     # the generator's variants (generators.variants); 0: none, -1: all.
     variants: int = 0
+    # Record what the deduplication pass saw and did (harness.structure) for
+    # the oracles that read Capture.structure; off, the compile runs unobserved
+    # but for the graphs handed to the backend and the guards.
+    record_structure: bool = True
     # torch config set while compiling and running: (("dynamo.KEY", value), ...)
     # (harness.torch_config)
     torch_config: tuple[tuple[str, Any], ...] = ()

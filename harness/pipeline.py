@@ -84,12 +84,12 @@ def run_compiled(module: ModuleType, program: Program, config: RunConfig) -> tup
     torch._dynamo.utils.counters.clear()
     backend = resolve(config.backend)
     model, inputs, rng = instantiate(module, program)
-    recorder = StructureRecorder(_block_code(module))
+    recorder = StructureRecorder(_block_code(module)) if config.record_structure else None
     options = dict(backend.options)
     options["options"] = {**options.get("options", {}), "guard_filter_fn": recording_guards(capture)}
     with torch_config.patched(config.torch_config), torch._dynamo.config.patch(use_graph_deduplication=config.dedup), \
             _backend_config(backend):
-        with recording_structure(recorder):
+        with recording_structure(recorder) if recorder is not None else contextlib.nullcontext():
             try:
                 compiled = torch.compile(
                     model,
@@ -102,8 +102,9 @@ def run_compiled(module: ModuleType, program: Program, config: RunConfig) -> tup
                 return Execution(failure=failure(e, "dynamo")), capture
             result = execute(compiled, model, inputs, _input_names(program), config.backward)
         capture.recording = False
-        capture.structure = recorder.graphs
-        capture.region_groups = [g for record in recorder.graphs for g in region_nodes(record.groups)]
+        if recorder is not None:
+            capture.structure = recorder.graphs
+            capture.region_groups = [g for record in recorder.graphs for g in region_nodes(record.groups)]
         _check_hygiene(capture)
         capture.graph_breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
         if config.variants and result.failure is None:

@@ -25,6 +25,7 @@ class Oracle:
     needs: tuple[str, ...] = ()
     severity: str = "wrong"
     variants: int = 0  # changed re-calls of the compiled program it reads (harness.recall)
+    structure: bool = True  # reads Capture.structure (harness.structure's recorder); False: never
 
     def __call__(self, outcome: Outcome) -> Verdict:
         return self.check(outcome)
@@ -33,16 +34,17 @@ class Oracle:
 ORACLES: dict[str, Oracle] = {
     o.name: o
     for o in [
-        Oracle(differential.NAME, differential.check),
-        Oracle(hygiene.NAME, hygiene.check),
+        Oracle(differential.NAME, differential.check, structure=False),
+        Oracle(hygiene.NAME, hygiene.check, structure=False),
         Oracle(region_identity.NAME, region_identity.check),
         Oracle(rewrite.NAME, rewrite.check),
         Oracle(graph_validity.NAME, graph_validity.check),
-        Oracle(dedup_toggle.NAME, dedup_toggle.check, needs=dedup_toggle.NEEDS),
+        Oracle(dedup_toggle.NAME, dedup_toggle.check, needs=dedup_toggle.NEEDS, structure=False),
         Oracle(determinism.NAME, determinism.check, needs=determinism.NEEDS),
         Oracle(completeness.NAME, completeness.check, severity="missed"),
-        Oracle(guards.NAME, guards.check, needs=guards.NEEDS, variants=guards.VARIANTS),
-        Oracle(guards.RECOMPILES, guards.check_recompiles, severity="recompile", variants=guards.VARIANTS),
+        Oracle(guards.NAME, guards.check, needs=guards.NEEDS, variants=guards.VARIANTS, structure=False),
+        Oracle(guards.RECOMPILES, guards.check_recompiles, severity="recompile", variants=guards.VARIANTS,
+               structure=False),
     ]
 }
 
@@ -58,9 +60,11 @@ def companions(names: tuple[str, ...] | None = None) -> tuple[str, ...]:
 def run_config(backend: str = "aot_eager", names: tuple[str, ...] | None = None, variants: int | None = None,
                **kwargs) -> RunConfig:
     """The run the named oracles (default: all) need on ``backend``;
-    ``variants`` overrides how many changed re-calls they get (-1: all)."""
+    ``variants`` overrides how many changed re-calls they get (-1: all).
+    The pass is recorded only if one of them reads what the recorder keeps."""
     chosen = names or tuple(ORACLES)
     wanted = max((ORACLES[n].variants for n in chosen), default=0)
+    kwargs.setdefault("record_structure", any(ORACLES[n].structure for n in chosen))
     return RunConfig(backend=backend, companions=companions(chosen),
                      variants=wanted if variants is None or not wanted else variants, **kwargs)
 
