@@ -1,0 +1,50 @@
+"""The worker pool survives what a compiler under test can do to a process."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from harness.workers import Lost, Pool, PoolError
+
+pytestmark = pytest.mark.unit
+
+HANDLER = "suites.planted_workers:handle"
+
+
+def _drain(pool: Pool, n: int, limit: float = 60.0) -> dict:
+    got: dict = {}
+    start = time.time()
+    while len(got) < n and time.time() - start < limit:
+        got.update({task["id"]: result for task, result in pool.results(0.2)})
+    return got
+
+
+def test_crashes_hangs_and_memory_are_lost_tasks_and_workers_are_replaced(tmp_path):
+    pool = Pool(2, HANDLER, tmp_path, init="suites.planted_workers:init", timeout=3, memory_mb=300)
+    plan = ["echo", "abort", "echo", "segfault", "hang", "memory", "raise", "restart", "echo", "echo"]
+    try:
+        for i, what in enumerate(plan):
+            pool.submit({"id": i, "do": what})
+        got = _drain(pool, len(plan))
+    finally:
+        pool.close(now=True)
+    assert set(got) == set(range(len(plan)))
+    lost = {i: (r.kind, r.detail) for i, r in got.items() if isinstance(r, Lost)}
+    assert lost == {1: ("signal", "SIGABRT"), 3: ("signal", "SIGSEGV"), 4: ("hang", "no result after 3 s"),
+                    5: lost[5]} and lost[5][0] == "memory" and "over the 300 MB limit" in lost[5][1]
+    assert "planted_workers.py" in got[1].log_tail  # faulthandler's stack of the aborting task
+    assert got[6][0] == "error" and "planted handler error" in got[6][1]
+    assert got[7]["restart"] and got[8]["pid"] != got[7]["pid"]  # a retired worker is replaced, nothing lost
+    assert all(got[i]["echo"] == i for i in (0, 2, 9))
+    assert pool.lost == {"signal": 2, "hang": 1, "memory": 1}
+
+
+def test_a_handler_that_cannot_load_is_one_error(tmp_path):
+    with pytest.raises(PoolError, match="workers cannot start: ModuleNotFoundError"):
+        pool = Pool(1, "suites.no_such_module:handle", tmp_path)
+        try:
+            _drain(pool, 1, limit=30)
+        finally:
+            pool.close(now=True)
