@@ -69,6 +69,7 @@ def _serve(conn, handler: str, init: Optional[str], init_arg: Any, log: str) -> 
         os.dup2(sink.fileno(), 2)
         sys.stdout = sys.stderr = sink
         faulthandler.enable(file=sink)  # a segfault or abort leaves its Python stack here
+        faulthandler.register(signal.SIGUSR1, file=sink, all_threads=False)  # and so does a hang, asked before the kill
         try:
             if init:
                 _load(init)(init_arg)
@@ -180,6 +181,7 @@ class Pool:
                 self._drain(w, out)
                 self._replace(i, w, out, self._died(w))
             elif w.task is not None and time.time() > w.deadline:
+                self._stack(w)
                 self._replace(i, w, out, Lost("hang", f"no result after {w.deadline - w.started:.0f} s"))
             elif w.task is not None and (rss := _rss_mb(w.process.pid)) > self.memory_mb:
                 self._replace(i, w, out, Lost("memory", f"resident memory {rss:.0f} MB over the {self.memory_mb:.0f} MB limit"))
@@ -231,6 +233,15 @@ class Pool:
             if self._failed_starts >= 3:
                 raise PoolError(f"workers keep dying while starting ({lost.kind}: {lost.detail}):\n{lost.log_tail}")
         self.workers[i] = self._start(w.index)
+
+    @staticmethod
+    def _stack(w: _Worker) -> None:
+        """Have a hung worker print where it is stuck, into its log."""
+        try:
+            os.kill(w.process.pid, signal.SIGUSR1)
+            time.sleep(0.5)
+        except ProcessLookupError:
+            pass
 
     @staticmethod
     def _kill(w: _Worker) -> None:

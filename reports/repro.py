@@ -21,7 +21,7 @@ def _low_precision(program: Program) -> bool:
     return "bfloat16" in program.to_json() or any(c.context.autocast for _, c in program.repeats())
 
 
-DRIVER = '''
+RUN = '''
 
 # ---- driver: exits 1 when the failure reproduces, 0 when it does not ----
 import sys
@@ -65,7 +65,9 @@ def run(compiled, float64=False):
     return values
 
 
-def bad(name, exp, act, ref):
+'''
+
+COMPARE = '''def bad(name, exp, act, ref):
     if (exp is None) != (act is None):
         return f"expected {{'None' if exp is None else 'a tensor'}}, got {{'None' if act is None else 'a tensor'}}"
     if exp is None:
@@ -121,6 +123,9 @@ if __name__ == "__main__":
         status = 2
     sys.exit(status)
 '''
+
+DRIVER = RUN + COMPARE
+
 
 
 # How every driver compiles: the backend (a plugin is imported, so the repro
@@ -310,8 +315,47 @@ if __name__ == "__main__":
     sys.exit(status)
 '''
 
+# For a worker lost to the compiler (signal, hang, runaway memory): the
+# compiled run happens in a child process, watched from outside.
+PROCESS = '''
+
+# ---- driver: exits 1 when the compiled run dies by a signal, hangs or runs
+# away with memory in a child process ----
+import os
+import resource
+import subprocess
+
+LOST = {lost!r}  # what the campaign saw: "signal", "hang", "memory" or "exit"
+TIMEOUT_S = {timeout!r}
+MEMORY_MB = {memory_mb!r}
+
+
+def main():
+    if os.environ.get("REPRO_CHILD"):
+        run(compiled=True)
+        return 0
+    try:
+        done = subprocess.run([sys.executable, __file__], env={{**os.environ, "REPRO_CHILD": "1"}}, timeout=TIMEOUT_S,
+                              capture_output=True, text=True)
+    except subprocess.TimeoutExpired:
+        print(f"REPRODUCED: the compiled run did not finish in {{TIMEOUT_S}} s (torch {{torch.__version__}})")
+        return 1
+    print(done.stderr[-3000:])
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(f"expected: the compiled run exits normally; actual: exit status {{done.returncode}}, peak memory {{peak_mb:.0f}} MB")
+    if done.returncode < 0:
+        print(f"REPRODUCED: the compiled run died by signal {{-done.returncode}} (torch {{torch.__version__}})")
+        return 1
+    if peak_mb > MEMORY_MB:
+        print(f"REPRODUCED: the compiled run used {{peak_mb:.0f}} MB (limit {{MEMORY_MB}} MB)")
+        return 1
+    print(f"not reproduced (torch {{torch.__version__}})")
+    return 0
+'''
+
+
 # What a repro checks, by the name an issue.json gives under "repro".
-DRIVERS = {"differential": DRIVER, "deduplicated": DEDUP_DRIVER, "guard": GUARD_DRIVER, "recompile": GUARD_DRIVER}
+DRIVERS = {"differential": DRIVER, "process": RUN + PROCESS, "deduplicated": DEDUP_DRIVER, "guard": GUARD_DRIVER, "recompile": GUARD_DRIVER}
 
 
 def driver_for(details: dict, severity: str) -> tuple[str, dict | None]:
@@ -322,9 +366,10 @@ def driver_for(details: dict, severity: str) -> tuple[str, dict | None]:
 
 
 def render_repro(program: Program, config: RunConfig, title: str, check: str = "differential",
-                 variant: dict | None = None) -> str:
+                 variant: dict | None = None, lost: dict | None = None) -> str:
     """``variant`` (a ``generators.variants.Variant`` as a dict) is the
-    change the "guard" driver makes between its two calls."""
+    change the "guard" driver makes between its two calls; ``lost`` (kind,
+    timeout, memory_mb) what the "process" driver watches for."""
     header = f'"""Repro: {title}\n\nExit status 1: reproduced; 0: not reproduced. Needs only torch."""\n'
     backend = resolve(config.backend)
     change = variant or {"description": "nothing", "apply": (), "undo": ()}
@@ -334,6 +379,8 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         undo="\n".join(change["undo"]),
         prelude=PRELUDE,
         expect={"guard": "values", "recompile": "recompile"}.get(check, ""),
+        lost=(lost or {}).get("kind", ""), timeout=(lost or {}).get("timeout", 120),
+        memory_mb=(lost or {}).get("memory_mb", 8192),
         backend=backend.repro_spec,
         torch_config={**{f"inductor.{k}": v for k, v in backend.inductor_config.items()}, **dict(config.torch_config)},
         dedup=config.dedup,

@@ -34,7 +34,8 @@ def test_crashes_hangs_and_memory_are_lost_tasks_and_workers_are_replaced(tmp_pa
     lost = {i: (r.kind, r.detail) for i, r in got.items() if isinstance(r, Lost)}
     assert lost == {1: ("signal", "SIGABRT"), 3: ("signal", "SIGSEGV"), 4: ("hang", "no result after 3 s"),
                     5: lost[5]} and lost[5][0] == "memory" and "over the 300 MB limit" in lost[5][1]
-    assert "planted_workers.py" in got[1].log_tail  # faulthandler's stack of the aborting task
+    # faulthandler's stack of the aborting task, and of the hung one (asked before the kill)
+    assert "planted_workers.py" in got[1].log_tail and "in handle" in got[4].log_tail
     assert got[6][0] == "error" and "planted handler error" in got[6][1]
     assert got[7]["restart"] and got[8]["pid"] != got[7]["pid"]  # a retired worker is replaced, nothing lost
     assert all(got[i]["echo"] == i for i in (0, 2, 9))
