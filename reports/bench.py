@@ -10,15 +10,18 @@ one, in one process on one thread, as:
 - each *oracle set*: ``run_program`` with the run those oracles need
   (``oracles.registry.run_config``), then ``judge``.
 
-The runs of one program alternate (the order rotates from program to program
-so no side always runs first), after one warm-up of each that is not counted
-(the first compile in a process pays one-off imports). Compile caches that
+The runs of one program alternate, in an order shuffled afresh (seeded) for
+every program and repeat, so no side always runs first or always after the
+same other side; one warm-up of each comes first and is not counted (the
+first compile in a process pays one-off imports). With ``--repeat`` above 1
+each program's run with the median total counts. Compile caches that
 would let a later compile of the same program skip work (inductor's FX graph
 cache, AOTAutograd's cache) are off, on both sides alike.
 
 Per set: programs per second per worker, mean seconds per program, the ratio
 harness time / bare time (total over all programs, and the median of the
-per-program ratios), and where the time goes (``Outcome.seconds``: the eager
+per-program ratios; also in CPU time of this process, which other work on the
+machine disturbs less than wall time), and where the time goes (``Outcome.seconds``: the eager
 runs, the compile under test, each companion; ``judge``: the oracles; ``other``:
 the rest).
 """
@@ -30,6 +33,7 @@ import contextlib
 import gc
 import json
 import platform
+import random
 import statistics
 import sys
 import time
@@ -37,7 +41,7 @@ import traceback
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable
 
 import torch
 import torch._dynamo
@@ -190,8 +194,8 @@ class Side:
 
 
 def _median_runs(runs: list[dict[str, float]]) -> dict[str, float]:
-    """Per stage the value of the run with the median total (one real run,
-    so the stages add up)."""
+    """Per stage the value of the run with the median total (the lower one of
+    an even count; one real run, so the stages add up)."""
     ordered = sorted(runs, key=lambda r: r["total"])
     return ordered[(len(ordered) - 1) // 2]
 
@@ -204,11 +208,12 @@ def summarize(sides: dict[str, Side]) -> dict:
         if not side.runs:
             continue
         total = sum(r["total"] for r in side.runs)
+        cpu = sum(r["cpu"] for r in side.runs)
         n = len(side.runs)
         stages: dict[str, float] = {}
         for r in side.runs:
             for k, v in r.items():
-                if k not in ("total", "crashed"):
+                if k not in ("total", "crashed", "cpu"):
                     stages[k] = stages.get(k, 0.0) + v
         entry = {
             "oracles": list(side.oracles),
@@ -216,12 +221,15 @@ def summarize(sides: dict[str, Side]) -> dict:
             "seconds_total": round(total, 4),
             "seconds_per_program": round(total / n, 4),
             "programs_per_second_per_worker": round(n / total, 4) if total else 0.0,
+            "cpu_seconds_per_program": round(cpu / n, 4),
             "stages_per_program": {k: round(v / n, 4) for k, v in stages.items()},
         }
         if name == BARE:
             entry["crashed"] = int(sum(r.get("crashed", 0.0) for r in side.runs))
         else:
             entry["ratio"] = round(total / bare_total, 3) if bare_total else None
+            bare_cpu = sum(r["cpu"] for r in bare.runs)
+            entry["cpu_ratio"] = round(cpu / bare_cpu, 3) if bare_cpu else None
             entry["median_ratio"] = round(statistics.median(
                 r["total"] / b["total"] for r, b in zip(side.runs, bare.runs)), 3)
         out[name] = entry
@@ -229,13 +237,15 @@ def summarize(sides: dict[str, Side]) -> dict:
 
 
 def table(report: dict) -> str:
-    rows = [("set", "progs", "progs/s/worker", "s/program", "ratio", "median", "where the time goes (s/program)")]
+    rows = [("set", "progs", "progs/s/worker", "s/program", "ratio", "median", "cpu ratio",
+             "where the time goes (s/program)")]
     for name, e in report["sets"].items():
         stages = ", ".join(f"{k} {v:.3f}" for k, v in e["stages_per_program"].items())
         ratio = "1.000" if name == BARE else f"{e['ratio']:.3f}"
         median = "1.000" if name == BARE else f"{e['median_ratio']:.3f}"
+        cpu = "1.000" if name == BARE else f"{e['cpu_ratio']:.3f}"
         rows.append((name, str(e["programs"]), f"{e['programs_per_second_per_worker']:.3f}",
-                     f"{e['seconds_per_program']:.3f}", ratio, median, stages))
+                     f"{e['seconds_per_program']:.3f}", ratio, median, cpu, stages))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     lines = []
     for i, r in enumerate(rows):
@@ -264,9 +274,13 @@ def run(backend: str, n: int, seed: int, repeat: int, set_names: tuple[str, ...]
 
     def measure(side: str, program: Program) -> dict[str, float]:
         gc.collect()
+        cpu = time.process_time()
         if side == BARE:
-            return run_bare(program, backend)
-        return run_harness(program, configs[side], chosen[side])
+            seconds = run_bare(program, backend)
+        else:
+            seconds = run_harness(program, configs[side], chosen[side])
+        seconds["cpu"] = time.process_time() - cpu
+        return seconds
 
     errors: list[dict] = []
     with no_compile_caches():
@@ -274,12 +288,12 @@ def run(backend: str, n: int, seed: int, repeat: int, set_names: tuple[str, ...]
             for side in order:
                 with contextlib.suppress(Exception):
                     measure(side, programs[0])
+        shuffle = random.Random(seed)
         for i, program in enumerate(programs):
-            rotated = order[i % len(order):] + order[:i % len(order)]
             runs: dict[str, list[dict[str, float]]] = {s: [] for s in order}
             try:
                 for _ in range(repeat):
-                    for side in rotated:
+                    for side in shuffle.sample(order, len(order)):
                         runs[side].append(measure(side, program))
             except Exception:  # a harness bug: this program counts nowhere, so the sides stay paired
                 errors.append({"program": i, "traceback": traceback.format_exc()[-3000:]})

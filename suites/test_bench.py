@@ -29,9 +29,10 @@ def test_quick_bench_reports_every_set(tmp_path, capsys):
     for name, entry in report["sets"].items():
         assert entry["programs"] == 2
         assert entry["seconds_per_program"] > 0 and entry["programs_per_second_per_worker"] > 0
+        assert entry["cpu_seconds_per_program"] > 0
         assert entry["stages_per_program"] and all(v >= 0 for v in entry["stages_per_program"].values())
         if name != bench.BARE:
-            assert entry["ratio"] > 0 and entry["median_ratio"] > 0
+            assert entry["ratio"] > 0 and entry["median_ratio"] > 0 and entry["cpu_ratio"] > 0
             assert entry["oracles"] == list(bench.SETS[name])
             assert "compiled" in entry["stages_per_program"] and "judge" in entry["stages_per_program"]
     printed = capsys.readouterr().out
