@@ -1,29 +1,80 @@
-"""Command line: ``python -m harness fuzz --backend NAME --budget SECONDS ...``
-and ``python -m harness stats -n 2000`` (the generator report).
+"""Command line.
 
-The campaign composes every layer, so it lives in ``reports.campaign``; this
-entry point only parses arguments and turns bad input into one line.
+    python -m harness fuzz --backend NAME --budget SECONDS --workers N --seed S --out DIR
+    python -m harness report diff RUN_A RUN_B | merge SHARD... --out DIR | promote FINDING --id KI-0NN --title T
+    python -m harness bench
+    python -m harness stats -n 2000
+
+The campaign composes every layer, so it lives in ``reports``; this entry
+point only parses arguments and turns bad input into one line.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
 import warnings
 from pathlib import Path
 
 
-def main(argv: list[str] | None = None) -> int:
+def _shard(text: str) -> tuple[int, int]:
+    i, slash, n = text.partition("/")
+    try:
+        if not slash:
+            raise ValueError
+        return int(i), int(n)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"shard {text!r}: expected i/N, e.g. 0/4") from None
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m harness")
     sub = parser.add_subparsers(dest="command", required=True)
+
     fuzz = sub.add_parser("fuzz", help="run a fuzz campaign and write a report")
-    fuzz.add_argument("--backend", default="aot_eager", help="built-in name or package.module:callable")
-    fuzz.add_argument("--budget", type=float, default=120.0, help="seconds to spend drawing programs")
+    fuzz.add_argument("--backend", default="aot_eager",
+                      help="built-in name, an entry point of dedup_harness.backends, or package.module:callable")
+    fuzz.add_argument("--budget", type=float, default=120.0, help="seconds the campaign runs (default 120)")
+    fuzz.add_argument("--workers", type=int, default=0, help="worker processes (default: every core)")
     fuzz.add_argument("--seed", type=int, default=0)
     fuzz.add_argument("--out", type=Path, default=Path("runs/latest"))
+    fuzz.add_argument("--resume", action="store_true", help="go on with the campaign already in --out")
+    fuzz.add_argument("--shard", type=_shard, default=(0, 1), help="i/N: draw only this shard's programs")
     fuzz.add_argument("--oracles", default="", help="comma-separated oracle names (default: all)")
     fuzz.add_argument("--variants", type=int, default=None,
                       help="changed re-calls per program for the guard oracles (default 3; -1: every one)")
+    fuzz.add_argument("--config", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                      help="torch config while compiling, e.g. dynamo.graph_deduplication_lint=True (repeatable)")
+    fuzz.add_argument("--lint-share", type=float, default=0.25,
+                      help="share of programs run with the pass's own graph_deduplication_lint (default 0.25)")
+    fuzz.add_argument("--coverage", action="store_true",
+                      help="measure line and branch coverage of torch's deduplication code")
+    fuzz.add_argument("--timeout", type=float, default=120.0, help="seconds per program before a worker counts as hung")
+    fuzz.add_argument("--memory-mb", type=float, default=8192.0, help="resident memory per worker before it is killed")
+    fuzz.add_argument("--minimize-seconds", type=float, default=45.0, help="per distinct finding; 0: do not minimize")
+    fuzz.add_argument("--no-verify", action="store_true", help="do not run each minimized repro.py to check it exits 1")
+
+    report = sub.add_parser("report", help="compare, merge or promote campaign results")
+    rsub = report.add_subparsers(dest="action", required=True)
+    d = rsub.add_parser("diff", help="Markdown report of new, fixed and persisting findings from RUN_A to RUN_B")
+    d.add_argument("run_a", type=Path)
+    d.add_argument("run_b", type=Path)
+    d.add_argument("--out", type=Path, default=None, help="also write the report here")
+    m = rsub.add_parser("merge", help="combine shard outputs into one campaign folder")
+    m.add_argument("runs", type=Path, nargs="+")
+    m.add_argument("--out", type=Path, required=True)
+    p = rsub.add_parser("promote", help="make a finding a known issue (reports/known_issues/)")
+    p.add_argument("finding", type=Path, help="a finding folder: RUN/findings/<signature>")
+    p.add_argument("--id", required=True, help="KI-<number>")
+    p.add_argument("--title", required=True)
+
+    bench = sub.add_parser("bench", help="programs per second per oracle set, and overhead over plain torch.compile")
+    from reports import bench as bench_module
+
+    bench_module.add_arguments(bench)
+
     stats = sub.add_parser("stats", help="generator report: feature counts, eager validity, region share")
     stats.add_argument("-n", type=int, default=2000, help="programs to draw")
     stats.add_argument("--seed", type=int, default=0)
@@ -31,40 +82,103 @@ def main(argv: list[str] | None = None) -> int:
     stats.add_argument("--no-run", action="store_true", help="count features only; run nothing")
     stats.add_argument("--json", type=Path, default=None, help="also write the summary here")
     stats.add_argument("--check", action="store_true", help="exit 1 unless every target is met")
-    args = parser.parse_args(argv)
+    return parser
 
-    if args.command == "stats":
-        from harness import stats as generator_stats
 
-        if args.n < 1 or args.jobs < 1:
-            print("error: -n and --jobs must be positive", file=sys.stderr)
-            return 2
-        return generator_stats.run(args.n, args.seed, args.jobs, not args.no_run, args.json, args.check)
+class Progress:
+    """One line rewritten in place on a terminal; a plain line every 10 s otherwise."""
 
-    import torch
+    def __init__(self, stream=sys.stderr):
+        self.stream, self.tty, self.last = stream, stream.isatty(), 0.0
 
-    from harness.backends import BackendError
-    from reports.campaign import run
+    def __call__(self, line: str, final: bool) -> None:
+        if self.tty:
+            self.stream.write("\r\033[K" + line + ("\n" if final else ""))
+            self.stream.flush()
+        elif final or time.time() - self.last >= 10:
+            self.last = time.time()
+            print(line, file=self.stream, flush=True)
 
-    torch.set_num_threads(1)
-    # torch's notice that one subgraph got several backward graphs: expected, not a finding.
-    warnings.filterwarnings("ignore", message="invoke_subgraph traced multiple backward graphs")
-    oracles = tuple(o for o in args.oracles.split(",") if o) or None
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     try:
-        summary = run(args.backend, args.budget, args.seed, args.out, oracles, variants=args.variants)
-    except (BackendError, ValueError) as e:
+        return COMMANDS[args.command](args)
+    except (ValueError, OSError) as e:  # bad input: one line, no traceback
         print(f"error: {e}", file=sys.stderr)
         return 2
+
+
+def _fuzz(args) -> int:
+    from harness.workers import PoolError
+    from reports.campaign import Options, run
+
+    # torch's notice that one subgraph got several backward graphs: expected, not a finding.
+    warnings.filterwarnings("ignore", message="invoke_subgraph traced multiple backward graphs")
+    if args.workers < 0:
+        raise ValueError("--workers must be positive (0: every core)")
+    options = Options(
+        backend=args.backend, budget=args.budget, seed=args.seed, out=args.out,
+        oracles=tuple(o for o in args.oracles.split(",") if o), variants=args.variants,
+        workers=args.workers or os.cpu_count() or 1, shard=args.shard, resume=args.resume, config=tuple(args.config),
+        lint_share=args.lint_share, coverage=args.coverage, timeout=args.timeout, memory_mb=args.memory_mb,
+        minimize_seconds=args.minimize_seconds, verify_repros=not args.no_verify,
+    )
+    try:
+        summary = run(options, Progress())
+    except PoolError as e:
+        print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
+        return 2
+    _print_summary(summary, args.out)
+    return 0
+
+
+def _print_summary(summary: dict, out: Path) -> None:
     new = [f for f in summary["findings"] if not f["known_issue"]]
     print(f"{summary['programs']} programs, {len(summary['findings'])} distinct findings "
           f"({len(new)} new) on {summary['backend']}, torch {summary['torch']}")
     for f in summary["findings"]:
         print(f"  {f['count']:5d}x {f['known_issue'] or 'NEW':7s} {f['signature']}")
+    for path, c in summary.get("coverage", {}).items():
+        print(f"  coverage {path}: {c['lines']}% lines, {c['branches']}% branches")
     if summary.get("aborted"):
         print(f"campaign stopped early: {summary['aborted']}")
-    print(f"report: {args.out / 'report.md'}")
+    print(f"report: {out / 'report.md'} (also report.html, junit.xml, summary.json)")
+
+
+def _report(args) -> int:
+    from reports import campaign, regression
+
+    if args.action == "diff":
+        text, counts = regression.diff(args.run_a, args.run_b)
+        if args.out:
+            args.out.write_text(text)
+        print(text)
+        return 0
+    if args.action == "merge":
+        summary = campaign.merge(args.runs, args.out)
+        _print_summary(summary, args.out)
+        return 0
+    folder = regression.promote(args.finding, args.id, args.title)
+    print(f"recorded {args.id} in {folder}; check it: pytest suites/test_known_issues.py -k {args.id}")
     return 0
 
+
+def _bench(args) -> int:
+    from reports import bench
+
+    return bench.main(args)
+
+
+def _stats(args) -> int:
+    from harness import stats as generator_stats
+
+    if args.n < 1 or args.jobs < 1:
+        raise ValueError("-n and --jobs must be positive")
+    return generator_stats.run(args.n, args.seed, args.jobs, not args.no_run, args.json, args.check)
+
+
+COMMANDS = {"fuzz": _fuzz, "report": _report, "bench": _bench, "stats": _stats}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,226 +1,406 @@
-"""A fuzz campaign: draw programs, run them, judge them, triage and report.
+"""A fuzz campaign: draw programs, run them in worker processes, triage,
+minimize and report.
 
-This is the composition root that ``python -m harness fuzz`` calls. Results
-are written as they arrive (``findings.jsonl`` and one folder per distinct
-finding), so a campaign killed part-way keeps everything it found.
+This is the composition root ``python -m harness fuzz`` calls. The campaign
+process draws programs and keeps the books; workers (``harness.workers``,
+``reports.worker``) run, judge and minimize. Every result is appended to
+``findings.jsonl`` as it arrives and each distinct finding's folder is
+written at once, so a killed campaign loses nothing and ``--resume`` goes on
+where it stopped.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import re
+import shutil
+import sys
 import time
-import traceback
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
-import torch
 from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings
 
-from generators.ir import Program, to_dict
+from generators.ir import Program, from_dict, to_dict
 from generators.strategies import programs
+from harness import torch_config
 from harness.backends import resolve
-from harness.outcome import RunConfig
-from harness.pipeline import InvalidProgram, run_program
-from oracles import guards
-from oracles.registry import ORACLES, judge, run_config
+from harness.workers import Lost, Pool
+from oracles.registry import ORACLES, run_config
 
-from .known_issues import match
-from .localize import localize
-from .repro import driver_for, render_repro
-from .triage import Finding, triage
+from . import coverage_report
+from .html import render_html
+from .junit import render_junit
+from .ledger import LOG, EventLog, Ledger, read_events
+from .schema import SEVERITIES
+from .worker import config_to, covered_paths, lost_finding
 
-BATCH = 25
-
-
-@dataclass
-class Campaign:
-    out: Path
-    config: RunConfig
-    oracles: tuple[str, ...]
-    started: float = field(default_factory=time.time)
-    programs: int = 0
-    deduplicated: int = 0
-    statuses: Counter = field(default_factory=Counter)
-    stage_seconds: Counter = field(default_factory=Counter)  # pipeline stage -> total seconds
-    hits: Counter = field(default_factory=Counter)
-    findings: dict[str, dict] = field(default_factory=dict)
-    seen: set[str] = field(default_factory=set)
-    # changed re-calls (guard oracles): run per kind, recompiled per kind, programs with >= 3 run
-    changed_calls: Counter = field(default_factory=Counter)
-    recompiled: Counter = field(default_factory=Counter)
-    programs_with_3_changes: int = 0
-    aborted: str = ""  # why the campaign stopped before its budget, if it did
-
-    def record(self, program: Program) -> None:
-        try:
-            outcome = run_program(program, self.config)
-        except InvalidProgram as e:  # a generator bug, kept apart from compiler findings
-            self.log({"event": "invalid_program", "error": str(e), "program": to_dict(program)})
-            self.statuses["invalid_program"] += 1
-            return
-        self.programs += 1
-        self.stage_seconds.update(outcome.seconds)
-        ran = guards.judged_runs(outcome)[0]
-        self.changed_calls.update(r.variant["kind"] for r in ran)
-        self.recompiled.update(r.variant["kind"] for r in ran if r.recompiled)
-        self.programs_with_3_changes += len(ran) >= 3
-        self.deduplicated += outcome.capture.deduplicated
-        for verdict in judge(outcome, self.oracles):
-            self.statuses[verdict.status.value] += 1
-            if verdict.failed:
-                self._finding(triage(outcome, verdict), outcome.capture.graphs)
-
-    def _finding(self, finding: Finding, graphs: list[str]) -> None:
-        sig = finding.signature
-        self.hits[sig] += 1
-        known = match(sig)
-        if sig not in self.findings:
-            self.findings[sig] = {
-                "signature": sig, "oracle": finding.verdict.oracle, "kind": finding.verdict.kind,
-                "severity": ORACLES[finding.verdict.oracle].severity,
-                "culprit": finding.culprit, "known_issue": known.id if known else None,
-                "first_seen": time.strftime("%Y-%m-%dT%H:%M:%S"), "folder": f"findings/{_slug(sig)}",
-                "size": None, "layer": localize(finding).summary(),
-            }
-        entry = self.findings[sig]
-        entry["count"] = self.hits[sig]
-        size = len(finding.program.block.body) * len(finding.program.repeats())
-        if entry["size"] is None or size < entry["size"]:  # keep the smallest program that hits it
-            entry["size"] = size
-            self._write_folder(entry, finding, graphs)
-        self.log({"event": "finding", "signature": sig, "known_issue": entry["known_issue"], "message": str(finding.verdict)})
-        (self.out / entry["folder"] / "meta.json").write_text(json.dumps(self._meta(entry), indent=2))
-
-    def _write_folder(self, entry: dict, finding: Finding, graphs: list[str]) -> None:
-        folder = self.out / entry["folder"]
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "program.json").write_text(json.dumps(to_dict(finding.program), indent=2))
-        check, variant = driver_for(finding.verdict.details, entry["severity"])
-        (folder / "repro.py").write_text(render_repro(finding.program, finding.config, entry["signature"], check, variant))
-        log = [str(finding.verdict), f"localization: {entry['layer']}", "", json.dumps(finding.verdict.details, indent=2, default=str), "",
-               "# source", finding.source, "# Dynamo graphs after deduplication", *graphs]
-        (folder / "log.txt").write_text("\n".join(log))
-
-    def _meta(self, entry: dict) -> dict:
-        return {**entry, "backend": self.config.backend, "torch": torch.__version__,
-                "config": {"use_graph_deduplication": self.config.dedup}}
-
-    def log(self, event: dict) -> None:
-        with open(self.out / "findings.jsonl", "a") as f:
-            f.write(json.dumps({"time": round(time.time() - self.started, 3), **event}, default=str) + "\n")
-
-    def summary(self) -> dict:
-        elapsed = time.time() - self.started
-        return {
-            "programs": self.programs,
-            "seconds": round(elapsed, 1),
-            "programs_per_second": round(self.programs / elapsed, 3) if elapsed else 0.0,
-            "deduplicated_share": round(self.deduplicated / self.programs, 3) if self.programs else 0.0,
-            # where the time goes, per program: eager runs, the compile under test,
-            # companion compiles; the rest is triage and localization of failures
-            "seconds_per_program": {k: round(v / self.programs, 3) for k, v in self.stage_seconds.items()}
-            if self.programs else {},
-            "verdicts": dict(self.statuses),
-            "changed_calls": {"run": dict(self.changed_calls), "recompiled": dict(self.recompiled),
-                              "programs_with_3": self.programs_with_3_changes,
-                              "per_program": self.config.variants},
-            "backend": self.config.backend,
-            "oracles": list(self.oracles),
-            "torch": torch.__version__,
-            "python": platform.python_version(),
-            "findings": sorted(self.findings.values(), key=lambda e: -e["count"]),
-            "aborted": self.aborted,
-        }
+BATCH = 25  # programs drawn per Hypothesis seed
+# Files a campaign writes into its folder (cleared when a new campaign starts there).
+OUTPUTS = (LOG, "campaign.json", "summary.json", "report.md", "report.html", "junit.xml", "findings", "workers",
+           "coverage")
 
 
-def process_healthy() -> bool:
-    """Whether plain eager tensor code still works in this process."""
-    try:
-        torch.randn(1, 2).expand(3, 2).sum().item()
-        return True
-    except Exception:
-        return False
+@dataclass(frozen=True)
+class Options:
+    backend: str = "aot_eager"
+    budget: float = 120.0
+    seed: int = 0
+    out: Path = Path("runs/latest")
+    oracles: tuple[str, ...] = ()  # empty: all
+    variants: Optional[int] = None
+    workers: int = 0  # 0: every core
+    shard: tuple[int, int] = (0, 1)  # (i, N): this campaign draws batches i, i+N, i+2N, ...
+    resume: bool = False
+    config: tuple[str, ...] = ()  # torch config patches, "dynamo.KEY=VALUE"
+    lint_share: float = 0.25  # share of programs run with graph_deduplication_lint
+    coverage: bool = False
+    timeout: float = 120.0  # per program
+    memory_mb: float = 8192.0  # per worker
+    minimize_seconds: float = 45.0  # per distinct finding
+    verify_repros: bool = True
+
+
+def check_options(o: Options) -> tuple[tuple[str, ...], tuple]:
+    """Everything wrong with the options, as one error before anything runs."""
+    resolve(o.backend)
+    names = o.oracles or tuple(ORACLES)
+    unknown = [n for n in names if n not in ORACLES]
+    if unknown:
+        raise ValueError(f"unknown oracle(s) {', '.join(unknown)}: use {', '.join(ORACLES)}")
+    i, n = o.shard
+    if not (n >= 1 and 0 <= i < n):
+        raise ValueError(f"shard {i}/{n}: expected i/N with 0 <= i < N")
+    if o.budget <= 0 or o.timeout <= 0 or o.memory_mb <= 0:
+        raise ValueError("budget, timeout and memory limit must be positive")
+    if not 0 <= o.lint_share <= 1:
+        raise ValueError(f"lint share {o.lint_share}: expected a fraction between 0 and 1")
+    return names, torch_config.parse(o.config)
+
+
+def draw(seed: int, shard: tuple[int, int], skip: set) -> Iterator[tuple[str, Program]]:
+    """Programs in a fixed order for (seed, shard): batch b of BATCH programs
+    is drawn under Hypothesis seed ``seed * 100003 + b``."""
+    i, n = shard
+    batch = i
+    seen: set[str] = set()
+    while True:
+        drawn: list[Program] = []
+
+        def keep(program: Program) -> None:
+            drawn.append(program)
+
+        test = settings(max_examples=BATCH, database=None, deadline=None, phases=[Phase.generate],
+                        suppress_health_check=list(HealthCheck))(given(programs())(keep))
+        hyp_seed(seed * 100_003 + batch)(test)()
+        for k, program in enumerate(drawn):
+            pid, key = f"{seed}-{batch}-{k}", program.to_json()
+            if key not in seen and pid not in skip:
+                seen.add(key)
+                yield pid, program
+        batch += n
 
 
 def _slug(signature: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", signature).strip("-")[:80]
 
 
-def _markdown(s: dict) -> str:
+def _lint(pid: str, share: float) -> bool:
+    """Whether this program runs under the pass's own lint (a fixed share, by id)."""
+    return share > 0 and (sum(map(ord, pid)) % 100) < share * 100
+
+
+@dataclass
+class Campaign:
+    options: Options
+    oracles: tuple[str, ...]
+    config: dict  # RunConfig as a dict
+    log: EventLog
+    pool: Optional[Pool] = None
+    started: float = field(default_factory=time.time)
+    programs: dict = field(default_factory=dict)  # id -> program dict, while in flight or minimizing
+    minimizing: set = field(default_factory=set)
+    backlog: list = field(default_factory=list)  # minimize tasks not yet started
+    stopping: bool = False
+
+    @property
+    def ledger(self) -> Ledger:
+        return self.log.ledger
+
+    @property
+    def out(self) -> Path:
+        return self.options.out
+
+    # -- results -----------------------------------------------------------------
+
+    def on_result(self, task: dict, result) -> None:
+        if task["type"] == "minimize":
+            self.minimizing.discard(task["signature"])
+            self._minimized(task, result)
+            return
+        pid = task["id"]
+        program = self.programs.pop(pid, task["program"])
+        if isinstance(result, Lost):
+            config = _config(task["config"])
+            finding = lost_finding(from_dict(program), config, result.kind, result.detail, result.log_tail,
+                                   self.options.timeout, self.options.memory_mb)
+            self.log.write({"event": "lost", "id": pid, "kind": result.kind, "detail": result.detail})
+            self._finding(pid, finding, program, task)
+        elif isinstance(result, tuple):  # ("error", traceback): a harness bug, kept apart
+            self.log.write({"event": "harness_error", "id": pid, "traceback": result[1][-4000:]})
+        elif "invalid" in result:
+            self.log.write({"event": "invalid_program", "id": pid, "error": result["invalid"], "program": program})
+        else:
+            self.log.write({"event": "program", "id": pid, **result["program"]})
+            for finding in result["findings"]:
+                self._finding(pid, finding, program, task)
+
+    def _finding(self, pid: str, finding: dict, program: dict, task: dict) -> None:
+        sig = finding["signature"]
+        entry = self.ledger.findings.get(sig)
+        folder = entry["folder"] if entry else f"findings/{_slug(sig)}"
+        smaller = entry is None or (not entry["minimized"] and finding["size"] < (entry["size"] or 1 << 30))
+        event = {k: v for k, v in finding.items() if k != "files"}
+        self.log.write({"event": "finding", "id": pid, "folder": folder, **event})
+        entry = self.ledger.findings[sig]
+        if smaller:
+            self._write_folder(entry, finding["files"], task)
+        else:
+            self._write_meta(entry, task)
+        if entry["count"] == 1 and finding["oracle"] != "worker" and self.options.minimize_seconds > 0:
+            self._queue_minimize(entry, program, task)
+
+    def _queue_minimize(self, entry: dict, program: dict, task: dict) -> None:
+        """Backlog a minimization: new findings before known issues."""
+        job = {"type": "minimize", "id": f"min:{entry['signature']}", "signature": entry["signature"],
+               "oracle": entry["oracle"], "program": program, "config": task["config"],
+               "seconds": self.options.minimize_seconds, "ladder_upto": self.options.backend,
+               "repro_timeout": 120 if self.options.verify_repros else 0}
+        self.backlog.insert(len(self.backlog) if entry["known_issue"] else 0, job)
+
+    def start_minimizing(self, deadline: float) -> None:
+        """At most half the workers minimize (one at least), so fuzzing goes on;
+        none starts without the time to finish."""
+        cap = max(1, len(self.pool.workers) // 2)
+        while self.backlog and len(self.minimizing) < cap and deadline - time.time() > self.options.minimize_seconds + 20:
+            job = self.backlog.pop(0)
+            self.minimizing.add(job["signature"])
+            self.pool.submit(job, timeout=self.options.minimize_seconds + 300, first=True)
+
+    def _minimized(self, task: dict, result) -> None:
+        entry = self.ledger.findings.get(task["signature"])
+        if entry is None or not isinstance(result, dict) or "files" not in result:
+            note = result.get("note") if isinstance(result, dict) else (result.kind if isinstance(result, Lost) else "error")
+            self.log.write({"event": "minimize_failed", "signature": task["signature"], "note": str(note)[:2000]})
+            return
+        self.log.write({"event": "minimized", "signature": task["signature"], "minimized": result["minimized"],
+                        "size": result["size"], "size_before": result["size_before"], "tries": result["tries"],
+                        "layer": result["layer"], "repro_exit": result["repro_exit"]})
+        self._write_folder(entry, result["files"], task)
+
+    def _write_folder(self, entry: dict, files: dict, task: dict) -> None:
+        folder = self.out / entry["folder"]
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (folder / name).write_text(text)
+        self._write_meta(entry, task)
+
+    def _write_meta(self, entry: dict, task: dict) -> None:
+        meta = {**entry, "backend": self.options.backend, "torch": self.ledger.config.get("torch"),
+                "config": {"use_graph_deduplication": self.config["dedup"], "torch_config": self.config["torch_config"],
+                           "lint": any(k == "dynamo.graph_deduplication_lint" for k, _ in task["config"]["torch_config"])},
+                "seed": self.options.seed, "program_id": entry.get("program_id")}
+        (self.out / entry["folder"] / "meta.json").write_text(json.dumps(meta, indent=2, default=str))
+
+    # -- reports -----------------------------------------------------------------
+
+    def summary(self) -> dict:
+        return self.ledger.summary(time.time() - self.started)
+
+    def write_reports(self, final: bool = False) -> dict:
+        s = self.summary()
+        if final and self.options.coverage:
+            s["coverage"] = coverage_report.combine(self.out / "coverage", covered_paths())
+        write_reports(self.out, s)
+        return s
+
+
+def write_reports(out: Path, s: dict) -> None:
+    (out / "summary.json").write_text(json.dumps(s, indent=2, default=str))
+    (out / "report.md").write_text(markdown(s))
+    (out / "report.html").write_text(render_html(s, out))
+    (out / "junit.xml").write_text(render_junit(s))
+
+
+def _config(d: dict):
+    from .worker import config_from
+
+    return config_from(d)
+
+
+def markdown(s: dict) -> str:
     lines = [
         f"# Fuzz campaign: {s['backend']} on torch {s['torch']}", "",
-        f"{s['programs']} programs in {s['seconds']} s ({s['programs_per_second']}/s); "
-        f"{s['deduplicated_share']:.0%} produced invoke_subgraph regions. Verdicts: {s['verdicts']}.", "",
-        f"Seconds per program by stage: {s.get('seconds_per_program', {})} (the rest: triage and localization).", "",
+        f"{s['programs']} programs in {s['seconds']} s ({s['programs_per_second']}/s, {s.get('workers')} workers, "
+        f"shard {s.get('shard')}); {s['deduplicated_share']:.0%} produced invoke_subgraph regions. "
+        f"Verdicts: {s['verdicts']}. Workers lost: {s.get('workers_lost') or 'none'}.", "",
+        f"Seconds per program by stage: {s.get('seconds_per_program', {})}.", "",
     ]
+    if s.get("aborted"):
+        lines += [f"**Stopped early:** {s['aborted']}", ""]
     for severity, title in SEVERITIES.items():
         rows = [f for f in s["findings"] if f.get("severity", "wrong") == severity]
-        lines += [f"## {title}", "", "| signature | hits | known issue | first failing layer | repro |",
-                  "|---|---|---|---|---|"]
+        lines += [f"## {title}", "", "| signature | hits | known issue | first failing layer | minimized | repro |",
+                  "|---|---|---|---|---|---|"]
         for f in rows:
+            exit_note = "" if f.get("repro_exit") is None else f" (exits {f['repro_exit']})"
             lines.append(f"| `{f['signature']}` | {f['count']} | {f['known_issue'] or '**NEW**'} | "
-                         f"{f.get('layer', '')} | `{f['folder']}/repro.py` |")
+                         f"{f.get('layer') or ''} | {'yes' if f.get('minimized') else 'no'} | "
+                         f"`{f['folder']}/repro.py`{exit_note} |")
         if not rows:
-            lines.append("| (none) | | | | |")
+            lines.append("| (none) | | | | | |")
+        lines.append("")
+    if s.get("coverage"):
+        lines += ["## Coverage of the code under test", "", "| file | lines | branches | never reached |", "|---|---|---|---|"]
+        for path, c in s["coverage"].items():
+            lines.append(f"| `{path}` | {c['lines']}% | {c['branches']}% | {c['missing']} |")
         lines.append("")
     return "\n".join(lines)
 
 
-SEVERITIES = {
-    "wrong": "Wrong results and broken promises",
-    "missed": "Missed optimizations",
-    "recompile": "Unneeded recompiles",
-}
+# -- the campaign loop ------------------------------------------------------------------
 
 
-def run(backend: str, budget: float, seed: int, out: Path, oracle_names: Optional[tuple[str, ...]] = None,
-        progress: Callable[[str], None] = print, variants: Optional[int] = None) -> dict:
-    resolve(backend)  # a bad backend fails here, before anything runs
-    oracle_names = oracle_names or tuple(ORACLES)
-    unknown = [o for o in oracle_names if o not in ORACLES]
-    if unknown:
-        raise ValueError(f"unknown oracle(s) {', '.join(unknown)}: use {', '.join(ORACLES)}")
+def prepare(out: Path, resume: bool) -> Ledger:
+    """A fresh folder (earlier campaign outputs removed) or, resuming, the
+    folded log of the campaign already there."""
     out.mkdir(parents=True, exist_ok=True)
-    campaign = Campaign(out, run_config(backend, oracle_names, variants=variants), oracle_names)
-    deadline = campaign.started + budget
-    last_print = [time.time()]
+    if resume:
+        if not (out / LOG).exists():
+            raise ValueError(f"--resume: no campaign in {out} (no {LOG})")
+        return Ledger.load(out)
+    for name in OUTPUTS:
+        path = out / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+    return Ledger()
 
-    previous: list[str] = [""]
 
-    def body(program: Program) -> None:
-        key = program.to_json()
-        if time.time() >= deadline or key in campaign.seen or campaign.aborted:
-            return
-        campaign.seen.add(key)
-        try:
-            campaign.record(program)
-        except Exception:  # a harness bug must not lose the campaign
-            campaign.log({"event": "harness_error", "traceback": traceback.format_exc()})
-            campaign.statuses["harness_error"] += 1
-            if not process_healthy():
-                # The compiler under test left this process unusable (seen:
-                # "PythonDispatcherTLS was not set" after a failed compile).
-                # Everything after would be noise: stop, keeping the results.
-                campaign.aborted = "process state corrupted; see poisoned_by.json"
-                (out / "poisoned_by.json").write_text(json.dumps({"previous": previous[0], "current": key}))
-                campaign.log({"event": "process_poisoned", "previous_program": previous[0], "program": key})
-        previous[0] = key
-        if time.time() - last_print[0] > 10:
-            last_print[0] = time.time()
-            progress(f"[{time.time() - campaign.started:5.0f}s] {campaign.programs} programs, "
-                     f"{sum(campaign.hits.values())} failures in {len(campaign.findings)} distinct findings")
+def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None) -> dict:
+    import torch
 
-    batch = 0
-    while time.time() < deadline and not campaign.aborted:
-        test = settings(max_examples=BATCH, database=None, deadline=None, phases=[Phase.generate],
-                        suppress_health_check=list(HealthCheck))(given(programs())(body))
-        hyp_seed(seed * 100_003 + batch)(test)()
-        batch += 1
-        s = campaign.summary()
-        (out / "summary.json").write_text(json.dumps(s, indent=2))
-        (out / "report.md").write_text(_markdown(s))
-    return campaign.summary()
+    oracles, patch = check_options(options)
+    out = options.out
+    ledger = prepare(out, options.resume)
+    if options.resume:
+        previous = json.loads((out / "campaign.json").read_text()) if (out / "campaign.json").exists() else {}
+        if previous and (previous.get("backend"), previous.get("seed")) != (options.backend, options.seed):
+            raise ValueError(f"--resume: {out} holds a campaign of backend {previous.get('backend')} seed "
+                             f"{previous.get('seed')}; resume it with the same --backend and --seed")
+    workers = options.workers or os.cpu_count() or 1
+    config = config_to(replace(run_config(options.backend, oracles, variants=options.variants), torch_config=patch))
+    started = time.time()
+    deadline = started + options.budget
+    log = EventLog(out, ledger)
+    (out / "campaign.json").write_text(json.dumps({**options.__dict__, "out": str(out)}, indent=2, default=str))
+    log.write({"event": "start", "config": {
+        "backend": options.backend, "torch": torch.__version__, "python": platform.python_version(),
+        "seed": options.seed, "shard": f"{options.shard[0]}/{options.shard[1]}", "workers": workers,
+        "oracles": list(oracles), "run_config": config, "coverage": options.coverage}})
+    campaign = Campaign(options, oracles, config, log, started=started)
+    coverage_file = None
+    if options.coverage:
+        (out / "coverage").mkdir(exist_ok=True)
+        coverage_file = str((out / "coverage" / ".coverage").resolve())
+    source = draw(options.seed, options.shard, set(ledger.done))
+    campaign.pool = pool = Pool(workers, "reports.worker:handle", out / "workers", init="reports.worker:init",
+                                init_arg={"coverage": coverage_file}, timeout=options.timeout,
+                                memory_mb=options.memory_mb)
+    last_report = time.time()
+    try:
+        while time.time() < deadline:
+            while pool.pending < workers and time.time() < deadline - 1:
+                pid, program = next(source)
+                task_config = config
+                if _lint(pid, options.lint_share):
+                    task_config = {**config, "torch_config": [*config["torch_config"],
+                                                              ["dynamo.graph_deduplication_lint", True]]}
+                campaign.programs[pid] = to_dict(program)
+                pool.submit({"type": "run", "id": pid, "program": to_dict(program), "config": task_config,
+                             "oracles": list(oracles)})
+            for task, result in pool.results(0.5):
+                campaign.on_result(task, result)
+            campaign.start_minimizing(deadline)
+            if progress:
+                progress(status_line(campaign, deadline, pool), False)
+            if time.time() - last_report > 15:
+                campaign.write_reports()
+                last_report = time.time()
+    except KeyboardInterrupt:
+        log.write({"event": "aborted", "reason": "interrupted (resume with --resume)"})
+    finally:
+        pool.close(now=True)
+        log.write({"event": "stop", "seconds": round(time.time() - started, 3)})
+    campaign.started = time.time()  # the stop event holds this invocation's seconds now
+    summary = campaign.write_reports(final=True)
+    if progress:
+        progress(f"done: {summary['programs']} programs in {summary['seconds']} s, "
+                 f"{len(summary['findings'])} distinct findings", True)
+    return summary
+
+
+def status_line(campaign: Campaign, deadline: float, pool: Pool) -> str:
+    led = campaign.ledger
+    elapsed = time.time() - campaign.started
+    by = Counter(f["severity"] for f in led.findings.values())
+    new = sum(1 for f in led.findings.values() if not f["known_issue"])
+    kinds = ", ".join(f"{k} {by[k]}" for k in SEVERITIES if by[k]) or "none"
+    return (f"[{elapsed:5.0f}s/{elapsed + max(0, deadline - time.time()):.0f}s] {led.programs} programs "
+            f"({led.programs / elapsed if elapsed else 0:.2f}/s) | findings: {len(led.findings)} distinct ({kinds}), "
+            f"{new} new | workers {pool.busy}/{len(pool.workers)} busy, {len(campaign.minimizing)} minimizing, "
+            f"lost {sum(pool.lost.values())}")
+
+
+def merge(runs: list[Path], out: Path) -> dict:
+    """One campaign from several shards' folders: their logs folded together,
+    each finding's folder taken from the shard with the smallest program."""
+    events: list[dict] = []
+    for r in runs:
+        if not (r / LOG).exists():
+            raise ValueError(f"{r}: not a campaign folder (no {LOG})")
+        events += [dict(e, shard_dir=str(r)) for e in read_events(r / LOG)]
+    events.sort(key=lambda e: e.get("at", 0))
+    prepare(out, resume=False)
+    best: dict[str, tuple] = {}
+    for e in events:
+        if e.get("event") == "finding" and (e["signature"] not in best or (e.get("size") or 0) < best[e["signature"]][0]):
+            best[e["signature"]] = (e.get("size") or 0, e["shard_dir"], e["folder"])
+        if e.get("event") == "minimized":
+            best[e["signature"]] = (-1, e["shard_dir"], best.get(e["signature"], (0, "", f"findings/{_slug(e['signature'])}"))[2])
+    with open(out / LOG, "w") as f:
+        for e in events:
+            f.write(json.dumps({k: v for k, v in e.items() if k != "shard_dir"}, default=str) + "\n")
+    ledger = Ledger.load(out)
+    ledger.config["shard"] = f"merged from {len(runs)}"
+    ledger.config["workers"] = sum(int(json.loads((r / "campaign.json").read_text()).get("workers") or 0)
+                                   for r in runs if (r / "campaign.json").exists()) or None
+    for sig, (_, shard_dir, folder) in best.items():
+        src = Path(shard_dir) / folder
+        if src.exists():
+            shutil.copytree(src, out / ledger.findings[sig]["folder"], dirs_exist_ok=True)
+    summary = ledger.summary()
+    cov_dirs = [r / "coverage" for r in runs if (r / "coverage").exists()]
+    if cov_dirs:
+        (out / "coverage").mkdir(exist_ok=True)
+        for d in cov_dirs:
+            for p in d.glob(".coverage.*"):
+                shutil.copy(p, out / "coverage" / f"{p.name}.{d.parent.name}")
+        summary["coverage"] = coverage_report.combine(out / "coverage", None)
+    write_reports(out, summary)
+    return summary

@@ -40,13 +40,21 @@ class Localization:
         return f"first fails on {self.layer}: {self.description}; {blame}{masked}"
 
 
-def localize(finding: Finding) -> Localization:
+def ladder(upto: str | None = None) -> tuple[tuple[str, str], ...]:
+    """The rungs up to ``upto``'s (all of them for a backend off the ladder)."""
+    names = [b for b, _ in LADDER]
+    return LADDER[: names.index(upto) + 1] if upto in names else LADDER
+
+
+def localize(finding: Finding, upto: str | None = None) -> Localization:
+    """``upto``: stop at this backend's rung (a campaign on aot_eager need not
+    pay for inductor builds to localize its findings)."""
     oracle = ORACLES[finding.verdict.oracle]
     config = replace(finding.config, companions=oracle.needs)
     ladder: dict[str, bool] = {}
     masked: dict[str, str] = {}
     like = finding.verdict
-    for backend, description in LADDER:
+    for backend, description in ladder(upto):
         verdict = oracle(run_program(finding.program, replace(config, backend=backend)))
         ladder[backend] = alike(verdict, like)
         if ladder[backend]:

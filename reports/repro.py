@@ -354,15 +354,206 @@ def main():
 '''
 
 
+# For findings about deduplication itself (the rewrite, dedup on vs off):
+# the same backend with and without the pass must agree (bitwise where the
+# backend runs the same kernels either way).
+TOGGLE = '''
+
+# ---- driver: dedup on vs off on the same backend; exits 1 when they disagree ----
+BITWISE = {bitwise!r}
+
+
+def same(e, a):
+    if e.dtype != a.dtype or e.shape != a.shape:
+        return False
+    if not e.is_floating_point():
+        return torch.equal(e, a)
+    if BITWISE:
+        return torch.equal(torch.isnan(e), torch.isnan(a)) and torch.equal(e.nan_to_num(), a.nan_to_num())
+    return torch.allclose(e, a, atol=ATOL, rtol=RTOL, equal_nan=True)
+
+
+def main():
+    global DEDUP
+    DEDUP = False
+    try:
+        expected = run(compiled=True)
+    except Exception:
+        traceback.print_exc()
+        print("ERROR: the program fails to compile even without deduplication")
+        return 2
+    DEDUP = True
+    try:
+        actual = run(compiled=True)
+    except Exception:
+        traceback.print_exc()
+        print(f"REPRODUCED: torch.compile(backend={{BACKEND!r}}) raises with deduplication only")
+        return 1
+    differ = []
+    for k, e in expected.items():
+        a = actual.get(k)
+        if (e is None) != (a is None):
+            differ.append(f"{{k}}: without dedup {{'None' if e is None else 'a tensor'}}, with dedup {{'None' if a is None else 'a tensor'}}")
+        elif e is not None and not same(e, a):
+            if e.shape != a.shape or e.dtype != a.dtype or not e.is_floating_point():
+                differ.append(f"{{k}}: without dedup {{e.dtype}}{{tuple(e.shape)}}, with dedup {{a.dtype}}{{tuple(a.shape)}}")
+                continue
+            i = int((a.double() - e.double()).abs().nan_to_num(float("inf")).flatten().argmax())
+            differ.append(f"{{k}}: without dedup {{e.flatten()[i].item():.9g}}, with dedup {{a.flatten()[i].item():.9g}} "
+                          f"at flat index {{i}}")
+    for line in differ:
+        print(line)
+    if differ:
+        print(f"REPRODUCED: {{len(differ)}} value(s) differ with deduplication on vs off (torch {{torch.__version__}})")
+        return 1
+    print(f"not reproduced: deduplication on and off agree (torch {{torch.__version__}})")
+    return 0
+'''
+
+# For region identity: the tracker's own region groups, each region compared
+# node by node with the first (op, constant arguments, the grad/autocast/
+# inference/default-dtype state it was traced under).
+REGIONS = '''
+
+# ---- driver: exits 1 when the pass groups regions that are not identical ----
+import sys
+import traceback
+
+from torch._dynamo import output_graph
+from torch._dynamo.graph_region_tracker import GraphRegionTracker
+from torch.utils._pytree import tree_leaves
+
+SEED = {seed!r}
+COMPILE_KWARGS = {compile_kwargs!r}
+GROUPS = []
+
+
+def state():
+    autocast = torch.is_autocast_enabled("cpu")
+    return {{"grad": torch.is_grad_enabled(), "inference": torch.is_inference_mode_enabled(),
+            "autocast": autocast, "autocast_dtype": str(torch.get_autocast_dtype("cpu")) if autocast else None,
+            "default_dtype": str(torch.get_default_dtype())}}
+
+
+def install():
+    create_proxy, regions = output_graph.SubgraphTracer.create_proxy, GraphRegionTracker.get_identical_regions
+
+    def recording_create_proxy(self, *args, **kwargs):
+        proxy = create_proxy(self, *args, **kwargs)
+        proxy.node.meta["repro_state"] = state()
+        return proxy
+
+    def recording_regions(self, graph):
+        groups = regions(self, graph)
+        GROUPS.extend(groups)
+        return groups
+
+    output_graph.SubgraphTracer.create_proxy = recording_create_proxy
+    GraphRegionTracker.get_identical_regions = recording_regions
+
+
+def constants(node):
+    return [(type(v).__name__, repr(v)) for v in tree_leaves((node.args, node.kwargs)) if not isinstance(v, torch.fx.Node)]
+
+
+def difference(a, b):
+    if (a.op, a.target) != (b.op, b.target):
+        return f"op {{a.target}} vs {{b.target}}"
+    if constants(a) != constants(b):
+        return f"constant arguments {{constants(a)}} vs {{constants(b)}}"
+    sa, sb = a.meta.get("repro_state"), b.meta.get("repro_state")
+    if sa and sb and sa != sb:
+        return f"traced under {{sa}} vs {{sb}}"
+    return None
+
+
+def misplaced(gm, entry):
+    """Subgraph calls that run under another grad/autocast state than their
+    body was traced under (the state replayed along the graph's own
+    set_grad_enabled and autocast nodes)."""
+    grad, autocast, stack, found = entry["grad"], (entry["autocast"], entry["autocast_dtype"]), [], []
+    for node in gm.graph.nodes:
+        if node.target is torch._C._set_grad_enabled:
+            grad = bool(node.args[0])
+        elif node.target is torch.amp._enter_autocast:
+            stack.append(autocast)
+            autocast = (bool(node.args[2]), str(node.args[1]) if node.args[2] else None)
+        elif node.target is torch.amp._exit_autocast and stack:
+            autocast = stack.pop()
+        elif node.target is torch.ops.higher_order.invoke_subgraph:
+            body = getattr(gm, node.args[0].target)
+            traced = {{(s["grad"], (s["autocast"], s["autocast_dtype"]))
+                      for s in (n.meta.get("repro_state") for n in body.graph.nodes) if s}}
+            if traced and traced != {{(grad, autocast)}}:
+                found.append(f"{{node.name}} runs under grad={{grad}}, autocast={{autocast}}; its body's ops were "
+                             f"traced under (grad, autocast) {{sorted(traced, key=str)}}")
+    return found
+
+
+def main():
+    install()
+    torch.manual_seed(SEED)
+    configure(True)
+    graphs = []
+
+    def recording(gm, example_inputs):
+        graphs.append(gm)
+        return torch._dynamo.lookup_backend(backend())(gm, example_inputs)
+
+    entry = state()
+    try:
+        torch.compile(Program(), backend=recording, **COMPILE_KWARGS)(*make_inputs())
+    except Exception:
+        traceback.print_exc()  # the groups were recorded before the failure
+    found = [line for gm in graphs for line in misplaced(gm, entry)]
+    for g, group in enumerate(GROUPS):
+        for r, region in enumerate(group[1:], 1):
+            for a, b in zip(group[0], region):
+                d = difference(a, b)
+                if d:
+                    found.append(f"group {{g}}: node {{b.name}} of region {{r}} vs {{a.name}} of region 0: {{d}}")
+                    break
+    for line in found:
+        print(line)
+    print(f"expected: every region of a group identical; actual: {{len(found)}} region(s) differ "
+          f"({{len(GROUPS)}} group(s))")
+    if found:
+        print(f"REPRODUCED: the pass deduplicates regions that differ (torch {{torch.__version__}})")
+        return 1
+    print(f"not reproduced: every region of every group alike (torch {{torch.__version__}})")
+    return 0
+'''
+
+# Which driver checks a finding of each oracle (a crash is always re-raised by
+# the differential driver; guard findings re-make their change).
+ORACLE_DRIVERS = {"region_identity": "regions", "graph_validity": "regions", "rewrite": "toggle",
+                  "dedup_toggle": "toggle"}
+
+
 # What a repro checks, by the name an issue.json gives under "repro".
-DRIVERS = {"differential": DRIVER, "process": RUN + PROCESS, "deduplicated": DEDUP_DRIVER, "guard": GUARD_DRIVER, "recompile": GUARD_DRIVER}
+ENTRY = '''
+
+if __name__ == "__main__":
+    try:
+        status = main()
+    except Exception:  # the failure did not show; something else went wrong
+        traceback.print_exc()
+        print("ERROR: the repro itself failed (exit 2), not the failure it checks for")
+        status = 2
+    sys.exit(status)
+'''
+
+DRIVERS = {"differential": DRIVER, "process": RUN + PROCESS + ENTRY, "toggle": RUN + TOGGLE + ENTRY,
+           "regions": REGIONS + ENTRY, "deduplicated": DEDUP_DRIVER, "guard": GUARD_DRIVER, "recompile": GUARD_DRIVER}
 
 
-def driver_for(details: dict, severity: str) -> tuple[str, dict | None]:
+def driver_for(details: dict, severity: str, oracle: str = "", kind: str = "") -> tuple[str, dict | None]:
     """The repro driver for a finding: guard findings re-make their change."""
     if "variant" in details:
         return ("recompile" if severity == "recompile" else "guard"), details["variant"]
-    return ("deduplicated" if severity == "missed" else "differential"), None
+    if severity == "missed":
+        return "deduplicated", None
+    return ("differential" if kind == "crash" else ORACLE_DRIVERS.get(oracle, "differential")), None
 
 
 def render_repro(program: Program, config: RunConfig, title: str, check: str = "differential",
@@ -381,6 +572,7 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         expect={"guard": "values", "recompile": "recompile"}.get(check, ""),
         lost=(lost or {}).get("kind", ""), timeout=(lost or {}).get("timeout", 120),
         memory_mb=(lost or {}).get("memory_mb", 8192),
+        bitwise=backend.bitwise,
         backend=backend.repro_spec,
         torch_config={**{f"inductor.{k}": v for k, v in backend.inductor_config.items()}, **dict(config.torch_config)},
         dedup=config.dedup,

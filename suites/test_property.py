@@ -33,7 +33,7 @@ def assert_only_known_findings(program, backend: str, variants: int | None = Non
         if issue is not None:
             record_known_hit(issue.id, finding.signature)
         else:
-            check, variant = driver_for(verdict.details, ORACLES[verdict.oracle].severity)
+            check, variant = driver_for(verdict.details, ORACLES[verdict.oracle].severity, verdict.oracle, verdict.kind)
             repro = render_repro(program, outcome.config, finding.signature, check, variant)
             raise AssertionError(
                 f"new finding {finding.signature}\n{verdict}\nlocalization: {localize(finding).summary()}"

@@ -1,0 +1,171 @@
+"""A campaign's state is a fold over its event log (``findings.jsonl``).
+
+Events are appended as they happen, so the log alone is the campaign:
+resuming folds the log and goes on, ``report merge`` folds several shards'
+logs, and every report is rendered from the folded summary.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+LOG = "findings.jsonl"
+TIMELINE_POINTS = 60  # at most this many points in summary.json's timeline
+
+# The fields of a finding event that describe the bug, not the hit.
+FINDING_FIELDS = ("signature", "oracle", "kind", "severity", "culprit", "known_issue", "message", "driver", "variant")
+
+
+@dataclass
+class Ledger:
+    started: float = 0.0  # wall time of the first start
+    active: float = 0.0  # seconds of earlier invocations (resume), from their stop events
+    config: dict = field(default_factory=dict)
+    done: set = field(default_factory=set)  # program ids with a result (run, lost or invalid)
+    programs: int = 0
+    deduplicated: int = 0
+    verdicts: Counter = field(default_factory=Counter)
+    stage_seconds: Counter = field(default_factory=Counter)
+    changed: Counter = field(default_factory=Counter)
+    recompiled: Counter = field(default_factory=Counter)
+    with_3_changes: int = 0
+    features: Counter = field(default_factory=Counter)
+    lost: Counter = field(default_factory=Counter)
+    errors: Counter = field(default_factory=Counter)  # invalid programs, harness errors
+    findings: dict = field(default_factory=dict)  # signature -> entry
+    timeline: list = field(default_factory=list)  # (t, programs, failures, distinct)
+    aborted: str = ""
+
+    # -- folding -----------------------------------------------------------------
+
+    def apply(self, e: dict) -> None:
+        kind, at = e.get("event"), e.get("at", 0.0)
+        if kind == "start":
+            self.started = self.started or at
+            self.config = {**self.config, **e.get("config", {})}
+        elif kind == "stop":
+            self.active += e.get("seconds", 0.0)
+        elif kind == "program":
+            self.done.add(e["id"])
+            self.programs += 1
+            self.deduplicated += bool(e.get("deduplicated"))
+            self.verdicts.update(e.get("verdicts", {}))
+            self.stage_seconds.update(e.get("stages", {}))
+            self.changed.update(e.get("changed", []))
+            self.recompiled.update(e.get("recompiled", []))
+            self.with_3_changes += len(e.get("changed", [])) >= 3
+            self.features.update(e.get("features", []))
+        elif kind == "lost":
+            self.done.add(e["id"])
+            self.lost[e["kind"]] += 1
+        elif kind in ("invalid_program", "harness_error"):
+            self.done.add(e.get("id"))
+            self.errors[kind] += 1
+        elif kind == "finding":
+            self._finding(e)
+        elif kind == "minimized":
+            entry = self.findings.get(e["signature"])
+            if entry is not None:
+                entry.update({k: e[k] for k in ("minimized", "size", "layer", "repro_exit") if k in e})
+        elif kind == "aborted":
+            self.aborted = e.get("reason", "")
+        if kind in ("program", "lost", "finding"):
+            self._tick(at)
+
+    def _finding(self, e: dict) -> None:
+        sig = e["signature"]
+        entry = self.findings.get(sig)
+        if entry is None:
+            entry = self.findings[sig] = {
+                **{k: e.get(k) for k in FINDING_FIELDS}, "count": 0, "size": e.get("size"), "layer": e.get("layer", ""),
+                "first_seen": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(e.get("at", 0))),
+                "folder": e.get("folder"), "minimized": False, "repro_exit": None, "program_id": e.get("id"),
+            }
+        entry["count"] += e.get("count", 1)
+        if e.get("size") is not None and (entry["size"] is None or e["size"] < entry["size"]) and not entry["minimized"]:
+            entry["size"], entry["program_id"] = e["size"], e.get("id")
+
+    def _tick(self, at: float) -> None:
+        point = (round(at - self.started, 1), self.programs, sum(f["count"] for f in self.findings.values()),
+                 len(self.findings))
+        if self.timeline and self.timeline[-1][0] == point[0]:
+            self.timeline[-1] = point
+        else:
+            self.timeline.append(point)
+
+    # -- reading -----------------------------------------------------------------
+
+    @classmethod
+    def fold(cls, events: Iterable[dict]) -> Ledger:
+        ledger = cls()
+        for e in events:
+            ledger.apply(e)
+        return ledger
+
+    @classmethod
+    def load(cls, out: Path) -> Ledger:
+        return cls.fold(read_events(out / LOG))
+
+    def summary(self, now_active: float = 0.0) -> dict:
+        seconds = self.active + now_active
+        n = self.programs
+        by_severity = Counter(f["severity"] for f in self.findings.values())
+        return {
+            **{k: self.config.get(k) for k in ("backend", "torch", "python", "seed", "shard", "workers", "oracles")},
+            "programs": n,
+            "seconds": round(seconds, 1),
+            "programs_per_second": round(n / seconds, 3) if seconds else 0.0,
+            "deduplicated_share": round(self.deduplicated / n, 3) if n else 0.0,
+            "seconds_per_program": {k: round(v / n, 3) for k, v in self.stage_seconds.items()} if n else {},
+            "verdicts": dict(self.verdicts),
+            "changed_calls": {"run": dict(self.changed), "recompiled": dict(self.recompiled),
+                              "programs_with_3": self.with_3_changes},
+            "findings_by_severity": dict(by_severity),
+            "workers_lost": dict(self.lost),
+            "errors": dict(self.errors),
+            "timeline": [dict(zip(("t", "programs", "failures", "distinct"), p)) for p in _thin(self.timeline)],
+            "generator": dict(self.features.most_common()),
+            "coverage": {},
+            "aborted": self.aborted,
+            "findings": sorted(self.findings.values(), key=lambda f: (-f["count"], f["signature"])),
+        }
+
+
+def _thin(points: list) -> list:
+    """At most TIMELINE_POINTS, evenly spread, keeping the last."""
+    if len(points) <= TIMELINE_POINTS:
+        return points
+    step = len(points) / TIMELINE_POINTS
+    return [points[int(i * step)] for i in range(TIMELINE_POINTS - 1)] + [points[-1]]
+
+
+def read_events(path: Path) -> list[dict]:
+    """Every complete event; a line cut short by a killed campaign is skipped."""
+    if not path.exists():
+        return []
+    events = []
+    for line in path.read_text().splitlines():
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return events
+
+
+class EventLog:
+    """Appends events to the log and folds them into a live ledger."""
+
+    def __init__(self, out: Path, ledger: Ledger):
+        self.path, self.ledger = out / LOG, ledger
+
+    def write(self, event: dict) -> dict:
+        event = {"at": round(time.time(), 3), **event}
+        with open(self.path, "a") as f:
+            f.write(json.dumps(event, default=str) + "\n")
+        self.ledger.apply(event)
+        return event

@@ -1,0 +1,210 @@
+"""What a campaign's worker process does with a task (``harness.workers``).
+
+"run": run one program, judge it with the campaign's oracles, triage each
+failure into a finding (with its repro, log and program). "minimize": shrink a
+finding's program keeping its signature, localize it down the backend ladder,
+write its repro and run it, standalone, to check it exits 1. Everything comes
+back as plain values; only the campaign process writes files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import warnings
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+
+from generators.features import features
+from generators.ir import Program, from_dict, to_dict
+from generators.reduce import size
+from harness.outcome import RunConfig
+from harness.pipeline import InvalidProgram, run_program
+from oracles import guards
+from oracles.registry import ORACLES, judge
+
+from .known_issues import match
+from .localize import localize
+from .minimize import minimize_finding
+from .repro import driver_for, render_repro
+from .triage import Finding, triage
+
+# The torch files whose coverage a campaign measures (--coverage).
+COVERED = ("torch/_dynamo/graph_region_tracker.py", "torch/_dynamo/graph_deduplication.py",
+           "torch/_dynamo/graph_utils.py", "torch/_higher_order_ops/invoke_subgraph.py")
+
+_coverage: Any = None
+
+
+def covered_paths() -> list[str]:
+    root = Path(torch.__file__).parent.parent
+    return [str(root / f) for f in COVERED]
+
+
+def init(options: dict) -> None:
+    """Once per worker: one intra-op thread (workers are the parallelism),
+    torch's expected warnings off, coverage started if asked."""
+    global _coverage
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore", message="invoke_subgraph traced multiple backward graphs")
+    if options.get("coverage"):
+        import coverage
+
+        _coverage = coverage.Coverage(data_file=options["coverage"], data_suffix=True, branch=True,
+                                      include=covered_paths())
+        _coverage.start()
+
+
+def config_from(d: dict) -> RunConfig:
+    return RunConfig(**{**d, "companions": tuple(d.get("companions", ())),
+                        "torch_config": tuple(tuple(p) for p in d.get("torch_config", ()))})
+
+
+def config_to(config: RunConfig) -> dict:
+    from dataclasses import asdict
+
+    return asdict(config)
+
+
+def handle(task: dict) -> dict:
+    try:
+        return HANDLERS[task["type"]](task)
+    finally:
+        if _coverage is not None:
+            _coverage.save()  # a worker killed later keeps what it covered so far
+
+
+def _run(task: dict) -> dict:
+    program = from_dict(task["program"])
+    config = config_from(task["config"])
+    oracles = tuple(task["oracles"])
+    started = time.time()
+    try:
+        outcome = run_program(program, config)
+    except InvalidProgram as e:
+        return {"invalid": str(e), "restart": not process_healthy()}
+    ran = guards.judged_runs(outcome)[0]
+    result: dict = {
+        "program": {
+            "stages": outcome.seconds, "deduplicated": bool(outcome.capture.deduplicated),
+            "changed": [r.variant["kind"] for r in ran], "recompiled": [r.variant["kind"] for r in ran if r.recompiled],
+            "features": sorted(features(program)), "verdicts": {}, "seconds": round(time.time() - started, 3),
+        },
+        "findings": [],
+    }
+    for verdict in judge(outcome, oracles):
+        result["program"]["verdicts"][verdict.status.value] = result["program"]["verdicts"].get(verdict.status.value, 0) + 1
+        if verdict.failed:
+            finding = triage(outcome, verdict)
+            result["findings"].append(_describe(finding, outcome.capture.graphs, config))
+    result["restart"] = not process_healthy()
+    return result
+
+
+def _describe(finding: Finding, graphs: list[str], config: RunConfig, layer: str = "") -> dict:
+    """A finding as the campaign stores it: the entry, and its folder's files."""
+    severity = ORACLES[finding.verdict.oracle].severity
+    known = match(finding.signature)
+    check, variant = driver_for(finding.verdict.details, severity, finding.verdict.oracle, finding.verdict.kind)
+    log = [str(finding.verdict), f"localization: {layer or '(not localized)'}", "",
+           json.dumps(finding.verdict.details, indent=2, default=str), "",
+           "# source", finding.source, "# Dynamo graphs after deduplication", *graphs]
+    return {
+        "signature": finding.signature, "oracle": finding.verdict.oracle, "kind": finding.verdict.kind,
+        "severity": severity, "culprit": finding.culprit, "known_issue": known.id if known else None,
+        "message": str(finding.verdict)[:500], "size": size(finding.program), "layer": layer,
+        "driver": check, "variant": variant,
+        "files": {
+            "program.json": json.dumps(to_dict(finding.program), indent=2),
+            "repro.py": render_repro(finding.program, finding.config, finding.signature, check, variant),
+            "log.txt": "\n".join(log),
+        },
+    }
+
+
+def _minimize(task: dict) -> dict:
+    """Shrink, localize, write and verify the repro of one distinct finding."""
+    program = from_dict(task["program"])
+    config = config_from(task["config"])
+    deadline = time.time() + task["seconds"]
+    oracle = ORACLES[task["oracle"]]
+    outcome = run_program(program, replace(config, companions=oracle.needs))
+    verdict = oracle(outcome)
+    if not verdict.failed or triage(outcome, verdict).signature != task["signature"]:
+        return {"signature": task["signature"], "minimized": False, "note": "did not fail the same way again (flaky?)"}
+    small = minimize_finding(program, outcome.config, task["oracle"], verdict, task["signature"], deadline)
+    outcome = run_program(small.program, replace(config, companions=oracle.needs))
+    verdict = oracle(outcome)
+    finding = triage(outcome, verdict)
+    if finding.signature != task["signature"]:  # cannot happen unless flaky: keep what was found
+        return {"signature": task["signature"], "minimized": False, "note": "minimized program changed signature"}
+    layer = localize(finding, upto=task.get("ladder_upto")).summary()
+    described = _describe(finding, outcome.capture.graphs, config, layer)
+    exit_code = verify_repro(described["files"]["repro.py"], task.get("repro_timeout", 120))
+    return {**described, "minimized": small.size_after < small.size_before, "size_before": small.size_before,
+            "tries": small.tries, "repro_exit": exit_code, "restart": not process_healthy()}
+
+
+def verify_repro(text: str, timeout: float, cwd: Optional[str] = None) -> Optional[int]:
+    """Run a repro as a user would (its own process); its exit status, None on timeout."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "repro.py"
+        path.write_text(text)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p)}
+        try:
+            return subprocess.run([sys.executable, str(path)], capture_output=True, timeout=timeout, env=env,
+                                  cwd=cwd or os.getcwd()).returncode
+        except subprocess.TimeoutExpired:
+            return None
+
+
+def lost_finding(program: Program, config: RunConfig, kind: str, detail: str, log_tail: str,
+                 timeout: float, memory_mb: float) -> dict:
+    """A worker the compiler took down: a finding of its own kind, whose repro
+    runs the compiled program in a child process and watches it."""
+    where = _innermost_frame(log_tail)
+    symptom = detail.split()[0] if kind == "signal" else kind
+    signature = ":".join(p for p in ("worker", kind, symptom if symptom != kind else "", where) if p)
+    known = match(signature)
+    repro = render_repro(program, config, signature, "process", None,
+                         {"kind": kind, "timeout": timeout, "memory_mb": memory_mb})
+    return {
+        "signature": signature, "oracle": "worker", "kind": kind, "severity": "process", "culprit": "",
+        "known_issue": known.id if known else None, "message": f"worker lost: {kind}: {detail}",
+        "size": size(program), "layer": "", "driver": "process", "variant": None,
+        "files": {"program.json": json.dumps(to_dict(program), indent=2), "repro.py": repro,
+                  "log.txt": f"worker lost: {kind}: {detail}\n\n# the worker's last log lines\n{log_tail}"},
+    }
+
+
+def _innermost_frame(log_tail: str) -> str:
+    """``file.py:function`` of the innermost frame faulthandler printed for
+    the lost task: what distinguishes one crash from another."""
+    import re
+
+    for block in reversed(log_tail.split("--- task")):
+        frames = re.findall(r'File "([^"]+)", line \d+ in (\S+)', block)
+        if frames:
+            return f"{Path(frames[0][0]).name}:{frames[0][1]}"
+    return ""
+
+
+def process_healthy() -> bool:
+    """Whether plain eager tensor code still works in this process (seen
+    broken: "PythonDispatcherTLS was not set" after a failed compile)."""
+    try:
+        torch.randn(1, 2).expand(3, 2).sum().item()
+        return True
+    except Exception:
+        return False
+
+
+HANDLERS = {"run": _run, "minimize": _minimize}
