@@ -22,6 +22,8 @@ fuzz: $(STAMP)
 	$(PY) -m harness fuzz --budget $(BUDGET) --out $(OUT)
 
 test: $(STAMP)
+	@command -v chromium >/dev/null || (command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
+		apt-get install -y -qq chromium >/dev/null 2>&1) || echo "note: no chromium; the HTML report's browser test will skip"
 	$(PY) -m pytest suites/
 
 clean:

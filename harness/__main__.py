@@ -53,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
                       help="measure line and branch coverage of torch's deduplication code")
     fuzz.add_argument("--timeout", type=float, default=120.0, help="seconds per program before a worker counts as hung")
     fuzz.add_argument("--memory-mb", type=float, default=8192.0, help="resident memory per worker before it is killed")
-    fuzz.add_argument("--minimize-seconds", type=float, default=45.0, help="per distinct finding; 0: do not minimize")
+    fuzz.add_argument("--minimize-seconds", type=float, default=30.0, help="per distinct finding; 0: do not minimize")
     fuzz.add_argument("--no-verify", action="store_true", help="do not run each minimized repro.py to check it exits 1")
 
     report = sub.add_parser("report", help="compare, merge or promote campaign results")

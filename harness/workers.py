@@ -104,11 +104,14 @@ def _rss_mb(pid: int) -> float:
     return 0.0
 
 
-def _tail(path: Path, lines: int = 40) -> str:
+def _tail(path: Path, lines: int = 300) -> str:
+    """The log of the last task (from its marker on): a faulthandler stack is
+    long, and its innermost frame comes first."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        text = path.read_text(errors="replace")
     except OSError:
         return ""
+    return "\n".join(text[text.rfind("--- task"):].splitlines()[:lines])
 
 
 class Pool:

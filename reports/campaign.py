@@ -61,7 +61,7 @@ class Options:
     coverage: bool = False
     timeout: float = 120.0  # per program
     memory_mb: float = 8192.0  # per worker
-    minimize_seconds: float = 45.0  # per distinct finding
+    minimize_seconds: float = 30.0  # per distinct finding
     verify_repros: bool = True
 
 
@@ -138,11 +138,23 @@ class Campaign:
     # -- results -----------------------------------------------------------------
 
     def on_result(self, task: dict, result) -> None:
+        if task["type"] == "verify":
+            if isinstance(result, dict):
+                self.log.write({"event": "minimized", "signature": result["signature"], "repro_exit": result["repro_exit"]})
+                self._write_meta(self.ledger.findings[result["signature"]], task)
+            return
         if task["type"] == "minimize":
             self.minimizing.discard(task["signature"])
             self._minimized(task, result)
             return
         pid = task["id"]
+        if isinstance(result, Lost) and result.kind == "hang" and not task.get("retry"):
+            # Slow is not hung: a loaded machine or a big inductor build can pass
+            # the deadline. Only a second timeout, three times longer, in a
+            # fresh worker, is a finding.
+            self.log.write({"event": "hang_retry", "id": pid, "detail": result.detail})
+            self.pool.submit({**task, "retry": True}, timeout=3 * self.options.timeout, first=True)
+            return
         program = self.programs.pop(pid, task["program"])
         if isinstance(result, Lost):
             config = _config(task["config"])
@@ -209,10 +221,19 @@ class Campaign:
             (folder / name).write_text(text)
         self._write_meta(entry, task)
 
+    def verify_rest(self) -> None:
+        """Run every repro.py not run yet (findings too late to minimize), new findings first."""
+        for entry in sorted(self.ledger.findings.values(), key=lambda f: (f["known_issue"] is not None, -f["count"])):
+            repro = self.out / entry["folder"] / "repro.py"
+            if entry["repro_exit"] is None and entry["signature"] not in self.minimizing and repro.exists():
+                self.pool.submit({"type": "verify", "id": f"verify:{entry['signature']}", "signature": entry["signature"],
+                                  "repro": repro.read_text(), "timeout": 60, "config": self.config},
+                                 timeout=90)
+
     def _write_meta(self, entry: dict, task: dict) -> None:
         meta = {**entry, "backend": self.options.backend, "torch": self.ledger.config.get("torch"),
-                "config": {"use_graph_deduplication": self.config["dedup"], "torch_config": self.config["torch_config"],
-                           "lint": any(k == "dynamo.graph_deduplication_lint" for k, _ in task["config"]["torch_config"])},
+                "config": {"use_graph_deduplication": self.config["dedup"],
+                           "torch_config": task["config"]["torch_config"]},
                 "seed": self.options.seed, "program_id": entry.get("program_id")}
         (self.out / entry["folder"] / "meta.json").write_text(json.dumps(meta, indent=2, default=str))
 
@@ -323,9 +344,15 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
                                 init_arg={"coverage": coverage_file}, timeout=options.timeout,
                                 memory_mb=options.memory_mb)
     last_report = time.time()
+    # The last part of the budget runs the repros nobody has run yet.
+    verify_from = deadline - (min(30.0, 0.2 * options.budget) if options.verify_repros else 0.0)
+    verifying = False
     try:
         while time.time() < deadline:
-            while pool.pending < workers and time.time() < deadline - 1:
+            if not verifying and time.time() >= verify_from:
+                verifying = True
+                campaign.verify_rest()
+            while not verifying and pool.pending < workers and time.time() < deadline - 1:
                 pid, program = next(source)
                 task_config = config
                 if _lint(pid, options.lint_share):
@@ -336,7 +363,8 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
                              "oracles": list(oracles)})
             for task, result in pool.results(0.5):
                 campaign.on_result(task, result)
-            campaign.start_minimizing(deadline)
+            if not verifying:
+                campaign.start_minimizing(verify_from)
             if progress:
                 progress(status_line(campaign, deadline, pool), False)
             if time.time() - last_report > 15:

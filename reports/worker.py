@@ -146,7 +146,7 @@ def _minimize(task: dict) -> dict:
         return {"signature": task["signature"], "minimized": False, "note": "minimized program changed signature"}
     layer = localize(finding, upto=task.get("ladder_upto")).summary()
     described = _describe(finding, outcome.capture.graphs, config, layer)
-    exit_code = verify_repro(described["files"]["repro.py"], task.get("repro_timeout", 120))
+    exit_code = verify_repro(described["files"]["repro.py"], task["repro_timeout"]) if task.get("repro_timeout") else None
     return {**described, "minimized": small.size_after < small.size_before, "size_before": small.size_before,
             "tries": small.tries, "repro_exit": exit_code, "restart": not process_healthy()}
 
@@ -190,11 +190,10 @@ def _innermost_frame(log_tail: str) -> str:
     the lost task: what distinguishes one crash from another."""
     import re
 
-    for block in reversed(log_tail.split("--- task")):
-        frames = re.findall(r'File "([^"]+)", line \d+ in (\S+)', block)
-        if frames:
-            return f"{Path(frames[0][0]).name}:{frames[0][1]}"
-    return ""
+    last = log_tail.split("--- task")[-1]
+    current = last.split("Current thread")[-1]  # faulthandler prints other threads first
+    frames = re.findall(r'File "([^"]+)", line \d+ in (\S+)', current)
+    return f"{Path(frames[0][0]).name}:{frames[0][1]}" if frames else ""
 
 
 def process_healthy() -> bool:
@@ -207,4 +206,8 @@ def process_healthy() -> bool:
         return False
 
 
-HANDLERS = {"run": _run, "minimize": _minimize}
+def _verify(task: dict) -> dict:
+    return {"signature": task["signature"], "repro_exit": verify_repro(task["repro"], task["timeout"])}
+
+
+HANDLERS = {"run": _run, "minimize": _minimize, "verify": _verify}

@@ -61,3 +61,22 @@ def leak_dispatch_mode(gm: torch.fx.GraphModule, example_inputs):
     fails half-way can: every later program in the process runs under it."""
     _PassThrough().__enter__()
     return gm.forward
+
+
+def abort_or_hang(gm: torch.fx.GraphModule, example_inputs):
+    """A backend that takes its process down on some graphs: os.abort() on a
+    graph with a subgraph call and an even node count, an endless sleep on a
+    graph without one and a node count divisible by 4 (above 4); eager
+    otherwise. The campaign's
+    workers must survive both and report them."""
+    import os
+    import time
+
+    nodes = len(gm.graph.nodes)
+    subgraphs = any(n.target is torch.ops.higher_order.invoke_subgraph for n in gm.graph.nodes)
+    if nodes % 2 == 0 and subgraphs:
+        os.abort()
+    if nodes % 4 == 0 and nodes > 4 and not subgraphs:
+        time.sleep(3600)
+    return gm.forward
+

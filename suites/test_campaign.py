@@ -1,37 +1,80 @@
-"""The main job end to end: a short campaign writes a complete report."""
+"""The main job end to end: a campaign in worker processes survives a
+backend that aborts or hangs, writes every report, and resumes; bad input is
+one line."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 
 import pytest
 
 pytestmark = pytest.mark.unit
 
+PLANTED = ["--backend", "suites.planted:abort_or_hang", "--timeout", "5", "--seed", "1", "--oracles", "differential",
+           "--minimize-seconds", "0"]
 
-def _harness(*args: str, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, timeout=300,
+
+def _harness(*args: str, cwd, timeout: int = 400) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, timeout=timeout,
                           cwd=cwd)
 
 
-def test_short_campaign_writes_report(tmp_path, request):
-    out = tmp_path / "run"
-    done = _harness("fuzz", "--budget", "8", "--seed", "3", "--out", str(out), cwd=request.config.rootpath)
+def test_a_campaign_survives_an_aborting_and_hanging_backend_reports_and_resumes(tmp_path, request):
+    out, root = tmp_path / "run", request.config.rootpath
+    done = _harness("fuzz", *PLANTED, "--budget", "75", "--workers", "2", "--out", str(out), cwd=root)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert f"report: {out / 'report.md'}" in done.stdout
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["programs"] > 0 and summary["backend"] == "aot_eager"
+    events = [json.loads(line) for line in (out / "findings.jsonl").read_text().splitlines()]
+
+    # survived: both kinds of lost worker are findings of their own, named by
+    # faulthandler's innermost frame, and the other programs ran and were judged
+    signatures = {f["signature"]: f for f in summary["findings"]}
+    abort = signatures.get("worker:signal:SIGABRT:planted.py:abort_or_hang")
+    hang = signatures.get("worker:hang:planted.py:abort_or_hang")
+    assert abort and hang, (list(signatures), done.stdout[-2000:])
+    assert abort["severity"] == hang["severity"] == "process"
+    assert any(e["event"] == "hang_retry" for e in events)  # a hang is confirmed with a longer deadline first
+    assert summary["programs"] > 0
+    repro = subprocess.run([sys.executable, str(out / abort["folder"] / "repro.py")], capture_output=True, text=True,
+                           timeout=120, cwd=root)
+    assert repro.returncode == 1 and "REPRODUCED: the compiled run died by signal 6" in repro.stdout, repro.stdout[-2000:]
+
+    # reported: summary, Markdown, HTML, JUnit, the event log, one folder per finding
+    assert f"report: {out / 'report.md'}" in done.stdout
+    assert summary["timeline"] and summary["timeline"][-1]["programs"] == summary["programs"]
     assert (out / "report.md").read_text().startswith("# Fuzz campaign")
+    assert "<html" in (out / "report.html").read_text()
+    assert int(ET.parse(out / "junit.xml").getroot().find("testsuite").get("tests")) == len(summary["findings"]) + 1
+    assert {"start", "program", "finding", "lost", "stop"} <= {e["event"] for e in events}
     for finding in summary["findings"]:
         folder = out / finding["folder"]
         assert {"program.json", "repro.py", "meta.json", "log.txt"} <= {p.name for p in folder.iterdir()}
+        meta = json.loads((folder / "meta.json").read_text())
+        assert {"signature", "oracle", "backend", "torch", "config", "seed", "first_seen", "count"} <= set(meta)
+
+    # resumed: the same folder goes on, no program runs twice
+    done = _harness("fuzz", *PLANTED, "--budget", "25", "--workers", "1", "--resume", "--out", str(out), cwd=root)
+    assert done.returncode == 0, done.stderr[-3000:]
+    after = json.loads((out / "summary.json").read_text())
+    events = [json.loads(line) for line in (out / "findings.jsonl").read_text().splitlines()]
+    ids = [e["id"] for e in events if e["event"] in ("program", "lost")]
+    assert len(ids) == len(set(ids)), "a program ran twice"
+    assert sum(e["event"] == "start" for e in events) == 2
+    assert after["programs"] + sum(after["workers_lost"].values()) > summary["programs"] + sum(summary["workers_lost"].values())
 
 
 @pytest.mark.parametrize("args, message", [
     (["--backend", "no_such"], "error: unknown backend 'no_such'"),
+    (["--backend", "no.such.module:fn"], "error: backend 'no.such.module:fn': cannot import 'no.such.module'"),
+    (["--backend", "suites.planted:not_a_backend"], "error: backend 'suites.planted:not_a_backend': 'not_a_backend' is a int"),
     (["--oracles", "telepathy"], "error: unknown oracle(s) telepathy"),
+    (["--config", "dynamo.no_such_key=1"], "error: config 'dynamo.no_such_key=1': torch has no dynamo config"),
+    (["--config", "nonsense"], "error: config 'nonsense': expected SECTION.KEY=VALUE"),
+    (["--shard", "3/2"], "error: shard 3/2: expected i/N with 0 <= i < N"),
+    (["--resume"], "error: --resume: no campaign in"),
 ])
 def test_bad_campaign_input_is_one_line(tmp_path, request, args, message):
     done = _harness("fuzz", "--budget", "1", "--out", str(tmp_path / "x"), *args, cwd=request.config.rootpath)
