@@ -210,6 +210,15 @@ def _may_mutate(b: _Builder, name: str) -> bool:
     return not any(isinstance(o, Ref) and o.name == name for s in b.body for o in s.operands)
 
 
+def _shape_rule(rule, shape):
+    """A slot's rule applied to a primary's shape; operands are drawn before
+    the op's rank check, so a rule that needs more dims rejects the draw."""
+    try:
+        return rule(shape)
+    except IndexError:
+        raise Reject("the op's shape rule needs a higher rank") from None
+
+
 def _draw_operands(draw, b: _Builder, op: OpSpec):
     """Operands for ``op``, plus the weights, buffers and args they would add."""
     candidates = [n for n in b.tensors[::-1] if _may_mutate(b, n)] if op.inplace else b.tensors[::-1]
@@ -237,11 +246,11 @@ def _draw_operands(draw, b: _Builder, op: OpSpec):
                 raise Reject("no buffers here")
             index = len(b.weights) + len(b.buffers) + len(new_state)
             name = f"{'r' if slot.buffer else 'w'}{index}"
-            shape = _agreed([slot.shape(p.shape) for p in primaries])
+            shape = _agreed([_shape_rule(slot.shape, p.shape) for p in primaries])
             new_state.append((name, TensorSpec(shape, "float32", not slot.buffer), slot.buffer))
             operands.append(Ref(name))
         elif isinstance(slot, D):
-            operands.append(Const(_agreed([slot.value(p.shape) for p in primaries])))
+            operands.append(Const(_agreed([_shape_rule(slot.value, p.shape) for p in primaries])))
         elif isinstance(slot, S):
             choices = _common_choices(slot, primaries)
             if not choices:
