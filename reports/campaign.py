@@ -16,7 +16,6 @@ import os
 import platform
 import re
 import shutil
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -37,7 +36,8 @@ from .html import render_html
 from .junit import render_junit
 from .ledger import LOG, EventLog, Ledger, read_events
 from .schema import SEVERITIES
-from .worker import config_to, covered_paths, lost_finding
+from .worker import config_to, lost_finding
+from .worker_start import covered_paths
 
 BATCH = 25  # programs drawn per Hypothesis seed
 # Files a campaign writes into its folder (cleared when a new campaign starts there).
@@ -340,7 +340,7 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
         (out / "coverage").mkdir(exist_ok=True)
         coverage_file = str((out / "coverage" / ".coverage").resolve())
     source = draw(options.seed, options.shard, set(ledger.done))
-    campaign.pool = pool = Pool(workers, "reports.worker:handle", out / "workers", init="reports.worker:init",
+    campaign.pool = pool = Pool(workers, "reports.worker:handle", out / "workers", init="reports.worker_start:init",
                                 init_arg={"coverage": coverage_file}, timeout=options.timeout,
                                 memory_mb=options.memory_mb)
     last_report = time.time()

@@ -40,7 +40,7 @@ def diff(run_a: Path, run_b: Path) -> tuple[str, dict]:
         return (f"`{run}`: {s.get('backend')} on torch {s.get('torch')}, seed {s.get('seed')}, "
                 f"{s.get('programs')} programs in {s.get('seconds')} s")
 
-    lines = [f"# Campaign diff", "", f"- A: {side(a, run_a)}", f"- B: {side(b, run_b)}", "",
+    lines = ["# Campaign diff", "", f"- A: {side(a, run_a)}", f"- B: {side(b, run_b)}", "",
              f"**{len(new)} new, {len(fixed)} fixed, {len(persisting)} persisting.**", ""]
     if a.get("programs") and b.get("programs") and abs(a["programs"] - b["programs"]) > max(a["programs"], b["programs"]) / 2:
         lines += ["Note: the runs drew very different numbers of programs; a finding hit rarely may be missing "

@@ -134,6 +134,8 @@ SETUP = '''
 
 # ---- how this repro compiles: the backend and the torch config of the run ----
 import importlib
+import os
+import sys
 
 import torch._dynamo
 
@@ -144,6 +146,7 @@ TORCH_CONFIG = {torch_config!r}
 def backend():
     if ":" not in BACKEND:
         return BACKEND
+    sys.path.append(os.getcwd())  # a plugin imports as the campaign imported it: run from the same folder
     module, _, name = BACKEND.partition(":")
     return getattr(importlib.import_module(module), name)
 
@@ -343,6 +346,9 @@ def main():
     print(done.stderr[-3000:])
     peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"expected: the compiled run exits normally; actual: exit status {{done.returncode}}, peak memory {{peak_mb:.0f}} MB")
+    if done.returncode == 2:
+        print("ERROR: the compiled run failed before it could show the failure (exit 2)")
+        return 2
     if done.returncode < 0:
         print(f"REPRODUCED: the compiled run died by signal {{-done.returncode}} (torch {{torch.__version__}})")
         return 1

@@ -17,7 +17,7 @@ import time
 import warnings
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import torch
 
@@ -35,30 +35,12 @@ from .minimize import minimize_finding
 from .repro import driver_for, render_repro
 from .triage import Finding, triage
 
-# The torch files whose coverage a campaign measures (--coverage).
-COVERED = ("torch/_dynamo/graph_region_tracker.py", "torch/_dynamo/graph_deduplication.py",
-           "torch/_dynamo/graph_utils.py", "torch/_higher_order_ops/invoke_subgraph.py")
-
-_coverage: Any = None
-
-
-def covered_paths() -> list[str]:
-    root = Path(torch.__file__).parent.parent
-    return [str(root / f) for f in COVERED]
-
-
 def init(options: dict) -> None:
-    """Once per worker: one intra-op thread (workers are the parallelism),
-    torch's expected warnings off, coverage started if asked."""
-    global _coverage
+    """Once per worker (after ``reports.worker_start`` began coverage): one
+    intra-op thread, since workers are the parallelism; torch's expected
+    warnings off."""
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore", message="invoke_subgraph traced multiple backward graphs")
-    if options.get("coverage"):
-        import coverage
-
-        _coverage = coverage.Coverage(data_file=options["coverage"], data_suffix=True, branch=True,
-                                      include=covered_paths())
-        _coverage.start()
 
 
 def config_from(d: dict) -> RunConfig:
@@ -73,11 +55,12 @@ def config_to(config: RunConfig) -> dict:
 
 
 def handle(task: dict) -> dict:
+    from .worker_start import save_coverage
+
     try:
         return HANDLERS[task["type"]](task)
     finally:
-        if _coverage is not None:
-            _coverage.save()  # a worker killed later keeps what it covered so far
+        save_coverage()  # a worker killed later keeps what it covered so far
 
 
 def _run(task: dict) -> dict:

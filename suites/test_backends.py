@@ -32,3 +32,26 @@ def test_bad_backend_specs_are_one_line_errors(spec, message):
     with pytest.raises(BackendError, match=message) as info:
         resolve(spec)
     assert "\n" not in str(info.value)
+
+
+def test_entry_point_plugins_and_torch_registered_backends_resolve():
+    from harness.backends import names
+
+    example = resolve("example")  # pyproject.toml's dedup_harness.backends entry point
+    assert "example" in names() and example.repro_spec == "examples.example_backend:backend"
+    assert resolve("aot_eager_default_partitioner").backend == "aot_eager_default_partitioner"  # torch's registry
+    assert resolve("reduce-overhead").options == {"mode": "reduce-overhead"}
+
+
+def test_the_example_plugin_compiles_generated_programs_like_aot_eager():
+    """Its graph pass is right, so it is judged as the AOTAutograd it wraps."""
+    from itertools import islice
+
+    from harness.pipeline import run_program
+    from oracles.registry import ORACLES, run_config
+    from reports.campaign import draw
+
+    for _, program in islice(draw(2, (0, 1), set()), 3):
+        verdicts = [ORACLES["differential"](run_program(program, run_config(b, ("differential",))))
+                    for b in ("example", "aot_eager")]
+        assert [(v.status, v.kind) for v in verdicts[:1]] == [(v.status, v.kind) for v in verdicts[1:]], verdicts

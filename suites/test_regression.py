@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from generators.ir import to_dict
 from reports import known_issues
 from reports.campaign import merge
 from reports.ledger import LOG, Ledger, read_events

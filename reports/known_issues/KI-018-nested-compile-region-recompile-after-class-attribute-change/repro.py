@@ -43,6 +43,8 @@ def make_inputs():
 
 # ---- how this repro compiles: the backend and the torch config of the run ----
 import importlib
+import os
+import sys
 
 import torch._dynamo
 
@@ -53,6 +55,7 @@ TORCH_CONFIG = {}
 def backend():
     if ":" not in BACKEND:
         return BACKEND
+    sys.path.append(os.getcwd())  # a plugin imports as the campaign imported it: run from the same folder
     module, _, name = BACKEND.partition(":")
     return getattr(importlib.import_module(module), name)
 

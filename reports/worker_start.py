@@ -1,0 +1,38 @@
+"""A campaign worker's first steps, before torch is imported: coverage must
+start first, or every line torch runs at import time (each ``def``, each class
+body) of the measured files would count as never reached."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+# The torch files whose coverage a campaign measures (--coverage).
+COVERED = ("torch/_dynamo/graph_region_tracker.py", "torch/_dynamo/graph_deduplication.py",
+           "torch/_dynamo/graph_utils.py", "torch/_higher_order_ops/invoke_subgraph.py")
+
+_coverage: Any = None
+
+
+def covered_paths() -> list[str]:
+    torch_dir = Path(importlib.util.find_spec("torch").submodule_search_locations[0])
+    return [str(torch_dir.parent / f) for f in COVERED]
+
+
+def init(options: dict) -> None:
+    global _coverage
+    if options.get("coverage"):
+        import coverage
+
+        _coverage = coverage.Coverage(data_file=options["coverage"], data_suffix=True, branch=True,
+                                      include=covered_paths())
+        _coverage.start()
+    from . import worker  # imports torch, now measured
+
+    worker.init(options)
+
+
+def save_coverage() -> None:
+    if _coverage is not None:
+        _coverage.save()
