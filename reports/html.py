@@ -255,13 +255,18 @@ def line_chart(plot_id: str, title: str, xs: list[float], series: list[tuple[str
     return "".join(svg)
 
 
-def throughput(timeline: list[dict]) -> list[float]:
-    """Programs per second over each interval between consecutive points (the first from the start)."""
-    rates, t0, p0 = [], 0.0, 0.0
-    for point in timeline:
+def throughput(timeline: list[dict], window: float = 30.0) -> list[float]:
+    """Programs per second over the last ``window`` seconds at each point (from
+    the start while younger): programs finish in bursts, so a rate per
+    interval between events would be noise."""
+    rates = []
+    for i, point in enumerate(timeline):
         t, p = float(point.get("t", 0)), float(point.get("programs", 0))
+        j = i
+        while j > 0 and t - float(timeline[j - 1].get("t", 0)) <= window:
+            j -= 1
+        t0, p0 = (float(timeline[j - 1].get("t", 0)), float(timeline[j - 1].get("programs", 0))) if j else (0.0, 0.0)
         rates.append((p - p0) / (t - t0) if t > t0 else (rates[-1] if rates else 0.0))
-        t0, p0 = t, p
     return rates
 
 
@@ -272,7 +277,7 @@ def _plots(timeline: list[dict]) -> str:
                         ("distinct findings", [float(p.get("distinct", 0)) for p in timeline], "#1565c0")],
                        "seconds since start", "count")
     speed = line_chart("plot-throughput", "Throughput over time", xs,
-                       [("programs/s", throughput(timeline), "#2e7d32")], "seconds since start", "programs per second")
+                       [("programs/s (last 30 s)", throughput(timeline), "#2e7d32")], "seconds since start", "programs per second")
     return f'<h2 id="plots">Over time</h2><div class="grid">{found}{speed}</div>'
 
 

@@ -259,7 +259,9 @@ def test_renders_without_browser_for_sparse_summaries(tmp_path):
     one = render_html({"timeline": [{"t": 2.0, "programs": 4, "failures": 0, "distinct": 0}],
                        "aborted": "process <state> corrupted"}, tmp_path)
     assert "process &lt;state&gt; corrupted" in one and one.count('points="') == 3
-    assert throughput([{"t": 2.0, "programs": 4}, {"t": 4.0, "programs": 10}, {"t": 4.0, "programs": 10}]) == [2, 3, 3]
+    timeline = [{"t": 2.0, "programs": 4}, {"t": 4.0, "programs": 10}, {"t": 4.0, "programs": 10}]
+    assert throughput(timeline, window=1) == [2, 3, 3]  # over the last second
+    assert throughput(timeline) == [2, 2.5, 2.5]  # over the last 30 s: since the start
 
 
 def test_junit_counts_and_aborted_campaign(tmp_path):
