@@ -232,7 +232,7 @@ class Campaign:
 
     def _write_meta(self, entry: dict, task: dict) -> None:
         meta = {**entry, "backend": self.options.backend, "torch": self.ledger.config.get("torch"),
-                "config": {"use_graph_deduplication": self.config["dedup"],
+                "config": {"use_graph_deduplication": entry.get("dedup", self.config["dedup"]),
                            "torch_config": task["config"]["torch_config"]},
                 "seed": self.options.seed, "program_id": entry.get("program_id")}
         (self.out / entry["folder"] / "meta.json").write_text(json.dumps(meta, indent=2, default=str))

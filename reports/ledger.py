@@ -18,7 +18,7 @@ LOG = "findings.jsonl"
 TIMELINE_POINTS = 60  # at most this many points in summary.json's timeline
 
 # The fields of a finding event that describe the bug, not the hit.
-FINDING_FIELDS = ("signature", "oracle", "kind", "severity", "culprit", "known_issue", "message", "driver", "variant")
+FINDING_FIELDS = ("signature", "oracle", "kind", "severity", "culprit", "known_issue", "message", "driver", "variant", "dedup")
 
 
 @dataclass

@@ -85,12 +85,20 @@ def _run(task: dict) -> dict:
         result["program"]["verdicts"][verdict.status.value] = result["program"]["verdicts"].get(verdict.status.value, 0) + 1
         if verdict.failed:
             finding = triage(outcome, verdict)
-            result["findings"].append(_describe(finding, outcome.capture.graphs, config))
+            result["findings"].append(_describe(finding, outcome.capture.graphs, config, dedup=_repro_dedup(outcome, verdict)))
     result["restart"] = not process_healthy()
     return result
 
 
-def _describe(finding: Finding, graphs: list[str], config: RunConfig, layer: str = "") -> dict:
+def _repro_dedup(outcome, verdict) -> bool:
+    """Whether the repro compiles with deduplication: the guard oracles judge
+    the dedup-off run when the first compile with dedup crashed."""
+    if ORACLES[verdict.oracle].variants and guards.judged_runs(outcome)[1] == "off":
+        return False
+    return outcome.config.dedup
+
+
+def _describe(finding: Finding, graphs: list[str], config: RunConfig, layer: str = "", dedup: bool = True) -> dict:
     """A finding as the campaign stores it: the entry, and its folder's files."""
     severity = ORACLES[finding.verdict.oracle].severity
     known = match(finding.signature)
@@ -102,10 +110,11 @@ def _describe(finding: Finding, graphs: list[str], config: RunConfig, layer: str
         "signature": finding.signature, "oracle": finding.verdict.oracle, "kind": finding.verdict.kind,
         "severity": severity, "culprit": finding.culprit, "known_issue": known.id if known else None,
         "message": str(finding.verdict)[:500], "size": size(finding.program), "layer": layer,
-        "driver": check, "variant": variant,
+        "driver": check, "variant": variant, "dedup": dedup and finding.config.dedup,
         "files": {
             "program.json": json.dumps(to_dict(finding.program), indent=2),
-            "repro.py": render_repro(finding.program, finding.config, finding.signature, check, variant),
+            "repro.py": render_repro(finding.program, replace(finding.config, dedup=dedup and finding.config.dedup),
+                                     finding.signature, check, variant),
             "log.txt": "\n".join(log),
         },
     }
@@ -128,7 +137,7 @@ def _minimize(task: dict) -> dict:
     if finding.signature != task["signature"]:  # cannot happen unless flaky: keep what was found
         return {"signature": task["signature"], "minimized": False, "note": "minimized program changed signature"}
     layer = localize(finding, upto=task.get("ladder_upto")).summary()
-    described = _describe(finding, outcome.capture.graphs, config, layer)
+    described = _describe(finding, outcome.capture.graphs, config, layer, dedup=_repro_dedup(outcome, verdict))
     exit_code = verify_repro(described["files"]["repro.py"], task["repro_timeout"]) if task.get("repro_timeout") else None
     return {**described, "minimized": small.size_after < small.size_before, "size_before": small.size_before,
             "tries": small.tries, "repro_exit": exit_code, "restart": not process_healthy()}
