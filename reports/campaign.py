@@ -125,6 +125,7 @@ class Campaign:
     programs: dict = field(default_factory=dict)  # id -> program dict, while in flight or minimizing
     minimizing: set = field(default_factory=set)
     backlog: list = field(default_factory=list)  # minimize tasks not yet started
+    verifying: set = field(default_factory=set)  # signatures whose repro.py a worker is running
     stopping: bool = False
 
     @property
@@ -139,9 +140,11 @@ class Campaign:
 
     def on_result(self, task: dict, result) -> None:
         if task["type"] == "verify":
-            if isinstance(result, dict):
+            self.verifying.discard(task["signature"])
+            entry = self.ledger.findings.get(task["signature"])
+            if isinstance(result, dict) and entry is not None and not entry["minimized"]:  # a minimized repro was run by its minimizer
                 self.log.write({"event": "minimized", "signature": result["signature"], "repro_exit": result["repro_exit"]})
-                self._write_meta(self.ledger.findings[result["signature"]], task)
+                self._write_meta(entry, task)
             return
         if task["type"] == "minimize":
             self.minimizing.discard(task["signature"])
@@ -183,6 +186,8 @@ class Campaign:
             self._write_folder(entry, finding["files"], task)
         else:
             self._write_meta(entry, task)
+        if entry["count"] == 1 and self.options.verify_repros and finding["kind"] != "hang":
+            self._verify(entry, finding["files"]["repro.py"])  # at once: a minimization may never come
         if entry["count"] == 1 and finding["oracle"] != "worker" and self.options.minimize_seconds > 0:
             self._queue_minimize(entry, program, task)
 
@@ -206,7 +211,8 @@ class Campaign:
     def _minimized(self, task: dict, result) -> None:
         entry = self.ledger.findings.get(task["signature"])
         if entry is None or not isinstance(result, dict) or "files" not in result:
-            note = result.get("note") if isinstance(result, dict) else (result.kind if isinstance(result, Lost) else "error")
+            note = (result.get("note") if isinstance(result, dict) else
+                    f"worker lost: {result.kind}" if isinstance(result, Lost) else f"harness error: {result[1][-1500:]}")
             self.log.write({"event": "minimize_failed", "signature": task["signature"], "note": str(note)[:2000]})
             return
         self.log.write({"event": "minimized", "signature": task["signature"], "minimized": result["minimized"],
@@ -225,10 +231,14 @@ class Campaign:
         """Run every repro.py not run yet (findings too late to minimize), new findings first."""
         for entry in sorted(self.ledger.findings.values(), key=lambda f: (f["known_issue"] is not None, -f["count"])):
             repro = self.out / entry["folder"] / "repro.py"
-            if entry["repro_exit"] is None and entry["signature"] not in self.minimizing and repro.exists():
-                self.pool.submit({"type": "verify", "id": f"verify:{entry['signature']}", "signature": entry["signature"],
-                                  "repro": repro.read_text(), "timeout": 60, "config": self.config},
-                                 timeout=90)
+            if entry["repro_exit"] is None and entry["signature"] not in self.minimizing | self.verifying \
+                    and entry["kind"] != "hang" and repro.exists():
+                self._verify(entry, repro.read_text())
+
+    def _verify(self, entry: dict, repro: str) -> None:
+        self.verifying.add(entry["signature"])
+        self.pool.submit({"type": "verify", "id": f"verify:{entry['signature']}", "signature": entry["signature"],
+                          "repro": repro, "timeout": 60, "config": self.config}, timeout=90)
 
     def _write_meta(self, entry: dict, task: dict) -> None:
         meta = {**entry, "backend": self.options.backend, "torch": self.ledger.config.get("torch"),

@@ -40,7 +40,7 @@ class Localization:
         return f"first fails on {self.layer}: {self.description}; {blame}{masked}"
 
 
-def ladder(upto: str | None = None) -> tuple[tuple[str, str], ...]:
+def rungs(upto: str | None = None) -> tuple[tuple[str, str], ...]:
     """The rungs up to ``upto``'s (all of them for a backend off the ladder)."""
     names = [b for b, _ in LADDER]
     return LADDER[: names.index(upto) + 1] if upto in names else LADDER
@@ -54,7 +54,7 @@ def localize(finding: Finding, upto: str | None = None) -> Localization:
     ladder: dict[str, bool] = {}
     masked: dict[str, str] = {}
     like = finding.verdict
-    for backend, description in ladder(upto):
+    for backend, description in rungs(upto):
         verdict = oracle(run_program(finding.program, replace(config, backend=backend)))
         ladder[backend] = alike(verdict, like)
         if ladder[backend]:

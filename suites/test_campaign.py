@@ -80,3 +80,25 @@ def test_bad_campaign_input_is_one_line(tmp_path, request, args, message):
     done = _harness("fuzz", "--budget", "1", "--out", str(tmp_path / "x"), *args, cwd=request.config.rootpath)
     assert done.returncode == 2
     assert done.stderr.strip().startswith(message) and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_minimize_task_shrinks_localizes_and_verifies_its_repro():
+    """What a worker does with a new distinct finding, in this process."""
+    from dataclasses import asdict
+
+    from generators.ir import Program, to_dict
+    from oracles.registry import run_config
+    from reports import worker
+    from reports.known_issues import ROOT
+
+    program = Program.from_json((ROOT / "KI-001-dedup-merges-float-constants" / "program.json").read_text())
+    task = {"type": "minimize", "signature": "differential:mismatch:dedup:arg:float", "oracle": "differential",
+            "program": to_dict(program),
+            "config": asdict(run_config("aot_eager", ("differential",))), "seconds": 30, "ladder_upto": "aot_eager",
+            "repro_timeout": 120}
+    result = worker.handle(task)
+    assert result["signature"] == task["signature"] and result["known_issue"] == "KI-001"
+    assert result["size"] <= result["size_before"] and result["tries"] > 0
+    assert result["layer"].startswith("first fails on eager")
+    assert result["repro_exit"] == 1  # the minimized repro, run as a user would, reproduces
+    assert {"program.json", "repro.py", "log.txt"} <= set(result["files"])
