@@ -227,13 +227,15 @@ class Campaign:
             (folder / name).write_text(text)
         self._write_meta(entry, task)
 
-    def verify_rest(self) -> None:
-        """Run every repro.py not run yet (findings too late to minimize), new findings first."""
+    def verify_rest(self) -> int:
+        """Run every repro.py not run yet, new findings first; how many."""
+        before = len(self.verifying)
         for entry in sorted(self.ledger.findings.values(), key=lambda f: (f["known_issue"] is not None, -f["count"])):
             repro = self.out / entry["folder"] / "repro.py"
             if entry["repro_exit"] is None and entry["signature"] not in self.minimizing | self.verifying \
                     and entry["kind"] != "hang" and repro.exists():
                 self._verify(entry, repro.read_text())
+        return len(self.verifying) - before
 
     def _verify(self, entry: dict, repro: str) -> None:
         self.verifying.add(entry["signature"])
@@ -360,8 +362,7 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
     try:
         while time.time() < deadline:
             if not verifying and time.time() >= verify_from:
-                verifying = True
-                campaign.verify_rest()
+                verifying = campaign.verify_rest() > 0  # nothing left to run: go on fuzzing
             while not verifying and pool.pending < workers and time.time() < deadline - 1:
                 pid, program = next(source)
                 task_config = config
