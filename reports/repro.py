@@ -341,18 +341,23 @@ def main():
         done = subprocess.run([sys.executable, __file__], env={{**os.environ, "REPRO_CHILD": "1"}}, timeout=TIMEOUT_S,
                               capture_output=True, text=True)
     except subprocess.TimeoutExpired:
-        print(f"REPRODUCED: the compiled run did not finish in {{TIMEOUT_S}} s (torch {{torch.__version__}})")
-        return 1
+        print(f"expected: the compiled run finishes; actual: still running after {{TIMEOUT_S}} s")
+        if LOST == "hang":
+            print(f"REPRODUCED: the compiled run hangs (torch {{torch.__version__}})")
+            return 1
+        print(f"ERROR: timed out, which is not the failure this repro checks for ({{LOST}})")
+        return 2
     print(done.stderr[-3000:])
     peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"expected: the compiled run exits normally; actual: exit status {{done.returncode}}, peak memory {{peak_mb:.0f}} MB")
     if done.returncode == 2:
         print("ERROR: the compiled run failed before it could show the failure (exit 2)")
         return 2
-    if done.returncode < 0:
-        print(f"REPRODUCED: the compiled run died by signal {{-done.returncode}} (torch {{torch.__version__}})")
+    if LOST in ("signal", "exit") and done.returncode != 0:
+        how = f"died by signal {{-done.returncode}}" if done.returncode < 0 else f"exited with status {{done.returncode}}"
+        print(f"REPRODUCED: the compiled run {{how}} (torch {{torch.__version__}})")
         return 1
-    if peak_mb > MEMORY_MB:
+    if LOST == "memory" and peak_mb > MEMORY_MB:
         print(f"REPRODUCED: the compiled run used {{peak_mb:.0f}} MB (limit {{MEMORY_MB}} MB)")
         return 1
     print(f"not reproduced (torch {{torch.__version__}})")
@@ -576,7 +581,9 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         undo="\n".join(change["undo"]),
         prelude=PRELUDE,
         expect={"guard": "values", "recompile": "recompile"}.get(check, ""),
-        lost=(lost or {}).get("kind", ""), timeout=(lost or {}).get("timeout", 120),
+        # a child pays torch's import and the compile: give it the campaign's
+        # confirmed-hang deadline, at least a minute
+        lost=(lost or {}).get("kind", ""), timeout=max(60, 3 * (lost or {}).get("timeout", 120)),
         memory_mb=(lost or {}).get("memory_mb", 8192),
         bitwise=backend.bitwise,
         backend=backend.repro_spec,
