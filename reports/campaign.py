@@ -126,7 +126,6 @@ class Campaign:
     minimizing: set = field(default_factory=set)
     backlog: list = field(default_factory=list)  # minimize tasks not yet started
     verifying: set = field(default_factory=set)  # signatures whose repro.py a worker is running
-    stopping: bool = False
 
     @property
     def ledger(self) -> Ledger:
