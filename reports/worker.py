@@ -15,7 +15,8 @@ import subprocess
 import sys
 import time
 import warnings
-from dataclasses import replace
+from collections import Counter
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Optional
 
@@ -34,6 +35,8 @@ from .localize import localize
 from .minimize import minimize_finding
 from .repro import driver_for, render_repro
 from .triage import Finding, triage
+from .worker_start import save_coverage
+
 
 def init(options: dict) -> None:
     """Once per worker (after ``reports.worker_start`` began coverage): one
@@ -49,14 +52,10 @@ def config_from(d: dict) -> RunConfig:
 
 
 def config_to(config: RunConfig) -> dict:
-    from dataclasses import asdict
-
     return asdict(config)
 
 
 def handle(task: dict) -> dict:
-    from .worker_start import save_coverage
-
     try:
         return HANDLERS[task["type"]](task)
     finally:
@@ -77,15 +76,16 @@ def _run(task: dict) -> dict:
         "program": {
             "stages": outcome.seconds, "deduplicated": bool(outcome.capture.deduplicated),
             "changed": [r.variant["kind"] for r in ran], "recompiled": [r.variant["kind"] for r in ran if r.recompiled],
-            "features": sorted(features(program)), "verdicts": {}, "seconds": round(time.time() - started, 3),
+            "features": sorted(features(program)), "seconds": round(time.time() - started, 3),
         },
         "findings": [],
     }
-    for verdict in judge(outcome, oracles):
-        result["program"]["verdicts"][verdict.status.value] = result["program"]["verdicts"].get(verdict.status.value, 0) + 1
+    verdicts = judge(outcome, oracles)
+    result["program"]["verdicts"] = dict(Counter(v.status.value for v in verdicts))
+    for verdict in verdicts:
         if verdict.failed:
             finding = triage(outcome, verdict)
-            result["findings"].append(_describe(finding, outcome.capture.graphs, config, dedup=_repro_dedup(outcome, verdict)))
+            result["findings"].append(_describe(finding, outcome.capture.graphs, _repro_dedup(outcome, verdict)))
     result["restart"] = not process_healthy()
     return result
 
@@ -98,8 +98,10 @@ def _repro_dedup(outcome, verdict) -> bool:
     return outcome.config.dedup
 
 
-def _describe(finding: Finding, graphs: list[str], config: RunConfig, layer: str = "", dedup: bool = True) -> dict:
-    """A finding as the campaign stores it: the entry, and its folder's files."""
+def _describe(finding: Finding, graphs: list[str], dedup: bool, layer: str = "") -> dict:
+    """A finding as the campaign stores it: the entry, and its folder's files
+    (``dedup``: whether its repro compiles with deduplication)."""
+    dedup = dedup and finding.config.dedup
     severity = ORACLES[finding.verdict.oracle].severity
     known = match(finding.signature)
     check, variant = driver_for(finding.verdict.details, severity, finding.verdict.oracle, finding.verdict.kind)
@@ -110,11 +112,11 @@ def _describe(finding: Finding, graphs: list[str], config: RunConfig, layer: str
         "signature": finding.signature, "oracle": finding.verdict.oracle, "kind": finding.verdict.kind,
         "severity": severity, "culprit": finding.culprit, "known_issue": known.id if known else None,
         "message": str(finding.verdict)[:500], "size": size(finding.program), "layer": layer,
-        "driver": check, "variant": variant, "dedup": dedup and finding.config.dedup,
+        "driver": check, "variant": variant, "dedup": dedup,
         "files": {
             "program.json": json.dumps(to_dict(finding.program), indent=2),
-            "repro.py": render_repro(finding.program, replace(finding.config, dedup=dedup and finding.config.dedup),
-                                     finding.signature, check, variant),
+            "repro.py": render_repro(finding.program, replace(finding.config, dedup=dedup), finding.signature, check,
+                                     variant),
             "log.txt": "\n".join(log),
         },
     }
@@ -137,7 +139,7 @@ def _minimize(task: dict) -> dict:
     if finding.signature != task["signature"]:  # cannot happen unless flaky: keep what was found
         return {"signature": task["signature"], "minimized": False, "note": "minimized program changed signature"}
     layer = localize(finding, upto=task.get("ladder_upto")).summary()
-    described = _describe(finding, outcome.capture.graphs, config, layer, dedup=_repro_dedup(outcome, verdict))
+    described = _describe(finding, outcome.capture.graphs, _repro_dedup(outcome, verdict), layer)
     exit_code = verify_repro(described["files"]["repro.py"], task["repro_timeout"]) if task.get("repro_timeout") else None
     return {**described, "minimized": small.size_after < small.size_before, "size_before": small.size_before,
             "tries": small.tries, "repro_exit": exit_code, "restart": not process_healthy()}
