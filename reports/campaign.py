@@ -36,7 +36,7 @@ from .html import render_html
 from .junit import render_junit
 from .ledger import LOG, EventLog, Ledger, read_events
 from .schema import SEVERITIES
-from .worker import config_to, lost_finding
+from .worker import config_from, config_to, lost_finding
 from .worker_start import covered_paths
 
 BATCH = 25  # programs drawn per Hypothesis seed
@@ -159,7 +159,7 @@ class Campaign:
             return
         program = self.programs.pop(pid, task["program"])
         if isinstance(result, Lost):
-            config = _config(task["config"])
+            config = config_from(task["config"])
             finding = lost_finding(from_dict(program), config, result.kind, result.detail, result.log_tail,
                                    self.options.timeout, self.options.memory_mb)
             self.log.write({"event": "lost", "id": pid, "kind": result.kind, "detail": result.detail})
@@ -266,12 +266,6 @@ def write_reports(out: Path, s: dict) -> None:
     (out / "report.md").write_text(markdown(s))
     (out / "report.html").write_text(render_html(s, out))
     (out / "junit.xml").write_text(render_junit(s))
-
-
-def _config(d: dict):
-    from .worker import config_from
-
-    return config_from(d)
 
 
 def markdown(s: dict) -> str:
