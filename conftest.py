@@ -45,6 +45,42 @@ def _fresh_torch_state():
     torch._dynamo.reset()
 
 
+
+# --- scheduling: the long tests first, one lane per xdist worker ---------------
+# Under ``--dist worksteal`` worker i starts with the next len(pending) // (n - i)
+# tests in order and later steals from the end of the longest queue; a test
+# marked ``long(seconds=...)`` (measured on the 2-core CI machine) is put at the
+# head of the lightest lane, so the long tests run side by side from the start
+# instead of one of them starting last and running alone.
+def pytest_collection_modifyitems(config, items):
+    if hasattr(config, "workerinput"):  # xdist collects on each worker: the same order everywhere
+        workers = int(config.workerinput.get("workercount", 0))
+    else:
+        workers = getattr(config.option, "numprocesses", None) or 0
+    if not isinstance(workers, int) or workers < 2 or len(items) < 2 * workers:
+        return
+
+    def seconds(item) -> float:
+        mark = item.get_closest_marker("long")
+        return float(mark.kwargs.get("seconds", 60)) if mark else 0.0
+
+    long = sorted((i for i in items if seconds(i)), key=seconds, reverse=True)
+    rest = [i for i in items if not seconds(i)]
+    lanes: list[list] = [[] for _ in range(workers)]
+    loads = [0.0] * workers
+    for item in long:
+        lane = loads.index(min(loads))
+        lanes[lane].append(item)
+        loads[lane] += seconds(item)
+    ordered, remaining = [], len(items)
+    for k, lane in enumerate(lanes):
+        size = remaining // (workers - k)  # how many worksteal hands worker k first
+        take = max(0, size - len(lane))
+        ordered += lane + rest[:take]
+        rest = rest[take:]
+        remaining -= size
+    items[:] = ordered + rest
+
 # --- known-issue hits: workers append, the controller prints a summary -------
 HITS_ENV = "DEDUP_HARNESS_KNOWN_HITS"
 
@@ -54,23 +90,36 @@ def pytest_configure(config):
         os.environ[HITS_ENV] = tempfile.mkdtemp(prefix="known-hits-")
 
 
-def record_known_hit(issue_id: str, signature: str) -> None:
+# Sections of the terminal summary the property suites add lines to.
+SUMMARY_SECTIONS = {
+    "known": "known torch issues hit by the property suites",
+    "cudagraphs": "CUDA graphs: engaged or not, with PyTorch's skip reasons (oracles.cudagraph)",
+}
+
+
+def record_line(section: str, *key: str) -> None:
+    """Count one ``key`` under ``section`` of the summary (any xdist worker)."""
     folder = os.environ.get(HITS_ENV)
     if folder:
         with open(os.path.join(folder, f"{os.getpid()}.jsonl"), "a") as f:
-            f.write(json.dumps({"issue": issue_id, "signature": signature}) + "\n")
+            f.write(json.dumps({"section": section, "key": list(key)}) + "\n")
+
+
+def record_known_hit(issue_id: str, signature: str) -> None:
+    record_line("known", issue_id, signature)
 
 
 def pytest_terminal_summary(terminalreporter):
     folder = os.environ.get(HITS_ENV)
     if not folder or hasattr(terminalreporter.config, "workerinput"):
         return
-    hits = collections.Counter()
+    lines: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for path in Path(folder).glob("*.jsonl"):
         for line in path.read_text().splitlines():
             d = json.loads(line)
-            hits[(d["issue"], d["signature"])] += 1
-    if hits:
-        terminalreporter.section("known torch issues hit by the property suites")
-        for (issue, signature), n in sorted(hits.items()):
-            terminalreporter.write_line(f"{n:5d}x {issue}  {signature}")
+            lines[d["section"]][tuple(d["key"])] += 1
+    for section, title in SUMMARY_SECTIONS.items():
+        if lines[section]:
+            terminalreporter.section(title)
+            for key, n in sorted(lines[section].items()):
+                terminalreporter.write_line(f"{n:5d}x " + "  ".join(key))

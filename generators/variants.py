@@ -101,7 +101,7 @@ def _free_target(program: Program, name: str) -> str:
     }[home]
 
 
-def _valid(program: Program) -> bool:
+def valid(program: Program) -> bool:
     try:
         check(program)
         return True
@@ -130,7 +130,7 @@ def _alternatives(program: Program, operand, old: Value, rebuild: Callable[[Valu
         if typed_key(v) == typed_key(old):
             continue
         qualifier = "" if type(v) is type(old) else "type"
-        if qualifier not in out and _valid(rebuild(v)):
+        if qualifier not in out and valid(rebuild(v)):
             out[qualifier] = v
     return out
 
@@ -178,7 +178,7 @@ def _input_meta(program: Program) -> list[Variant]:
         for kind, candidates in _respecs(spec).items():
             for new in candidates:
                 inputs = tuple((n, new if j == i else s) for j, (n, s) in enumerate(program.inputs))
-                if _valid(replace(program, inputs=inputs)):
+                if valid(replace(program, inputs=inputs)):
                     attr = "shape" if kind == "input:rank" else kind.split(":")[1]
                     old_v, new_v = getattr(spec, attr), getattr(new, attr)
                     out.append(Variant(kind, name, f"{name}: {attr} {old_v} -> {new_v}",
@@ -301,7 +301,7 @@ def _under(program: Program, field: str, value) -> Program:
 def _global_state(program: Program) -> list[Variant]:
     out = []
     for kind, field, value, apply, undo, dtype in GLOBAL_STATE:
-        if _valid(_under(program, field, value)):
+        if valid(_under(program, field, value)):
             out.append(Variant(kind, field, f"whole call under {field}={value}", apply, undo, dtype=dtype))
     return out
 

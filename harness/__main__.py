@@ -54,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--timeout", type=float, default=120.0, help="seconds per program before a worker counts as hung")
     fuzz.add_argument("--memory-mb", type=float, default=8192.0, help="resident memory per worker before it is killed")
     fuzz.add_argument("--minimize-seconds", type=float, default=30.0, help="per distinct finding; 0: do not minimize")
+    fuzz.add_argument("--device", default="cuda",
+                      help="where the replay oracles (cudagraph, cudagraph_engaged) run (default cuda)")
     fuzz.add_argument("--no-verify", action="store_true", help="do not run each minimized repro.py to check it exits 1")
 
     report = sub.add_parser("report", help="compare, merge or promote campaign results")
@@ -122,7 +124,7 @@ def _fuzz(args) -> int:
         oracles=tuple(o for o in args.oracles.split(",") if o), variants=args.variants,
         workers=args.workers or os.cpu_count() or 1, shard=args.shard, resume=args.resume, config=tuple(args.config),
         lint_share=args.lint_share, coverage=args.coverage, timeout=args.timeout, memory_mb=args.memory_mb,
-        minimize_seconds=args.minimize_seconds, verify_repros=not args.no_verify,
+        minimize_seconds=args.minimize_seconds, verify_repros=not args.no_verify, device=args.device,
     )
     try:
         summary = run(options, Progress())

@@ -31,6 +31,9 @@ class Backend:
     # How a standalone repro gets this backend: a torch backend name, or
     # "package.module:callable" that the repro imports.
     spec: str = ""
+    # For a backend that replays CUDA graphs: the same compiler without them,
+    # which a graphed run is compared with (harness.replay).
+    plain: str = ""
 
     @property
     def repro_spec(self) -> str:
@@ -74,8 +77,10 @@ BUILTIN: dict[str, Backend] = {
             options={"mode": "reduce-overhead"},
             description="Inductor with CUDA graphs (mode='reduce-overhead'); on CPU, plain inductor",
             inductor_config=INDUCTOR_ACCURACY,
+            plain="inductor",
         ),
-        Backend("cudagraphs", "cudagraphs", description="AOTAutograd + CUDA graph replay; skips CPU graphs"),
+        Backend("cudagraphs", "cudagraphs", description="AOTAutograd + CUDA graph replay; skips CPU graphs",
+                plain="aot_eager"),
     ]
 }
 

@@ -35,7 +35,7 @@ def failure(exc: BaseException, default_stage: str) -> Failure:
 def cotangent(leaf: torch.Tensor, index: int) -> torch.Tensor:
     """The same values for every run of a program, whatever its dtype."""
     g = torch.Generator().manual_seed(1_000 + index)
-    return torch.randn(leaf.shape, generator=g, dtype=torch.float32).to(leaf.dtype)
+    return torch.randn(leaf.shape, generator=g, dtype=torch.float32, device="cpu").to(leaf.device, leaf.dtype)
 
 
 def as_float64(inputs: list) -> list:
@@ -54,7 +54,11 @@ def execute(
     input_names: list[str],
     backward: bool = True,
     kwargs: dict | None = None,
+    hold: list | None = None,
 ) -> Execution:
+    """``hold``, if given, receives ``(where, tensor)`` for every output and
+    gradient as the run produced it (not a copy): CUDA graphs may overwrite
+    those later (harness.replay)."""
     try:
         out = fn(*inputs, **(kwargs or {}))
     except Exception as e:  # the compiler under test may raise anything
@@ -81,6 +85,10 @@ def execute(
     result.state.update({f"buffer:{n}": b.detach().clone() for n, b in model.named_buffers()})
     result.grads = {f"input:{n}": _grad(t) for n, t in tensors if t.requires_grad}
     result.grads.update({f"param:{n}": _grad(p) for n, p in model.named_parameters() if p.requires_grad})
+    if hold is not None:
+        hold += [(f"output[{i}]", x) for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+        live = [(f"input:{n}", t) for n, t in tensors] + [(f"param:{n}", p) for n, p in model.named_parameters()]
+        hold += [(f"grad[{k}]", t.grad) for k, t in live if t.grad is not None]
     return result
 
 

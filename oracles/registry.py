@@ -13,7 +13,7 @@ from typing import Callable
 
 from harness.outcome import Outcome, RunConfig
 
-from . import (completeness, dedup_toggle, determinism, differential, graph_validity, guards, hygiene, region_identity,
+from . import (completeness, cudagraph, dedup_toggle, determinism, differential, graph_validity, guards, hygiene, region_identity,
                rewrite)
 from .verdict import Verdict
 
@@ -49,6 +49,18 @@ ORACLES: dict[str, Oracle] = {
 }
 
 
+# Oracles of a CUDA-graph replay run (harness.replay.ReplayOutcome): a run of
+# its own (many calls, on a CUDA device), not a companion of the main one.
+# "skip" verdicts say whether CUDA graphs engaged; they are counted, never findings.
+REPLAY_ORACLES: dict[str, Oracle] = {
+    o.name: o
+    for o in [
+        Oracle(cudagraph.NAME, cudagraph.check, structure=False),
+        Oracle(cudagraph.ENGAGED, cudagraph.check_engaged, severity="skip", structure=False),
+    ]
+}
+
+
 def companions(names: tuple[str, ...] | None = None) -> tuple[str, ...]:
     """The companion runs the named oracles (default: all) need."""
     needed: list[str] = []
@@ -59,15 +71,26 @@ def companions(names: tuple[str, ...] | None = None) -> tuple[str, ...]:
 
 def run_config(backend: str = "aot_eager", names: tuple[str, ...] | None = None, variants: int | None = None,
                **kwargs) -> RunConfig:
-    """The run the named oracles (default: all) need on ``backend``;
-    ``variants`` overrides how many changed re-calls they get (-1: all).
-    The pass is recorded only if one of them reads what the recorder keeps."""
-    chosen = names or tuple(ORACLES)
+    """The run the named oracles (default: all of ``ORACLES``) need on
+    ``backend``; ``variants`` overrides how many changed re-calls they get
+    (-1: all). The pass is recorded only if one of them reads what the
+    recorder keeps. Replay oracles among ``names`` ask nothing of this run."""
+    chosen = tuple(n for n in (names or tuple(ORACLES)) if n in ORACLES)
     wanted = max((ORACLES[n].variants for n in chosen), default=0)
     kwargs.setdefault("record_structure", any(ORACLES[n].structure for n in chosen))
-    return RunConfig(backend=backend, companions=companions(chosen),
+    needed = companions(chosen) if chosen else ()
+    return RunConfig(backend=backend, companions=needed,
                      variants=wanted if variants is None or not wanted else variants, **kwargs)
 
 
 def judge(outcome: Outcome, names: tuple[str, ...] | None = None) -> list[Verdict]:
-    return [ORACLES[n](outcome) for n in (names or tuple(ORACLES))]
+    return [ORACLES[n](outcome) for n in (names or tuple(ORACLES)) if n in ORACLES]
+
+
+def judge_replay(replay, names: tuple[str, ...] | None = None) -> list[Verdict]:
+    """``harness.replay.ReplayOutcome`` judged by the named replay oracles (default: all)."""
+    return [REPLAY_ORACLES[n](replay) for n in (names or tuple(REPLAY_ORACLES)) if n in REPLAY_ORACLES]
+
+
+def severity(name: str) -> str:
+    return (ORACLES.get(name) or REPLAY_ORACLES[name]).severity

@@ -29,7 +29,7 @@ from generators.strategies import programs
 from harness import torch_config
 from harness.backends import resolve
 from harness.workers import Lost, Pool
-from oracles.registry import ORACLES, run_config
+from oracles.registry import ORACLES, REPLAY_ORACLES, run_config
 
 from . import coverage_report
 from .html import render_html
@@ -63,15 +63,24 @@ class Options:
     memory_mb: float = 8192.0  # per worker
     minimize_seconds: float = 30.0  # per distinct finding
     verify_repros: bool = True
+    device: str = "cuda"  # where the replay oracles (cudagraph, cudagraph_engaged) run
 
 
 def check_options(o: Options) -> tuple[tuple[str, ...], tuple]:
     """Everything wrong with the options, as one error before anything runs."""
     resolve(o.backend)
     names = o.oracles or tuple(ORACLES)
-    unknown = [n for n in names if n not in ORACLES]
+    known = (*ORACLES, *REPLAY_ORACLES)
+    unknown = [n for n in names if n not in known]
     if unknown:
-        raise ValueError(f"unknown oracle(s) {', '.join(unknown)}: use {', '.join(ORACLES)}")
+        raise ValueError(f"unknown oracle(s) {', '.join(unknown)}: use {', '.join(known)}")
+    if any(n in REPLAY_ORACLES for n in names):
+        import torch
+
+        if o.device.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"oracles {', '.join(n for n in names if n in REPLAY_ORACLES)} replay CUDA graphs on "
+                             f"{o.device}, but torch.cuda.is_available() is False here; --device cpu runs them on "
+                             f"CPU (real backends then skip CUDA graphs and say so)")
     i, n = o.shard
     if not (n >= 1 and 0 <= i < n):
         raise ValueError(f"shard {i}/{n}: expected i/N with 0 <= i < N")
@@ -187,7 +196,7 @@ class Campaign:
             self._write_meta(entry, task)
         if entry["count"] == 1 and self.options.verify_repros and finding["kind"] != "hang":
             self._verify(entry, finding["files"]["repro.py"])  # at once: a minimization may never come
-        if entry["count"] == 1 and finding["oracle"] != "worker" and self.options.minimize_seconds > 0:
+        if entry["count"] == 1 and finding.get("minimizable", True) and self.options.minimize_seconds > 0:
             self._queue_minimize(entry, program, task)
 
     def _queue_minimize(self, entry: dict, program: dict, task: dict) -> None:
@@ -295,6 +304,11 @@ def markdown(s: dict) -> str:
         for path, c in s["coverage"].items():
             lines.append(f"| `{path}` | {c['lines']}% | {c['branches']}% | {c['missing']} |")
         lines.append("")
+    if s.get("cudagraphs"):
+        lines += ["## CUDA graphs", "", "Replay runs by whether CUDA graphs engaged (a skip with PyTorch's reason):", "",
+                  "| runs | engaged, or why not |", "|---|---|"]
+        lines += [f"| {n} | {what} |" for what, n in s["cudagraphs"].items()]
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -364,7 +378,7 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
                                                               ["dynamo.graph_deduplication_lint", True]]}
                 campaign.programs[pid] = to_dict(program)
                 pool.submit({"type": "run", "id": pid, "program": to_dict(program), "config": task_config,
-                             "oracles": list(oracles)})
+                             "oracles": list(oracles), "device": options.device})
             for task, result in pool.results(0.5):
                 campaign.on_result(task, result)
             if not verifying:

@@ -35,6 +35,7 @@ class Ledger:
     recompiled: Counter = field(default_factory=Counter)
     with_3_changes: int = 0
     features: Counter = field(default_factory=Counter)
+    cudagraphs: Counter = field(default_factory=Counter)  # replay runs: engaged, or skipped and why
     lost: Counter = field(default_factory=Counter)
     errors: Counter = field(default_factory=Counter)  # invalid programs, harness errors
     findings: dict = field(default_factory=dict)  # signature -> entry
@@ -60,6 +61,8 @@ class Ledger:
             self.recompiled.update(e.get("recompiled", []))
             self.with_3_changes += len(e.get("changed", [])) >= 3
             self.features.update(e.get("features", []))
+            if e.get("cudagraphs"):
+                self.cudagraphs[e["cudagraphs"]] += 1
         elif kind == "lost":
             self.done.add(e["id"])
             self.lost[e["kind"]] += 1
@@ -130,6 +133,7 @@ class Ledger:
             "errors": dict(self.errors),
             "timeline": [dict(zip(("t", "programs", "failures", "distinct"), p)) for p in _thin(self.timeline)],
             "generator": dict(self.features.most_common()),
+            "cudagraphs": dict(self.cudagraphs.most_common()),
             "coverage": {},
             "aborted": self.aborted,
             "findings": sorted(self.findings.values(), key=lambda f: (-f["count"], f["signature"])),

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from generators.codegen import render
 from generators.ir import Program
+from generators.replays import ReplayPlan, resized
 from generators.variants import PRELUDE
 from harness.backends import resolve
 from harness.outcome import RunConfig
 from harness.pipeline import torch_compile_kwargs
+from harness.replay import call_seed
 
 
 def _low_precision(program: Program) -> bool:
@@ -67,7 +69,7 @@ def run(compiled, float64=False):
 
 '''
 
-COMPARE = '''def bad(name, exp, act, ref):
+BAD = '''def bad(name, exp, act, ref):
     if (exp is None) != (act is None):
         return f"expected {{'None' if exp is None else 'a tensor'}}, got {{'None' if act is None else 'a tensor'}}"
     if exp is None:
@@ -90,7 +92,9 @@ COMPARE = '''def bad(name, exp, act, ref):
     return (f"expected {{exp.flatten()[i].item():.6g}}, got {{act.flatten()[i].item():.6g}} "
             f"(float64 {{ref.flatten()[i].item():.6g}}) at flat index {{i}}")
 
+'''
 
+COMPARE = BAD + '''
 def main():
     expected = run(compiled=False)
     try:
@@ -535,6 +539,126 @@ def main():
     return 0
 '''
 
+# For CUDA-graph findings: the calls of a replay plan (warm-up, record,
+# replays, a resized call), each against eager, with results held across the
+# next call (harness.replay, oracles.cudagraph).
+REPLAY = '''
+
+# ---- driver: CUDA-graph replays; exits 1 when a call is wrong or a result goes stale ----
+import sys
+import traceback
+
+from torch.utils._pytree import tree_leaves
+
+DEDUP = {dedup!r}
+SEED = {seed!r}
+COMPILE_KWARGS = {compile_kwargs!r}
+ATOL = RTOL = {tol!r}
+DEVICE = {device!r}
+PLAN = {plan!r}
+PHASES = {phases!r}
+CALL_SEEDS = {call_seeds!r}
+OVERWRITTEN = "overwritten by a subsequent run"  # PyTorch's documented error
+
+
+def model(float64=False):
+    torch.manual_seed(SEED)
+    m = Program()
+    return m.double() if float64 else m
+
+
+def inputs_for(k, float64=False):
+    torch.manual_seed(CALL_SEEDS[k])
+    resize = PLAN["resize"]
+    xs = make_resized_inputs() if resize and k == resize["at"] else make_inputs()
+    if float64:
+        xs = [t.detach().double().requires_grad_(t.requires_grad) if t.is_floating_point() else t for t in xs]
+    return xs
+
+
+def call(fn, m, inputs):
+    \"\"\"Values of one call (copies) and the live tensors they were copied from.\"\"\"
+    for p in m.parameters():
+        p.grad = None
+    outs = [o for o in tree_leaves(fn(*inputs)) if isinstance(o, torch.Tensor)]
+    values = {{f"output[{{i}}]": o.detach().clone() for i, o in enumerate(outs)}}
+    live = [(f"output[{{i}}]", o) for i, o in enumerate(outs)]
+    diff = [(i, o) for i, o in enumerate(outs) if o.requires_grad]
+    if PLAN["backward"] and diff:
+        cots = []
+        for i, o in diff:
+            g = torch.Generator().manual_seed(1000 + i)
+            cots.append(torch.randn(o.shape, generator=g, device="cpu").to(o.device, o.dtype))
+        torch.autograd.backward([o for _, o in diff], cots)
+    values.update({{f"input {{i}} after the call": t.detach().clone() for i, t in enumerate(inputs)}})
+    values.update({{f"buffer {{n}} after the call": b.detach().clone() for n, b in m.named_buffers()}})
+    grads = [(f"grad[input {{i}}]", t.grad) for i, t in enumerate(inputs)] + \\
+        [(f"grad[{{n}}]", p.grad) for n, p in m.named_parameters()]
+    values.update({{k: None if g is None else g.detach().clone() for k, g in grads}})
+    live += [(k, g) for k, g in grads if g is not None]
+    return values, live
+
+
+def main():
+    problems = []
+    with torch.device(DEVICE):
+        configure(DEDUP)
+        torch._dynamo.reset()
+        eager_model, ref_model, graphed_model = model(), model(float64=True), model()
+        graphed = torch.compile(graphed_model, backend=backend(), **COMPILE_KWARGS)
+        static, pending = {{}}, []
+        for k, phase in enumerate(PHASES):
+            expected = call(eager_model, eager_model, inputs_for(k))[0]
+            try:
+                reference = call(ref_model, ref_model, inputs_for(k, float64=True))[0]
+            except Exception:
+                reference = {{}}
+            xs = inputs_for(k)
+            for i, name in enumerate(PLAN["input_names"]):
+                if name not in PLAN["static_inputs"]:
+                    continue
+                if name not in static:  # the first call's tensor stays; later values are copied into it
+                    torch._dynamo.mark_static_address(xs[i])
+                    static[name] = xs[i]
+                else:
+                    with torch.no_grad():
+                        static[name].copy_(xs[i])
+                    static[name].grad = None
+                xs[i] = static[name]
+            if PLAN["mark_step"]:
+                torch.compiler.cudagraph_mark_step_begin()
+            try:
+                actual, live = call(graphed, graphed_model, xs)
+            except Exception:
+                traceback.print_exc()
+                problems.append(f"call {{k}} ({{phase}}): the compiled call raised")
+                break
+            for name, exp in expected.items():
+                m = bad(name, exp, actual.get(name), reference.get(name))
+                if m:
+                    problems.append(f"call {{k}} ({{phase}}) {{name}}: {{m}}")
+            for j, name, t, before in pending:
+                try:
+                    now = t.detach().clone()
+                except RuntimeError as e:
+                    if OVERWRITTEN not in str(e):
+                        problems.append(f"{{name}} of call {{j}}: reading it after call {{k}} raised {{e}}")
+                    continue
+                if not (torch.equal(now, before) or bool(torch.isclose(now, before, 0, 0, equal_nan=True).all())):
+                    change = (now.double() - before.double()).abs().max().item()
+                    problems.append(f"{{name}} of call {{j}} changed by {{change:.3g}} when call {{k}} ran, "
+                                    f"and reading it raised no error")
+            pending = [(k, name, t, actual[name]) for name, t in live]
+    for p in problems:
+        print(p)
+    if problems:
+        print(f"REPRODUCED: {{len(problems)}} problem(s) over {{len(PHASES)}} calls on {{DEVICE}} (torch {{torch.__version__}})")
+        return 1
+    print(f"not reproduced: every call matches eager and no result went stale (torch {{torch.__version__}})")
+    return 0
+'''
+
+
 # Which driver checks a finding of each oracle (a crash is always re-raised by
 # the differential driver; guard findings re-make their change).
 ORACLE_DRIVERS = {"region_identity": "regions", "graph_validity": "regions", "rewrite": "toggle",
@@ -555,7 +679,8 @@ if __name__ == "__main__":
 '''
 
 DRIVERS = {"differential": DRIVER, "process": RUN + PROCESS + ENTRY, "toggle": RUN + TOGGLE + ENTRY,
-           "regions": REGIONS + ENTRY, "deduplicated": DEDUP_DRIVER, "guard": GUARD_DRIVER, "recompile": GUARD_DRIVER}
+           "regions": REGIONS + ENTRY, "deduplicated": DEDUP_DRIVER, "guard": GUARD_DRIVER, "recompile": GUARD_DRIVER,
+           "replay": BAD + REPLAY + ENTRY}
 
 
 def driver_for(details: dict, severity: str, oracle: str = "", kind: str = "") -> tuple[str, dict | None]:
@@ -568,10 +693,11 @@ def driver_for(details: dict, severity: str, oracle: str = "", kind: str = "") -
 
 
 def render_repro(program: Program, config: RunConfig, title: str, check: str = "differential",
-                 variant: dict | None = None, lost: dict | None = None) -> str:
+                 variant: dict | None = None, lost: dict | None = None, replay: dict | None = None) -> str:
     """``variant`` (a ``generators.variants.Variant`` as a dict) is the
     change the "guard" driver makes between its two calls; ``lost`` (kind,
-    timeout, memory_mb) what the "process" driver watches for."""
+    timeout, memory_mb) what the "process" driver watches for; ``replay``
+    (plan, device) the calls the "replay" driver makes."""
     header = f'"""Repro: {title}\n\nExit status 1: reproduced; 0: not reproduced. Needs only torch."""\n'
     backend = resolve(config.backend)
     change = variant or {"description": "nothing", "apply": (), "undo": ()}
@@ -592,5 +718,26 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         seed=program.seed,
         compile_kwargs={**torch_compile_kwargs(program, config), **backend.options},
         tol=1e-2 if _low_precision(program) else 1e-4,
+        **_replay_fields(program, replay),
     )
-    return header + render(program) + driver
+    return header + render(program) + _resized_inputs(program, replay) + driver
+
+
+def _replay_fields(program: Program, replay: dict | None) -> dict:
+    if replay is None:
+        return {}
+    plan = ReplayPlan.from_dict(replay["plan"])
+    return {"device": replay["device"], "phases": [plan.phase(k) for k in range(plan.calls)],
+            "call_seeds": [call_seed(program, k) for k in range(plan.calls)],
+            "plan": {**plan.to_dict(), "input_names": [n for n, _ in program.inputs]}}
+
+
+def _resized_inputs(program: Program, replay: dict | None) -> str:
+    """``make_resized_inputs()``: the inputs of the plan's resized call."""
+    plan = ReplayPlan.from_dict(replay["plan"]) if replay else None
+    if plan is None or plan.resize is None:
+        return ""
+    source = render(resized(program, plan.resize))
+    lines = source[source.index("def make_inputs():"):].splitlines()
+    body = lines[:next(i for i, line in enumerate(lines) if line.strip().startswith("return"))+ 1]
+    return "\n\n" + "\n".join(body).replace("def make_inputs():", "def make_resized_inputs():") + "\n"

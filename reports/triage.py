@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Callable, Optional
+from typing import Callable
 
 from generators.check import mutates
 from generators.ir import Program
 from generators.variation import equalize
 from harness.outcome import Outcome, RunConfig
 from harness.pipeline import run_program
-from oracles.registry import ORACLES
+from harness.replay import ReplayOutcome, run_replay
+from oracles.registry import ORACLES, REPLAY_ORACLES
 from oracles.verdict import Verdict
 
 
@@ -78,7 +79,10 @@ def fails_alike(program: Program, config: RunConfig, oracle: Callable[[Outcome],
 def triage(outcome: Outcome, verdict: Verdict) -> Finding:
     program = outcome.program
     oracle = ORACLES[verdict.oracle]
-    config = replace(outcome.config, companions=oracle.needs)
+    # Re-runs pay only for what this oracle reads: no changed re-calls or
+    # pass recorder unless it judges them.
+    config = replace(outcome.config, companions=oracle.needs, variants=outcome.config.variants if oracle.variants else 0,
+                     record_structure=outcome.config.record_structure and oracle.structure)
     culprit = "backend"
     if config.dedup and not fails_alike(program, replace(config, dedup=False), oracle, verdict):
         culprit = "dedup"
@@ -113,3 +117,30 @@ def _trigger(program: Program, config: RunConfig, oracle: Callable[[Outcome], Ve
         if candidate is not None and _fails(candidate, config, oracle):
             return kind
     return "combined"
+
+
+def triage_replay(replay: ReplayOutcome, verdict: Verdict) -> Finding:
+    """A CUDA-graph finding: blamed on the pass if the same plan passes with
+    deduplication off, on CUDA graphs if the plain compile got that call
+    right, else on the backend; the detail names the phase (warm-up, record,
+    replay, resize) and the kind of value (output, grad, state)."""
+    program, plan = replay.program, replay.plan
+    oracle = REPLAY_ORACLES[verdict.oracle]
+    culprit = "cudagraphs" if verdict.details.get("plain_agrees") or verdict.kind in ("stale_output", "read_error") \
+        else "backend"
+    if verdict.kind == "crash" and verdict.details.get("plain_crashed") is False:
+        culprit = "cudagraphs"
+    if replay.dedup:
+        again = oracle(run_replay(program, plan, replay.backend, replay.plain, replay.device, dedup=False))
+        if not alike(again, verdict):
+            culprit = "dedup"
+    value = verdict.details.get("value", "").split("[")[0]
+    if verdict.kind == "crash":
+        detail = f"{verdict.details.get('phase', 'compile')}:{verdict.details.get('stage')}:{normalize(verdict.message)}"
+    else:
+        detail = ":".join(p for p in (verdict.details.get("phase", "") if verdict.kind != "stale_output" else "",
+                                       value, *tags(program)) if p)
+    signature = ":".join(p for p in (verdict.oracle, verdict.kind, culprit, detail) if p)
+    config = RunConfig(backend=replay.backend, dedup=replay.dedup)
+    return Finding(signature, verdict, program, config, culprit, "", replay.source,
+                   {"plan": plan.to_dict(), "plain": replay.plain, "device": replay.device})

@@ -27,14 +27,17 @@ from generators.ir import Program, from_dict, to_dict
 from generators.reduce import size
 from harness.outcome import RunConfig
 from harness.pipeline import InvalidProgram, run_program
-from oracles import guards
-from oracles.registry import ORACLES, judge
+from generators.replays import default_plan
+from harness.replay import run_replay
+from oracles import cudagraph, guards
+from oracles.registry import ORACLES, REPLAY_ORACLES, judge, judge_replay
+from oracles.registry import severity as oracle_severity
 
 from .known_issues import match
 from .localize import localize
 from .minimize import minimize_finding
 from .repro import driver_for, render_repro
-from .triage import Finding, triage
+from .triage import Finding, triage, triage_replay
 from .worker_start import save_coverage
 
 
@@ -67,25 +70,38 @@ def _run(task: dict) -> dict:
     config = config_from(task["config"])
     oracles = tuple(task["oracles"])
     started = time.time()
-    try:
-        outcome = run_program(program, config)
-    except InvalidProgram as e:
-        return {"invalid": str(e), "restart": not process_healthy()}
-    ran = guards.judged_runs(outcome)[0]
-    result: dict = {
-        "program": {
-            "stages": outcome.seconds, "deduplicated": bool(outcome.capture.deduplicated),
-            "changed": [r.variant["kind"] for r in ran], "recompiled": [r.variant["kind"] for r in ran if r.recompiled],
-            "features": sorted(features(program)), "seconds": round(time.time() - started, 3),
-        },
-        "findings": [],
-    }
-    verdicts = judge(outcome, oracles)
-    result["program"]["verdicts"] = dict(Counter(v.status.value for v in verdicts))
-    for verdict in verdicts:
-        if verdict.failed:
-            finding = triage(outcome, verdict)
-            result["findings"].append(_describe(finding, outcome.capture.graphs, _repro_dedup(outcome, verdict)))
+    result: dict = {"program": {"stages": {}, "deduplicated": False, "changed": [], "recompiled": [],
+                                "verdicts": {}, "features": sorted(features(program))}, "findings": []}
+    summary, verdicts = result["program"], []
+    if any(n in ORACLES for n in oracles):
+        try:
+            outcome = run_program(program, config)
+        except InvalidProgram as e:
+            return {"invalid": str(e), "restart": not process_healthy()}
+        ran = guards.judged_runs(outcome)[0]
+        summary.update(stages=outcome.seconds, deduplicated=bool(outcome.capture.deduplicated),
+                       changed=[r.variant["kind"] for r in ran], recompiled=[r.variant["kind"] for r in ran if r.recompiled])
+        for verdict in judge(outcome, oracles):
+            verdicts.append(verdict)
+            if verdict.failed:
+                finding = triage(outcome, verdict)
+                result["findings"].append(_describe(finding, outcome.capture.graphs, _repro_dedup(outcome, verdict)))
+    if any(n in REPLAY_ORACLES for n in oracles) and program.is_random():
+        summary["cudagraphs"] = "not run: random ops (graph-safe RNG under CUDA graphs draws unlike eager)"
+    elif any(n in REPLAY_ORACLES for n in oracles):
+        replay = run_replay(program, default_plan(program), config.backend, device=task.get("device", "cuda"),
+                            dedup=config.dedup, config=config.torch_config)
+        summary["stages"] = {**summary["stages"], "replay": round(replay.seconds, 3)}
+        for verdict in judge_replay(replay, oracles):
+            verdicts.append(verdict)
+            if verdict.oracle == cudagraph.ENGAGED:  # engaged, or why not: counted per campaign
+                summary["cudagraphs"] = f"{verdict.kind or 'engaged'}: {verdict.where}".rstrip(": ")
+            if verdict.failed:
+                finding = triage_replay(replay, verdict)
+                result["findings"].append({**_describe(finding, [], config.dedup, replay=finding.extra),
+                                           "minimizable": False})
+    summary["verdicts"] = dict(Counter(v.status.value for v in verdicts))
+    summary["seconds"] = round(time.time() - started, 3)
     result["restart"] = not process_healthy()
     return result
 
@@ -98,13 +114,16 @@ def _repro_dedup(outcome, verdict) -> bool:
     return outcome.config.dedup
 
 
-def _describe(finding: Finding, graphs: list[str], dedup: bool, layer: str = "") -> dict:
+def _describe(finding: Finding, graphs: list[str], dedup: bool, layer: str = "", replay: dict | None = None) -> dict:
     """A finding as the campaign stores it: the entry, and its folder's files
-    (``dedup``: whether its repro compiles with deduplication)."""
+    (``dedup``: whether its repro compiles with deduplication; ``replay``: the
+    plan and device of a CUDA-graph finding)."""
     dedup = dedup and finding.config.dedup
-    severity = ORACLES[finding.verdict.oracle].severity
+    severity = oracle_severity(finding.verdict.oracle)
     known = match(finding.signature)
     check, variant = driver_for(finding.verdict.details, severity, finding.verdict.oracle, finding.verdict.kind)
+    if replay is not None:
+        check, variant = "replay", None
     log = [str(finding.verdict), f"localization: {layer or '(not localized)'}", "",
            json.dumps(finding.verdict.details, indent=2, default=str), "",
            "# source", finding.source, "# Dynamo graphs after deduplication", *graphs]
@@ -116,7 +135,7 @@ def _describe(finding: Finding, graphs: list[str], dedup: bool, layer: str = "")
         "files": {
             "program.json": json.dumps(to_dict(finding.program), indent=2),
             "repro.py": render_repro(finding.program, replace(finding.config, dedup=dedup), finding.signature, check,
-                                     variant),
+                                     variant, replay=replay),
             "log.txt": "\n".join(log),
         },
     }

@@ -10,6 +10,7 @@ import sys
 import xml.etree.ElementTree as ET
 
 import pytest
+import torch
 
 pytestmark = pytest.mark.unit
 
@@ -22,6 +23,7 @@ def _harness(*args: str, cwd, timeout: int = 400) -> subprocess.CompletedProcess
                           cwd=cwd)
 
 
+@pytest.mark.long(seconds=119)
 def test_a_campaign_survives_an_aborting_and_hanging_backend_reports_and_resumes(tmp_path, request):
     out, root = tmp_path / "run", request.config.rootpath
     done = _harness("fuzz", *PLANTED, "--budget", "75", "--workers", "2", "--out", str(out), cwd=root)
@@ -75,11 +77,29 @@ def test_a_campaign_survives_an_aborting_and_hanging_backend_reports_and_resumes
     (["--config", "nonsense"], "error: config 'nonsense': expected SECTION.KEY=VALUE"),
     (["--shard", "3/2"], "error: shard 3/2: expected i/N with 0 <= i < N"),
     (["--resume"], "error: --resume: no campaign in"),
+    *([(["--oracles", "cudagraph"], "error: oracles cudagraph replay CUDA graphs on cuda, but torch.cuda.is_available() "
+                                    "is False here")] if not torch.cuda.is_available() else []),
 ])
 def test_bad_campaign_input_is_one_line(tmp_path, request, args, message):
     done = _harness("fuzz", "--budget", "1", "--out", str(tmp_path / "x"), *args, cwd=request.config.rootpath)
     assert done.returncode == 2
     assert done.stderr.strip().startswith(message) and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_cuda_graph_campaign_on_cpu_reports_stale_outputs_and_engagement(tmp_path, request):
+    """The replay oracles in a campaign (``--device cpu``), on a backend
+    planted to hand out reused output buffers: a stale-output finding whose
+    repro reproduces standalone, and engagement counted per run."""
+    out = tmp_path / "cg"
+    done = _harness("fuzz", "--backend", "suites.planted_cudagraphs:reused_buffers", "--oracles",
+                    "cudagraph,cudagraph_engaged", "--device", "cpu", "--budget", "30", "--workers", "1",
+                    "--minimize-seconds", "0", "--out", str(out), cwd=request.config.rootpath)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    stale = [f for f in summary["findings"] if f["signature"].startswith("cudagraph:stale_output:cudagraphs:output")]
+    assert stale and stale[0]["repro_exit"] == 1 and stale[0]["driver"] == "replay", summary["findings"]
+    assert sum(summary["cudagraphs"].values()) >= summary["programs"] >= 1, summary["cudagraphs"]
+    assert "## CUDA graphs" in (out / "report.md").read_text()
 
 
 def test_a_minimize_task_shrinks_localizes_and_verifies_its_repro():

@@ -1,0 +1,143 @@
+"""CUDA-graph oracle: every replay against eager and against the plain compile.
+
+Each call of a ``harness.replay`` run is judged like the differential oracle
+judges one run (float64 referee, eager-twice nondeterminism gate, the same
+tolerances), and the blame goes to CUDA graphs only when the same backend
+without them got the call right. A graphed output or gradient held across
+the next call must still hold its value, or reading it must raise PyTorch's
+documented "overwritten by a subsequent run" error; a silent change is a
+stale output. Whether CUDA graphs engaged at all is a verdict of its own
+(``check_engaged``): a skip is inconclusive with PyTorch's reason, never a pass.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from generators.check import lowest_precision
+from harness.outcome import Execution
+from harness.replay import OVERWRITTEN, ReplayOutcome, snapshots
+
+from .compare import bitwise_equal
+from .differential import compare_runs, nondeterministic
+from .verdict import Status, Verdict, combine
+
+NAME = "cudagraph"
+ENGAGED = "cudagraph_engaged"
+
+
+def _crash(f, **details) -> Verdict:
+    where = f"call[{details['call']}]:{details['phase']}" if "call" in details else "compile"
+    return Verdict(NAME, Status.FAIL, kind="crash", where=where, message=f"{f.type}: {f.message}",
+                   details={"stage": f.stage, "type": f.type, "traceback": f.traceback, **details})
+
+
+def _agrees(expected: Execution, actual: Execution | None, reference: Execution | None, floor, where: str) -> bool:
+    if actual is None or actual.failure is not None:
+        return False
+    return all(not v.failed for v in compare_runs(NAME, expected, actual, reference, floor=floor) if v.where == where)
+
+
+def _judge_call(replay: ReplayOutcome, k: int, floor: torch.dtype) -> list[Verdict]:
+    call = replay.calls[k]
+    runs = call.runs
+    eager, graphed, plain, reference = runs["eager"], runs["graphed"], runs["plain"], runs["reference"]
+    at = {"call": k, "phase": call.phase, "shapes": call.shapes}
+    if eager.failure is not None:  # a generator or plan bug, not the compiler's
+        return [Verdict(NAME, Status.INCONCLUSIVE, kind="invalid_call", where=f"call[{k}]:{call.phase}",
+                        message=f"eager fails this call: {eager.failure.type}: {eager.failure.message}")]
+    if graphed.failure is not None:
+        plain_crashed = plain.failure is not None
+        return [_crash(graphed.failure, plain_crashed=plain_crashed, **at)]
+    unstable = nondeterministic(eager, runs["eager_again"])
+    if unstable:
+        return [Verdict(NAME, Status.INCONCLUSIVE, kind="nondeterministic", where=f"call[{k}]:{unstable[0]}",
+                        message="eager disagrees with itself; numerics not compared")]
+    if eager.treespec != graphed.treespec or len(eager.outputs) != len(graphed.outputs):
+        return [Verdict(NAME, Status.FAIL, kind="structure", where=f"call[{k}]:outputs", details=at,
+                        message=f"expected output structure {eager.treespec}, got {graphed.treespec}")]
+    out = []
+    for v in compare_runs(NAME, eager, graphed, reference, floor=floor):
+        if v.status is Status.PASS:
+            out.append(v)
+            continue
+        plain_ok = _agrees(eager, plain, reference, floor, v.where)
+        details = {**v.details, **at, "value": v.where, "plain_agrees": plain_ok,
+                   "graphed_matches_plain": _agrees(plain, graphed, reference, floor, v.where) if plain.failure is None
+                   else False}
+        out.append(Verdict(NAME, v.status, kind=v.kind, where=f"call[{k}]:{call.phase}:{v.where}",
+                           message=f"{v.message} ({call.phase} call {k}; the plain compile "
+                                   f"{'agrees with eager' if plain_ok else 'is wrong too'})",
+                           details=details))
+    return out
+
+
+def _eager_changed(replay: ReplayOutcome, call: int, where: str) -> bool:
+    """Eager's own result changed too: it aliases an input or buffer that the
+    next call writes (a static input given new values, a running statistic)."""
+    before = snapshots(replay.calls[call].runs["eager"]).get(where)
+    for h in replay.held:
+        if h.role == "eager" and h.call == call and h.where == where:
+            return h.value is None or not bitwise_equal(before, h.value)
+    return False
+
+
+def _judge_held(replay: ReplayOutcome) -> list[Verdict]:
+    out = []
+    for h in replay.held:
+        if h.role != "graphed":
+            continue
+        before = snapshots(replay.calls[h.call].runs["graphed"]).get(h.where)
+        where = f"call[{h.call}]:{h.where}"
+        at = {"call": h.call, "phase": replay.calls[h.call].phase, "value": h.where}
+        if h.raised:
+            if OVERWRITTEN in h.raised:
+                out.append(Verdict(NAME, Status.PASS, where=where, message="overwritten, and reading it says so"))
+            else:
+                out.append(Verdict(NAME, Status.FAIL, kind="read_error", where=where, details=at,
+                                   message=f"reading a result of call {h.call} after call {h.call + 1} raised "
+                                           f"something other than PyTorch's documented error: {h.raised[:300]}"))
+        elif not bitwise_equal(before, h.value) and _eager_changed(replay, h.call, h.where):
+            out.append(Verdict(NAME, Status.PASS, where=where, message="changed, as eager's result did"))
+        elif not bitwise_equal(before, h.value):
+            change = (h.value.double() - before.double()).abs().nan_to_num(float("inf"), float("inf")).max().item() \
+                if isinstance(before, torch.Tensor) and before.shape == h.value.shape else float("nan")
+            out.append(Verdict(NAME, Status.FAIL, kind="stale_output", where=where,
+                               details={**at, "max_abs_change": change},
+                               message=f"{h.where} of call {h.call} changed by up to {change:.3g} when call "
+                                       f"{h.call + 1} ran, and reading it raised no error (PyTorch documents "
+                                       f"'{OVERWRITTEN}' for overwritten CUDA-graph outputs)"))
+        else:
+            out.append(Verdict(NAME, Status.PASS, where=where, message="still holds its value"))
+    return out
+
+
+def verdicts(replay: ReplayOutcome) -> list[Verdict]:
+    """One verdict per value of every call, and per held result."""
+    if replay.failure is not None:
+        return [_crash(replay.failure)]
+    floor = getattr(torch, lowest_precision(replay.program))
+    return [v for k in range(len(replay.calls)) for v in _judge_call(replay, k, floor)] + _judge_held(replay)
+
+
+def check(replay: ReplayOutcome) -> Verdict:
+    return combine(NAME, verdicts(replay))
+
+
+def check_engaged(replay: ReplayOutcome) -> Verdict:
+    e = replay.engagement
+    if replay.failure is not None or any(c.runs["graphed"].failure is not None for c in replay.calls):
+        return Verdict(ENGAGED, Status.INCONCLUSIVE, kind="crashed", message="the graphed run crashed")
+    if e.skips or e.skip_count:
+        reasons = list(dict.fromkeys(e.skips)) or [f"{e.skip_count} skips counted, no reason logged"]
+        return Verdict(ENGAGED, Status.INCONCLUSIVE, kind="skipped", where=reasons[0][:120],
+                       message="; ".join(reasons)[:500], details={"reasons": reasons, "count": e.skip_count,
+                                                                 "recorded": e.recorded})
+    if e.recorded is None:
+        return Verdict(ENGAGED, Status.INCONCLUSIVE, kind="unobservable",
+                       message=f"no CUDA graph tree on {replay.device}: cannot tell whether CUDA graphs engaged")
+    if e.recorded == 0:
+        return Verdict(ENGAGED, Status.INCONCLUSIVE, kind="not_engaged",
+                       message="no CUDA graph was recorded, and PyTorch logged no reason for skipping")
+    return Verdict(ENGAGED, Status.PASS, message=f"{e.recorded} CUDA graphs recorded",
+                   details={"recorded": e.recorded, "warnings": e.warnings})

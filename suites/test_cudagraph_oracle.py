@@ -1,0 +1,288 @@
+"""The CUDA-graph oracle: replays, stale outputs and engagement.
+
+On CPU (CI): the replay harness and the oracle, fed by backends planted to
+reuse output buffers or to replay stale values, by torch's own ``cudagraphs``
+backend (which skips CPU graphs and says why), and by a control backend over
+drawn programs and plans (no false alarms). With CUDA (``pytest suites/ -m
+gpu``): the oracle over drawn programs on ``reduce-overhead`` and
+``cudagraphs``, and positive controls that CUDA graphs engage at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+
+from conftest import record_known_hit, record_line
+from generators.ir import Block, Call, Program, Ref, Section, Stmt, TensorSpec
+from generators.replays import ReplayPlan, Resize, check_plan, default_plan, replayable
+from harness.outcome import Failure, RunConfig
+from harness.replay import OVERWRITTEN, run_replay
+from oracles import cudagraph
+from oracles.verdict import Status
+from reports.known_issues import match
+from reports.repro import render_repro
+from reports.triage import triage_replay
+
+ROOT = Path(__file__).resolve().parent.parent
+PLANTED = "suites.planted_cudagraphs:"
+HAS_CUDA = torch.cuda.is_available()
+NO_CUDA = "needs CUDA: torch.cuda.is_available() is False here (CPU-only torch or no GPU); " \
+          "run `pytest suites/ -m gpu` on a machine with an NVIDIA GPU and a CUDA build of torch"
+
+# x -> tanh(sin(x)) twice, x requires grad: outputs and an input gradient.
+SIN_TANH = Program(
+    inputs=(("x", TensorSpec((3, 4), "float32", True)),),
+    block=Block("function", ("x",), (), (), (), (Stmt("v0", "sin", (Ref("x"),)), Stmt("v1", "tanh", (Ref("v0"),))), "v1"),
+    sections=(Section("calls", "chain", (Call(), Call())),),
+)
+PLAN = ReplayPlan(calls=4, backward=True)
+
+
+def _replay(backend: str, plan: ReplayPlan = PLAN, program: Program = SIN_TANH, dedup: bool = True, **kw):
+    return run_replay(program, plan, backend=backend, plain=kw.pop("plain", "aot_eager"),
+                      device=kw.pop("device", "cpu"), dedup=dedup, **kw)
+
+
+def _failed(replay) -> list:
+    return [v for v in cudagraph.verdicts(replay) if v.failed]
+
+
+# --- planted faults on CPU ------------------------------------------------------
+
+@pytest.mark.unit
+def test_reused_output_buffers_are_stale_outputs():
+    replay = _replay(PLANTED + "reused_buffers")
+    bad = _failed(replay)
+    assert bad and {v.kind for v in bad} == {"stale_output"}, bad
+    wheres = {v.where for v in bad}
+    assert "call[0]:output[0]" in wheres and "call[0]:grad[input:x]" in wheres, wheres
+    assert {v.details["call"] for v in bad} == {0, 1, 2}  # each call's results, overwritten by the next
+    assert all(v.details["max_abs_change"] > 0 for v in bad)
+
+
+@pytest.mark.unit
+def test_replays_that_ignore_fresh_inputs_are_wrong_from_the_first_replay():
+    replay = _replay(PLANTED + "frozen_replay")
+    bad = _failed(replay)
+    assert bad and {v.kind for v in bad} == {"mismatch"}, bad
+    assert {v.details["phase"] for v in bad} == {"replay"}  # warm-up and recording computed
+    assert {v.details["call"] for v in bad} == {2, 3}
+    assert all(v.details["plain_agrees"] and not v.details["graphed_matches_plain"] for v in bad)
+    values = {v.details["value"].split("[")[0] for v in bad}
+    assert values == {"output", "grad"}, values
+
+
+@pytest.mark.unit
+def test_documented_overwrite_error_passes_and_other_errors_do_not():
+    replay = _replay("aot_eager")
+    assert not _failed(replay)
+    i = next(i for i, h in enumerate(replay.held) if h.role == "graphed")
+    first = replay.held[i]
+    documented = f"RuntimeError: Error: accessing tensor output of CUDAGraphs that has been {OVERWRITTEN}. Stack trace: ..."
+    replay.held[i] = dataclasses.replace(first, value=None, raised=documented)
+    assert not _failed(replay)
+    replay.held[i] = dataclasses.replace(first, value=None, raised="RuntimeError: invalid storage")
+    assert [v.kind for v in _failed(replay)] == ["read_error"]
+    replay.held[i] = dataclasses.replace(first, value=first.value + 1)
+    assert [v.kind for v in _failed(replay)] == ["stale_output"]
+
+
+@pytest.mark.unit
+def test_a_crash_in_a_replay_names_the_call_and_phase():
+    replay = _replay("aot_eager")
+    crash = Failure("runtime", "RuntimeError", "CUDA error: an illegal memory access was encountered")
+    replay.calls[2].runs["graphed"] = dataclasses.replace(replay.calls[2].runs["graphed"], failure=crash)
+    v = cudagraph.check(replay)
+    assert v.failed and v.kind == "crash" and v.where == "call[2]:replay", v
+    assert cudagraph.check_engaged(replay).kind == "crashed"
+
+
+@pytest.mark.unit
+def test_torch_cudagraphs_backend_on_cpu_is_a_skip_with_its_reason_not_a_pass():
+    replay = _replay("cudagraphs")
+    assert not _failed(replay)  # CPU graphs run uncaptured, and right
+    e = cudagraph.check_engaged(replay)
+    assert e.status is Status.INCONCLUSIVE and e.kind == "skipped", e
+    assert "skipping cudagraphs due to" in e.message and "cpu" in e.message, e.message
+    assert replay.engagement.skip_count >= 1
+
+
+@pytest.mark.unit
+def test_a_planted_skip_is_recorded_with_its_reason():
+    e = cudagraph.check_engaged(_replay(PLANTED + "planted_skip"))
+    assert e.kind == "skipped" and e.details["reasons"] == ["skipping cudagraphs due to planted reason"], e
+
+
+@pytest.mark.unit
+def test_without_a_skip_on_cpu_engagement_is_unobservable_not_a_pass():
+    e = cudagraph.check_engaged(_replay("aot_eager"))
+    assert e.status is Status.INCONCLUSIVE and e.kind == "unobservable", e
+
+
+@pytest.mark.unit
+def test_static_inputs_resize_and_mark_step_run_and_pass_on_a_correct_backend():
+    plan = ReplayPlan(calls=5, backward=True, static_inputs=(), resize=Resize(2, "x", (3, 5)), mark_step=True)
+    replay = _replay("aot_eager", plan)
+    assert [c.phase for c in replay.calls] == ["warmup", "record", "resize", "replay-after-resize", "replay-after-resize"]
+    assert replay.calls[2].shapes == {"x": [3, 5]} and replay.calls[3].shapes == {"x": [3, 4]}
+    assert not _failed(replay)
+    static = _replay("aot_eager", ReplayPlan(calls=3, static_inputs=("x",)))
+    assert not _failed(static) and len(static.calls) == 3
+
+
+@pytest.mark.unit
+def test_a_result_that_changes_in_eager_too_is_not_stale():
+    """x static and returned as it is: writing the next call's values into x
+    changes the first call's result in eager too; that is aliasing, not a
+    stale CUDA-graph output."""
+    identity = dataclasses.replace(SIN_TANH, block=dataclasses.replace(
+        SIN_TANH.block, body=(Stmt("v0", "contiguous", (Ref("x"),)),), result="v0"))
+    replay = _replay("aot_eager", ReplayPlan(calls=3, backward=False, static_inputs=("x",)), identity, dedup=False)
+    assert not _failed(replay), [str(v) for v in _failed(replay)]
+    changed = [h for h in replay.held if h.role == "eager" and h.where == "output[0]"]
+    assert changed and not torch.equal(changed[0].value, replay.calls[0].runs["eager"].outputs[0])
+
+
+@pytest.mark.unit
+def test_static_inputs_are_written_in_place_and_keep_their_address():
+    seen: list[int] = []
+
+    def watch(gm, example_inputs):
+        def run(*args):
+            seen.append(args[0].data_ptr())
+            return gm(*args)
+        return run
+
+    plan = ReplayPlan(calls=3, backward=False, static_inputs=("x",))
+    replay = run_replay(SIN_TANH, plan, backend="aot_eager", plain="eager", device="cpu")
+    assert not _failed(replay)
+    from harness import backends
+
+    backends.BUILTIN["_watch"] = backends.Backend("_watch", watch)
+    try:
+        replay = run_replay(SIN_TANH, plan, backend="_watch", plain="eager", device="cpu")
+    finally:
+        del backends.BUILTIN["_watch"]
+    assert not _failed(replay)
+    assert len(seen) == 3 and len(set(seen)) == 1, seen  # one tensor, three calls' values
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("plan, error", [
+    (ReplayPlan(calls=2), "at least 3 calls"),
+    (ReplayPlan(static_inputs=("nope",)), "cannot be static"),
+    (ReplayPlan(resize=Resize(1, "x", (3, 5))), "bad resize"),
+    (ReplayPlan(resize=Resize(2, "nope", (3,))), "bad resize"),
+])
+def test_bad_plans_are_clear_errors(plan, error):
+    with pytest.raises(ValueError, match=error):
+        check_plan(SIN_TANH, plan)
+
+
+@pytest.mark.unit
+def test_plans_round_trip_json():
+    plan = ReplayPlan(5, False, ("x",), Resize(3, "y", (2, 3)), True)
+    assert ReplayPlan.from_dict(plan.to_dict()) == plan
+    with pytest.raises(ValueError, match="unknown replay plan fields"):
+        ReplayPlan.from_dict({"calls": 3, "replays": 2})
+    assert check_plan(SIN_TANH, default_plan(SIN_TANH))
+
+
+@pytest.mark.unit
+def test_triage_blames_cuda_graphs_and_names_the_phase():
+    replay = _replay(PLANTED + "frozen_replay")
+    finding = triage_replay(replay, cudagraph.check(replay))
+    assert finding.signature == "cudagraph:mismatch:cudagraphs:replay:output", finding.signature
+    stale = _replay(PLANTED + "reused_buffers")
+    assert triage_replay(stale, cudagraph.check(stale)).signature == "cudagraph:stale_output:cudagraphs:output"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("backend, plan, status", [
+    (PLANTED + "reused_buffers", PLAN, 1),
+    (PLANTED + "frozen_replay", ReplayPlan(calls=5, resize=Resize(2, "x", (3, 5))), 1),
+    ("aot_eager", ReplayPlan(calls=4, static_inputs=("x",), mark_step=True), 0),
+])
+def test_replay_repro_runs_standalone(tmp_path, backend, plan, status):
+    repro = render_repro(SIN_TANH, RunConfig(backend=backend), "cudagraph test", "replay",
+                         replay={"plan": plan.to_dict(), "device": "cpu"})
+    path = tmp_path / "repro.py"
+    path.write_text(repro)
+    done = subprocess.run([sys.executable, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == status, done.stdout + done.stderr
+    assert ("REPRODUCED" in done.stdout) == (status == 1), done.stdout
+
+
+# --- the replay harness over drawn programs, on a correct backend --------------
+
+@pytest.mark.unit
+@settings(max_examples=max(4, settings.default.max_examples // 25))
+@given(replayable(max_stmts=4))
+def test_no_false_alarms_over_drawn_programs_and_plans(case):
+    """Deduplication off, so known pass bugs stay out: what is tested is the
+    replay harness itself (fresh inputs per call, static inputs, resizes,
+    held results, step marks) against eager."""
+    program, plan = case
+    replay = run_replay(program, plan, backend="aot_eager", plain="eager", device="cpu", dedup=False)
+    assert not _failed(replay), [str(v) for v in _failed(replay)]
+
+
+# --- on CUDA ------------------------------------------------------------------
+
+GPU_EXAMPLES = 100  # per backend: 200 programs in all
+
+
+def assert_only_known_cudagraph_findings(program, plan, backend):
+    replay = run_replay(program, plan, backend=backend, device="cuda")
+    engaged = cudagraph.check_engaged(replay)
+    record_line("cudagraphs", backend, engaged.status.value, engaged.kind or "engaged",
+                (engaged.details.get("reasons") or [""])[0][:100])
+    verdict = cudagraph.check(replay)
+    if not verdict.failed:
+        return
+    finding = triage_replay(replay, verdict)
+    issue = match(finding.signature)
+    if issue is not None:
+        record_known_hit(issue.id, finding.signature)
+        return
+    repro = render_repro(program, finding.config, finding.signature, "replay",
+                         replay={"plan": plan.to_dict(), "device": "cuda"})
+    raise AssertionError(f"new finding {finding.signature}\n{verdict}\n\nprogram.json: {program.to_json()}"
+                         f"\n\nplan: {plan.to_dict()}\n\nrepro.py:\n{repro}")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason=NO_CUDA)
+@pytest.mark.parametrize("backend", ["reduce-overhead", "cudagraphs"])
+def test_cuda_graphs_engage_on_a_plain_program(backend):
+    replay = _replay(backend, PLAN, device="cuda", plain=None)
+    assert not _failed(replay), [str(v) for v in _failed(replay)]
+    e = cudagraph.check_engaged(replay)
+    assert e.status is Status.PASS and e.details["recorded"] >= 1, e
+    # call i's results, read after call i + 1: PyTorch's documented error
+    assert any(OVERWRITTEN in h.raised for h in replay.held), replay.held
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason=NO_CUDA)
+@settings(max_examples=GPU_EXAMPLES)
+@given(replayable(max_stmts=5))
+def test_cudagraph_oracle_reduce_overhead(case):
+    assert_only_known_cudagraph_findings(*case, "reduce-overhead")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason=NO_CUDA)
+@settings(max_examples=GPU_EXAMPLES)
+@given(replayable(max_stmts=5))
+def test_cudagraph_oracle_cudagraphs_backend(case):
+    assert_only_known_cudagraph_findings(*case, "cudagraphs")
