@@ -132,13 +132,12 @@ def watching(engagement: Engagement):
             str(w.message) for w in caught if "cudagraph" in str(w.message).lower()))
 
 
-def _backend_config(*backends: Backend):
-    patch = {k: v for b in backends for k, v in b.inductor_config.items()}
-    if not patch:
+def _backend_config(backend: Optional[Backend]):
+    if backend is None or not backend.inductor_config:
         return contextlib.nullcontext()
     import torch._inductor.config
 
-    return torch._inductor.config.patch(patch)
+    return torch._inductor.config.patch(backend.inductor_config)
 
 
 def call_seed(program: Program, k: int) -> int:
@@ -188,13 +187,13 @@ def run_replay(program: Program, plan: ReplayPlan, backend: str = "reduce-overhe
     torch._dynamo.reset()
     try:
         with isolated_global_state(), dev, torch_config.patched(config), \
-                torch._dynamo.config.patch(use_graph_deduplication=dedup), _backend_config(graphed_b, plain_b), \
-                watching(outcome.engagement):
+                torch._dynamo.config.patch(use_graph_deduplication=dedup), watching(outcome.engagement):
             models = {role: _model(module, program, role == "reference") for role in ROLES}
             fns: dict[str, Any] = {role: models[role] for role in ROLES}
-            for role, b in (("plain", plain_b), ("graphed", graphed_b)):
+            compilers = {"plain": plain_b, "graphed": graphed_b}
+            for role, b in compilers.items():
                 try:
-                    fns[role] = torch.compile(models[role], backend=b.compiler_fn(),
+                    fns[role] = torch.compile(models[role], backend=_own(b.compiler_fn()),
                                               **torch_compile_kwargs(program, run_config), **b.options)
                 except Exception as e:
                     outcome.failure = failure(e, "dynamo")
@@ -214,7 +213,8 @@ def run_replay(program: Program, plan: ReplayPlan, backend: str = "reduce-overhe
                         torch.compiler.cudagraph_mark_step_begin()
                     for p in models[role].parameters():
                         p.grad = None
-                    run = execute(fns[role], models[role], inputs, names, plan.backward, hold=held.get(role))
+                    with _backend_config(compilers.get(role)):  # compiles happen at calls: each its own config
+                        run = execute(fns[role], models[role], inputs, names, plan.backward, hold=held.get(role))
                     if role == "reference" and run.failure is not None:
                         run = None  # e.g. an explicit .to(torch.float32) meets float64 weights
                     runs[role] = run
@@ -230,6 +230,17 @@ def run_replay(program: Program, plan: ReplayPlan, backend: str = "reduce-overhe
         torch._dynamo.reset()
         outcome.seconds = time.perf_counter() - start
     return outcome
+
+
+def _own(compiler_fn):
+    """A backend object of this role's own: Dynamo reuses a cache entry across
+    ``torch.compile`` calls with the same backend object, and "plain" and
+    "graphed" may be one compiler (inductor) under different configs."""
+
+    def backend(gm, example_inputs):
+        return compiler_fn(gm, example_inputs)
+
+    return backend
 
 
 def _static(inputs: list, names: list[str], wanted: tuple[str, ...], static: dict[str, torch.Tensor]) -> list:

@@ -129,7 +129,8 @@ def check_engaged(replay: ReplayOutcome) -> Verdict:
     if replay.failure is not None or any(c.runs["graphed"].failure is not None for c in replay.calls):
         return Verdict(ENGAGED, Status.INCONCLUSIVE, kind="crashed", message="the graphed run crashed")
     if e.skips or e.skip_count:
-        reasons = list(dict.fromkeys(e.skips)) or [f"{e.skip_count} skips counted, no reason logged"]
+        # PyTorch counts a skip of a graph with no CUDA device without logging why
+        reasons = list(dict.fromkeys(e.skips)) or [f"{e.skip_count} skip(s) counted by PyTorch, no reason logged"]
         return Verdict(ENGAGED, Status.INCONCLUSIVE, kind="skipped", where=reasons[0][:120],
                        message="; ".join(reasons)[:500], details={"reasons": reasons, "count": e.skip_count,
                                                                  "recorded": e.recorded})

@@ -115,6 +115,18 @@ def test_torch_cudagraphs_backend_on_cpu_is_a_skip_with_its_reason_not_a_pass():
     assert replay.engagement.skip_count >= 1
 
 
+@pytest.mark.inductor
+def test_reduce_overhead_takes_the_cuda_graph_path_and_on_cpu_says_it_skips():
+    """The built-in ``reduce-overhead`` reaches inductor's CUDA-graph code: on
+    CPU graphs it counts a skip (and, for a graph with no CUDA device, logs no
+    reason); with the mode lost on the way it would count nothing."""
+    replay = _replay("reduce-overhead", ReplayPlan(calls=3, backward=False), plain=None)
+    assert replay.plain == "inductor" and not _failed(replay)
+    e = cudagraph.check_engaged(replay)
+    # one graph, one skip: the plain inductor compile beside it must not try CUDA graphs
+    assert e.kind == "skipped" and replay.engagement.skip_count == 1, e
+
+
 @pytest.mark.unit
 def test_a_planted_skip_is_recorded_with_its_reason():
     e = cudagraph.check_engaged(_replay(PLANTED + "planted_skip"))
