@@ -1,6 +1,6 @@
 """Render a program to standalone Python source: a pure function of the IR.
 
-The source defines ``Program`` (an ``nn.Module``) and ``make_inputs()``; it
+The source defines ``Program`` (an ``nn.Module``) and ``make_inputs(device)``; it
 imports only torch, so it can be pasted into a bug report as it is. Loops stay
 loops and helpers stay helpers, so Dynamo traces real bytecode with real line
 numbers, which is what the region tracker keys on. Whatever differs between
@@ -343,8 +343,9 @@ def _render_forward(program: Program) -> list[str]:
     return lines
 
 
-def input_expr(spec: TensorSpec) -> str:
-    dtype = f"dtype=torch.{spec.dtype}"
+def input_expr(spec: TensorSpec, device: str = "") -> str:
+    """``device``: an expression for the device keyword (none: the default device)."""
+    dtype = f"dtype=torch.{spec.dtype}" + (f", device={device}" if device else "")
     s = spec.shape
     if spec.layout == "transposed":
         swapped = s[:-2] + (s[-1], s[-2])
@@ -357,9 +358,9 @@ def input_expr(spec: TensorSpec) -> str:
 
 
 def _render_inputs(program: Program) -> list[str]:
-    lines = ["def make_inputs():"]
+    lines = ['def make_inputs(device="cpu"):']
     for name, spec in program.inputs:
-        lines.append(f"{IND}{name} = {input_expr(spec)}.requires_grad_({spec.requires_grad})")
+        lines.append(f"{IND}{name} = {input_expr(spec, 'device')}.requires_grad_({spec.requires_grad})")
     for name, dim, strict in program.options.mark_dynamic:
         fn = "mark_dynamic" if strict else "maybe_mark_dynamic"
         lines.append(f"{IND}torch._dynamo.{fn}({name}, {dim})")

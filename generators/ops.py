@@ -675,11 +675,13 @@ _ENTRIES = [
         view=True, saves_inputs=False, dtypes=_ANY),
     _op("to_float", "dtype", "{0}.float()", _u, _dtype("float32"), view=True, saves_inputs=False, dtypes=_ANY),
     # factory calls inside the block (their dtype is the ambient default dtype)
-    _op("ones", "factory", "{0} + torch.ones({1})", (T(), D(lambda s: s)), _factory_add, saves_inputs=False),
-    _op("arange", "factory", "{0} + torch.arange({1}) / 4", (T(), D(lambda s: float(_last(s)))),
+    # (on the primary's device, so the program runs on any device as it is)
+    _op("ones", "factory", "{0} + torch.ones({1}, device={0}.device)", (T(), D(lambda s: s)), _factory_add,
+        saves_inputs=False),
+    _op("arange", "factory", "{0} + torch.arange({1}, device={0}.device) / 4", (T(), D(lambda s: float(_last(s)))),
         _with_rank(1, _factory_add), saves_inputs=False),
-    _op("full", "factory", "{0} * torch.full({1}, {2})", (T(), D(lambda s: s), S(lambda t: (0.5, 2.0, -1.0))),
-        _factory_add),
+    _op("full", "factory", "{0} * torch.full({1}, {2}, device={0}.device)",
+        (T(), D(lambda s: s), S(lambda t: (0.5, 2.0, -1.0))), _factory_add),
     _op("zeros_like", "factory", "torch.zeros_like({0}) + {0} * 2"),
     _op("ones_like", "factory", "{0} - torch.ones_like({0})", saves_inputs=False),
     # in-place variants, and writes through a view that mutate the base

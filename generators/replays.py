@@ -18,6 +18,7 @@ from typing import Optional
 
 from hypothesis import assume, strategies as st
 
+from .check import mutates
 from .ir import Program
 from .ops import OPS
 from .strategies import programs
@@ -42,6 +43,10 @@ class ReplayPlan:
     static_inputs: tuple[str, ...] = ()
     resize: Optional[Resize] = None
     mark_step: bool = False
+    # With mark_step and no backward: a second forward in each step, the
+    # first's results held across it, which must stay live until the next
+    # step (torch's documented ``mark_step_begin(); f(x) + f(x)`` pattern).
+    twice: bool = False
 
     def phase(self, k: int) -> str:
         """What CUDA graph trees do at call ``k`` (a name for signatures)."""
@@ -54,7 +59,7 @@ class ReplayPlan:
 
     @staticmethod
     def from_dict(d: dict) -> "ReplayPlan":
-        unknown = set(d) - {"calls", "backward", "static_inputs", "resize", "mark_step"}
+        unknown = set(d) - {"calls", "backward", "static_inputs", "resize", "mark_step", "twice"}
         if unknown:
             raise ValueError(f"unknown replay plan fields: {', '.join(sorted(unknown))}")
         r = d.get("resize")
@@ -64,6 +69,7 @@ class ReplayPlan:
             static_inputs=tuple(d.get("static_inputs", ())),
             resize=Resize(int(r["at"]), r["input"], tuple(r["shape"])) if r else None,
             mark_step=bool(d.get("mark_step", False)),
+            twice=bool(d.get("twice", False)),
         )
 
 
@@ -106,7 +112,15 @@ def check_plan(program: Program, plan: ReplayPlan) -> ReplayPlan:
             raise ValueError(f"bad resize {r}: needs a non-static input and 2 <= at < calls")
         if not valid(resized(program, r)):
             raise ValueError(f"the model does not accept {r.input} of shape {r.shape}")
+    if plan.twice and not (plan.mark_step and not plan.backward and twice_ok(program)):
+        raise ValueError("twice needs mark_step, no backward, and a program that writes nothing in place")
     return plan
+
+
+def twice_ok(program: Program) -> bool:
+    """A second call changes nothing the next call sees: no in-place writes
+    (inputs, buffers), so eager needs no second call to stay in step."""
+    return not mutates(program.block) and not program.block.buffers
 
 
 def _grad_anywhere(program: Program) -> bool:
@@ -124,7 +138,9 @@ def replay_plans(draw, program: Program) -> ReplayPlan:
         calls = max(calls, 4)  # a call after the resized one replays the first recording
         resize = Resize(draw(st.integers(2, calls - 2)), name, shape)
     backward = _grad_anywhere(program) and draw(st.integers(0, 4)) > 0
-    return check_plan(program, ReplayPlan(calls, backward, static, resize, draw(st.integers(0, 3)) == 0))
+    mark_step = draw(st.integers(0, 3)) == 0
+    twice = mark_step and not backward and twice_ok(program) and draw(st.booleans())
+    return check_plan(program, ReplayPlan(calls, backward, static, resize, mark_step, twice))
 
 
 def default_plan(program: Program) -> ReplayPlan:
@@ -133,7 +149,9 @@ def default_plan(program: Program) -> ReplayPlan:
     static = tuple(n for n in static_candidates(program) if rng.random() < 0.25)
     options = [(n, s) for n, s in resizes(program) if n not in static]
     resize = Resize(2, *rng.choice(options)) if options and rng.random() < 0.3 else None
-    return check_plan(program, ReplayPlan(4, _grad_anywhere(program), static, resize, rng.random() < 0.25))
+    backward, mark_step = _grad_anywhere(program), rng.random() < 0.25
+    twice = mark_step and not backward and twice_ok(program)
+    return check_plan(program, ReplayPlan(4, backward, static, resize, mark_step, twice))
 
 
 

@@ -55,14 +55,16 @@ class Held:
     raised: str = ""  # the error reading it raised
     role: str = "graphed"  # eager's results are held too: what eager changes (an alias of an
     # input or buffer written later) may change under CUDA graphs too
+    same_step: bool = False  # read after the second call of its step (ReplayPlan.twice)
 
 
 @dataclass
 class ReplayCall:
-    index: int
-    phase: str  # ReplayPlan.phase
+    index: int  # position in ReplayOutcome.calls
+    phase: str  # ReplayPlan.phase; ":same-step" for a step's second call (ReplayPlan.twice)
     shapes: dict[str, list[int]]
     runs: dict[str, Optional[Execution]]  # by role; "reference" is None when float64 cannot run it
+    step: int = 0  # the plan's call this belongs to
 
 
 @dataclass
@@ -150,9 +152,9 @@ def _model(module, program: Program, float64: bool) -> torch.nn.Module:
     return model.double() if float64 else model
 
 
-def _inputs(module, seed: int, float64: bool) -> list:
+def _inputs(module, seed: int, float64: bool, device: torch.device) -> list:
     torch.manual_seed(seed)
-    inputs = module.make_inputs()
+    inputs = module.make_inputs(device)
     return as_float64(inputs) if float64 else inputs
 
 
@@ -186,9 +188,9 @@ def run_replay(program: Program, plan: ReplayPlan, backend: str = "reduce-overhe
     names = [n for n, _ in program.inputs]
     torch._dynamo.reset()
     try:
-        with isolated_global_state(), dev, torch_config.patched(config), \
+        with isolated_global_state(), torch_config.patched(config), \
                 torch._dynamo.config.patch(use_graph_deduplication=dedup), watching(outcome.engagement):
-            models = {role: _model(module, program, role == "reference") for role in ROLES}
+            models = {role: _model(module, program, role == "reference").to(dev) for role in ROLES}
             fns: dict[str, Any] = {role: models[role] for role in ROLES}
             compilers = {"plain": plain_b, "graphed": graphed_b}
             for role, b in compilers.items():
@@ -199,37 +201,60 @@ def run_replay(program: Program, plan: ReplayPlan, backend: str = "reduce-overhe
                     outcome.failure = failure(e, "dynamo")
                     return outcome
             static: dict[str, dict[str, torch.Tensor]] = {role: {} for role in ROLES}
-            pending: list[tuple[str, int, str, torch.Tensor]] = []
+            pending: list[tuple[str, int, str, torch.Tensor]] = []  # (role, position, where, tensor)
             for k in range(plan.calls):
                 mod = other if plan.resize and k == plan.resize.at else module
-                seed = call_seed(program, k)
-                runs: dict[str, Optional[Execution]] = {}
-                held: dict[str, list] = {role: [] for role in HOLD}
-                shapes: dict[str, list[int]] = {}
-                for role in ROLES:
-                    inputs = _static(_inputs(mod, seed, role == "reference"), names, plan.static_inputs, static[role])
-                    shapes = {n: list(t.shape) for n, t in zip(names, inputs) if isinstance(t, torch.Tensor)}
-                    if role == "graphed" and plan.mark_step:
-                        torch.compiler.cudagraph_mark_step_begin()
-                    for p in models[role].parameters():
-                        p.grad = None
-                    with _backend_config(compilers.get(role)):  # compiles happen at calls: each its own config
-                        run = execute(fns[role], models[role], inputs, names, plan.backward, hold=held.get(role))
-                    if role == "reference" and run.failure is not None:
-                        run = None  # e.g. an explicit .to(torch.float32) meets float64 weights
-                    runs[role] = run
-                outcome.calls.append(ReplayCall(k, plan.phase(k), shapes, runs))
-                for role, call, where, t in pending:
+                step: list[tuple[str, int, str, torch.Tensor]] = []
+                # a step is one call, or with ``twice`` two (other input values), the first after the step mark
+                for second in (False, True) if plan.twice else (False,):
+                    position = len(outcome.calls)
+                    runs, held, shapes = _call(mod, call_seed(program, k) + second, role_fns(models, fns, compilers),
+                                               names, plan, static, mark=plan.mark_step and not second, device=dev)
+                    outcome.calls.append(ReplayCall(position, plan.phase(k) + (":same-step" if second else ""),
+                                                    shapes, runs, step=k))
+                    for role, call, where, t in step:  # the first call's results, after the second
+                        value, raised = read_again(t)
+                        outcome.held.append(Held(call, where, value, raised, role, same_step=True))
+                    if runs["graphed"].failure is not None:
+                        break
+                    step = [(role, position, w, t) for role in HOLD for w, t in held[role] if w in snapshots(runs[role])]
+                    pending += step
+                for role, call, where, t in [p for p in pending if outcome.calls[p[1]].step < k]:
                     value, raised = read_again(t)
                     outcome.held.append(Held(call, where, value, raised, role))
-                if runs["graphed"].failure is not None:
+                pending = [p for p in pending if outcome.calls[p[1]].step == k]
+                if outcome.calls[-1].runs["graphed"].failure is not None:
                     break  # the calls after a crash would judge the crash again
-                pending = [(role, k, w, t) for role in HOLD for w, t in held[role] if w in snapshots(runs[role])]
             outcome.engagement.recorded = recorded_graphs(dev)
     finally:
         torch._dynamo.reset()
         outcome.seconds = time.perf_counter() - start
     return outcome
+
+
+def role_fns(models: dict, fns: dict, compilers: dict) -> dict:
+    return {role: (fns[role], models[role], compilers.get(role)) for role in ROLES}
+
+
+def _call(module, seed: int, roles: dict, names: list[str], plan: ReplayPlan, static: dict, mark: bool,
+          device: torch.device):
+    """One call in every role: the runs, each held role's live results, the input shapes."""
+    runs: dict[str, Optional[Execution]] = {}
+    held: dict[str, list] = {role: [] for role in HOLD}
+    shapes: dict[str, list[int]] = {}
+    for role, (fn, model, compiler) in roles.items():
+        inputs = _static(_inputs(module, seed, role == "reference", device), names, plan.static_inputs, static[role])
+        shapes = {n: list(t.shape) for n, t in zip(names, inputs) if isinstance(t, torch.Tensor)}
+        if role == "graphed" and mark:
+            torch.compiler.cudagraph_mark_step_begin()
+        for p in model.parameters():
+            p.grad = None
+        with _backend_config(compiler):  # compiles happen at calls: each its own config
+            run = execute(fn, model, inputs, names, plan.backward, hold=held.get(role))
+        if role == "reference" and run.failure is not None:
+            run = None  # e.g. an explicit .to(torch.float32) meets float64 weights
+        runs[role] = run
+    return runs, held, shapes
 
 
 def _own(compiler_fn):

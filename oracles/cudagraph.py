@@ -16,7 +16,7 @@ import torch
 
 from generators.check import lowest_precision
 from harness.outcome import Execution
-from harness.replay import OVERWRITTEN, ReplayOutcome, snapshots
+from harness.replay import OVERWRITTEN, Held, ReplayOutcome, snapshots
 
 from .compare import bitwise_equal
 from .differential import compare_runs, nondeterministic
@@ -47,8 +47,9 @@ def _judge_call(replay: ReplayOutcome, k: int, floor: torch.dtype) -> list[Verdi
         return [Verdict(NAME, Status.INCONCLUSIVE, kind="invalid_call", where=f"call[{k}]:{call.phase}",
                         message=f"eager fails this call: {eager.failure.type}: {eager.failure.message}")]
     if graphed.failure is not None:
-        plain_crashed = plain.failure is not None
-        return [_crash(graphed.failure, plain_crashed=plain_crashed, **at)]
+        p = plain.failure
+        return [_crash(graphed.failure, plain_crashed=p is not None, plain_failure=f"{p.type}: {p.message}" if p else "",
+                       **at)]
     unstable = nondeterministic(eager, runs["eager_again"])
     if unstable:
         return [Verdict(NAME, Status.INCONCLUSIVE, kind="nondeterministic", where=f"call[{k}]:{unstable[0]}",
@@ -72,12 +73,12 @@ def _judge_call(replay: ReplayOutcome, k: int, floor: torch.dtype) -> list[Verdi
     return out
 
 
-def _eager_changed(replay: ReplayOutcome, call: int, where: str) -> bool:
+def _eager_changed(replay: ReplayOutcome, held: Held) -> bool:
     """Eager's own result changed too: it aliases an input or buffer that the
     next call writes (a static input given new values, a running statistic)."""
-    before = snapshots(replay.calls[call].runs["eager"]).get(where)
+    before = snapshots(replay.calls[held.call].runs["eager"]).get(held.where)
     for h in replay.held:
-        if h.role == "eager" and h.call == call and h.where == where:
+        if h.role == "eager" and (h.call, h.where, h.same_step) == (held.call, held.where, held.same_step):
             return h.value is None or not bitwise_equal(before, h.value)
     return False
 
@@ -90,22 +91,28 @@ def _judge_held(replay: ReplayOutcome) -> list[Verdict]:
         before = snapshots(replay.calls[h.call].runs["graphed"]).get(h.where)
         where = f"call[{h.call}]:{h.where}"
         at = {"call": h.call, "phase": replay.calls[h.call].phase, "value": h.where}
-        if h.raised:
+        if h.same_step and (h.raised or not bitwise_equal(before, h.value)) and not _eager_changed(replay, h):
+            out.append(Verdict(NAME, Status.FAIL, kind="overwritten_in_step", where=f"{where}:same-step",
+                               details=at, message=f"{h.where} of call {h.call} was "
+                               f"{'unreadable' if h.raised else 'changed'} after the next call of the same step "
+                               f"(cudagraph_mark_step_begin() before the first); PyTorch documents results as live "
+                               f"until the next step: {h.raised[:200]}"))
+        elif h.raised:
             if OVERWRITTEN in h.raised:
                 out.append(Verdict(NAME, Status.PASS, where=where, message="overwritten, and reading it says so"))
             else:
                 out.append(Verdict(NAME, Status.FAIL, kind="read_error", where=where, details=at,
-                                   message=f"reading a result of call {h.call} after call {h.call + 1} raised "
+                                   message=f"reading a result of call {h.call} after the next call raised "
                                            f"something other than PyTorch's documented error: {h.raised[:300]}"))
-        elif not bitwise_equal(before, h.value) and _eager_changed(replay, h.call, h.where):
+        elif not bitwise_equal(before, h.value) and _eager_changed(replay, h):
             out.append(Verdict(NAME, Status.PASS, where=where, message="changed, as eager's result did"))
         elif not bitwise_equal(before, h.value):
             change = (h.value.double() - before.double()).abs().nan_to_num(float("inf"), float("inf")).max().item() \
                 if isinstance(before, torch.Tensor) and before.shape == h.value.shape else float("nan")
             out.append(Verdict(NAME, Status.FAIL, kind="stale_output", where=where,
                                details={**at, "max_abs_change": change},
-                               message=f"{h.where} of call {h.call} changed by up to {change:.3g} when call "
-                                       f"{h.call + 1} ran, and reading it raised no error (PyTorch documents "
+                               message=f"{h.where} of call {h.call} changed by up to {change:.3g} when the next "
+                                       f"call ran, and reading it raised no error (PyTorch documents "
                                        f"'{OVERWRITTEN}' for overwritten CUDA-graph outputs)"))
         else:
             out.append(Verdict(NAME, Status.PASS, where=where, message="still holds its value"))

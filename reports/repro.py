@@ -561,18 +561,39 @@ CALL_SEEDS = {call_seeds!r}
 OVERWRITTEN = "overwritten by a subsequent run"  # PyTorch's documented error
 
 
+def same(a, b):
+    return torch.equal(a, b) or bool(torch.isclose(a, b, 0, 0, equal_nan=True).all())
+
+
 def model(float64=False):
     torch.manual_seed(SEED)
-    m = Program()
+    m = Program().to(DEVICE)
     return m.double() if float64 else m
 
 
-def inputs_for(k, float64=False):
-    torch.manual_seed(CALL_SEEDS[k])
+def inputs_for(k, float64=False, second=False):
+    torch.manual_seed(CALL_SEEDS[k] + second)
     resize = PLAN["resize"]
-    xs = make_resized_inputs() if resize and k == resize["at"] else make_inputs()
+    xs = (make_resized_inputs if resize and k == resize["at"] else make_inputs)(DEVICE)
     if float64:
         xs = [t.detach().double().requires_grad_(t.requires_grad) if t.is_floating_point() else t for t in xs]
+    return xs
+
+
+def graphed_inputs(k, static, second=False):
+    """Static inputs keep their first tensor and get each call's values in place."""
+    xs = inputs_for(k, second=second)
+    for i, name in enumerate(PLAN["input_names"]):
+        if name not in PLAN["static_inputs"]:
+            continue
+        if name not in static:
+            torch._dynamo.mark_static_address(xs[i])
+            static[name] = xs[i]
+        else:
+            with torch.no_grad():
+                static[name].copy_(xs[i])
+            static[name].grad = None
+        xs[i] = static[name]
     return xs
 
 
@@ -601,54 +622,66 @@ def call(fn, m, inputs):
 
 def main():
     problems = []
-    with torch.device(DEVICE):
-        configure(DEDUP)
-        torch._dynamo.reset()
-        eager_model, ref_model, graphed_model = model(), model(float64=True), model()
-        graphed = torch.compile(graphed_model, backend=backend(), **COMPILE_KWARGS)
-        static, pending = {{}}, []
-        for k, phase in enumerate(PHASES):
-            expected = call(eager_model, eager_model, inputs_for(k))[0]
+    configure(DEDUP)
+    torch._dynamo.reset()
+    eager_model, ref_model, graphed_model = model(), model(float64=True), model()
+    graphed = torch.compile(graphed_model, backend=backend(), **COMPILE_KWARGS)
+    static, pending = {{}}, []
+    for k, phase in enumerate(PHASES):
+        expected = call(eager_model, eager_model, inputs_for(k))[0]
+        try:
+            reference = call(ref_model, ref_model, inputs_for(k, float64=True))[0]
+        except Exception:
+            reference = {{}}
+        xs = graphed_inputs(k, static)
+        if PLAN["mark_step"]:
+            torch.compiler.cudagraph_mark_step_begin()
+        try:
+            actual, live = call(graphed, graphed_model, xs)
+        except Exception:
+            traceback.print_exc()
+            problems.append(f"call {{k}} ({{phase}}): the compiled call raised")
+            break
+        for name, exp in expected.items():
+            m = bad(name, exp, actual.get(name), reference.get(name))
+            if m:
+                problems.append(f"call {{k}} ({{phase}}) {{name}}: {{m}}")
+        if PLAN["twice"]:  # a second call in the same step, other values: the first's results stay live
+            expected = call(eager_model, eager_model, inputs_for(k, second=True))[0]
             try:
-                reference = call(ref_model, ref_model, inputs_for(k, float64=True))[0]
+                reference = call(ref_model, ref_model, inputs_for(k, float64=True, second=True))[0]
             except Exception:
                 reference = {{}}
-            xs = inputs_for(k)
-            for i, name in enumerate(PLAN["input_names"]):
-                if name not in PLAN["static_inputs"]:
-                    continue
-                if name not in static:  # the first call's tensor stays; later values are copied into it
-                    torch._dynamo.mark_static_address(xs[i])
-                    static[name] = xs[i]
-                else:
-                    with torch.no_grad():
-                        static[name].copy_(xs[i])
-                    static[name].grad = None
-                xs[i] = static[name]
-            if PLAN["mark_step"]:
-                torch.compiler.cudagraph_mark_step_begin()
             try:
-                actual, live = call(graphed, graphed_model, xs)
+                again = call(graphed, graphed_model, graphed_inputs(k, static, second=True))[0]
             except Exception:
                 traceback.print_exc()
-                problems.append(f"call {{k}} ({{phase}}): the compiled call raised")
+                problems.append(f"call {{k}} ({{phase}}): the second call of the step raised")
                 break
             for name, exp in expected.items():
-                m = bad(name, exp, actual.get(name), reference.get(name))
+                m = bad(name, exp, again.get(name), reference.get(name))
                 if m:
-                    problems.append(f"call {{k}} ({{phase}}) {{name}}: {{m}}")
-            for j, name, t, before in pending:
+                    problems.append(f"call {{k}} ({{phase}}), second call of the step, {{name}}: {{m}}")
+            for name, t in live:
                 try:
                     now = t.detach().clone()
                 except RuntimeError as e:
-                    if OVERWRITTEN not in str(e):
-                        problems.append(f"{{name}} of call {{j}}: reading it after call {{k}} raised {{e}}")
+                    problems.append(f"{{name}} of call {{k}}: unreadable after a second call in the same step: {{e}}")
                     continue
-                if not (torch.equal(now, before) or bool(torch.isclose(now, before, 0, 0, equal_nan=True).all())):
-                    change = (now.double() - before.double()).abs().max().item()
-                    problems.append(f"{{name}} of call {{j}} changed by {{change:.3g}} when call {{k}} ran, "
-                                    f"and reading it raised no error")
-            pending = [(k, name, t, actual[name]) for name, t in live]
+                if not same(now, actual[name]):
+                    problems.append(f"{{name}} of call {{k}} changed after a second call in the same step")
+        for j, name, t, before in pending:
+            try:
+                now = t.detach().clone()
+            except RuntimeError as e:
+                if OVERWRITTEN not in str(e):
+                    problems.append(f"{{name}} of call {{j}}: reading it after call {{k}} raised {{e}}")
+                continue
+            if not same(now, before):
+                change = (now.double() - before.double()).abs().max().item()
+                problems.append(f"{{name}} of call {{j}} changed by {{change:.3g}} when call {{k}} ran, "
+                                f"and reading it raised no error")
+        pending = [(k, name, t, actual[name]) for name, t in live]
     for p in problems:
         print(p)
     if problems:
@@ -738,6 +771,6 @@ def _resized_inputs(program: Program, replay: dict | None) -> str:
     if plan is None or plan.resize is None:
         return ""
     source = render(resized(program, plan.resize))
-    lines = source[source.index("def make_inputs():"):].splitlines()
+    lines = source[source.index("def make_inputs("):].splitlines()
     body = lines[:next(i for i, line in enumerate(lines) if line.strip().startswith("return"))+ 1]
-    return "\n\n" + "\n".join(body).replace("def make_inputs():", "def make_resized_inputs():") + "\n"
+    return "\n\n" + "\n".join(body).replace("def make_inputs(", "def make_resized_inputs(") + "\n"

@@ -22,6 +22,8 @@ from harness.replay import ReplayOutcome, run_replay
 from oracles.registry import ORACLES, REPLAY_ORACLES
 from oracles.verdict import Verdict
 
+from .known_issues import match
+
 
 @dataclass
 class Finding:
@@ -119,6 +121,10 @@ def _trigger(program: Program, config: RunConfig, oracle: Callable[[Outcome], Ve
     return "combined"
 
 
+# Findings about results read again later: CUDA graphs' own promises.
+HELD_KINDS = ("stale_output", "read_error", "overwritten_in_step")
+
+
 def triage_replay(replay: ReplayOutcome, verdict: Verdict) -> Finding:
     """A CUDA-graph finding: blamed on the pass if the same plan passes with
     deduplication off, on CUDA graphs if the plain compile got that call
@@ -126,8 +132,7 @@ def triage_replay(replay: ReplayOutcome, verdict: Verdict) -> Finding:
     replay, resize) and the kind of value (output, grad, state)."""
     program, plan = replay.program, replay.plan
     oracle = REPLAY_ORACLES[verdict.oracle]
-    culprit = "cudagraphs" if verdict.details.get("plain_agrees") or verdict.kind in ("stale_output", "read_error") \
-        else "backend"
+    culprit = "cudagraphs" if verdict.details.get("plain_agrees") or verdict.kind in HELD_KINDS else "backend"
     if verdict.kind == "crash" and verdict.details.get("plain_crashed") is False:
         culprit = "cudagraphs"
     if replay.dedup:
@@ -138,9 +143,19 @@ def triage_replay(replay: ReplayOutcome, verdict: Verdict) -> Finding:
     if verdict.kind == "crash":
         detail = f"{verdict.details.get('phase', 'compile')}:{verdict.details.get('stage')}:{normalize(verdict.message)}"
     else:
-        detail = ":".join(p for p in (verdict.details.get("phase", "") if verdict.kind != "stale_output" else "",
+        detail = ":".join(p for p in (verdict.details.get("phase", "") if verdict.kind not in HELD_KINDS else "",
                                        value, *tags(program)) if p)
     signature = ":".join(p for p in (verdict.oracle, verdict.kind, culprit, detail) if p)
     config = RunConfig(backend=replay.backend, dedup=replay.dedup)
-    return Finding(signature, verdict, program, config, culprit, "", replay.source,
-                   {"plan": plan.to_dict(), "plain": replay.plain, "device": replay.device})
+    extra = {"plan": plan.to_dict(), "plain": replay.plain, "device": replay.device}
+    if verdict.kind == "crash" and normalize(verdict.details.get("plain_failure", "")) == normalize(verdict.message):
+        # the compile without CUDA graphs crashes alike: the differential
+        # oracle's bug, and the known-issues baseline names it so
+        extra["equivalent"] = f"differential:crash:{culprit}:{verdict.details.get('stage')}:{normalize(verdict.message)}"
+    return Finding(signature, verdict, program, config, culprit, "", replay.source, extra)
+
+
+def known_issue(finding: Finding):
+    """The known issue a finding is, by its signature or by the equivalent
+    signature of the oracle whose bug it is (``Finding.extra["equivalent"]``)."""
+    return match(finding.signature) or (match(finding.extra["equivalent"]) if "equivalent" in finding.extra else None)

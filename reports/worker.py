@@ -37,7 +37,7 @@ from .known_issues import match
 from .localize import localize
 from .minimize import minimize_finding
 from .repro import driver_for, render_repro
-from .triage import Finding, triage, triage_replay
+from .triage import Finding, known_issue, triage, triage_replay
 from .worker_start import save_coverage
 
 
@@ -120,7 +120,7 @@ def _describe(finding: Finding, graphs: list[str], dedup: bool, layer: str = "",
     plan and device of a CUDA-graph finding)."""
     dedup = dedup and finding.config.dedup
     severity = oracle_severity(finding.verdict.oracle)
-    known = match(finding.signature)
+    known = known_issue(finding)
     check, variant = driver_for(finding.verdict.details, severity, finding.verdict.oracle, finding.verdict.kind)
     if replay is not None:
         check, variant = "replay", None

@@ -58,7 +58,9 @@ def test_a_campaign_survives_an_aborting_and_hanging_backend_reports_and_resumes
         assert {"signature", "oracle", "backend", "torch", "config", "seed", "first_seen", "count"} <= set(meta)
 
     # resumed: the same folder goes on, no program runs twice
-    done = _harness("fuzz", *PLANTED, "--budget", "25", "--workers", "1", "--resume", "--out", str(out), cwd=root)
+    # 45 s: a worker takes 20-40 s to start on a loaded machine, and the resumed
+    # campaign must get past that to show it goes on
+    done = _harness("fuzz", *PLANTED, "--budget", "45", "--workers", "1", "--resume", "--out", str(out), cwd=root)
     assert done.returncode == 0, done.stderr[-3000:]
     after = json.loads((out / "summary.json").read_text())
     events = [json.loads(line) for line in (out / "findings.jsonl").read_text().splitlines()]

@@ -27,9 +27,8 @@ from harness.outcome import Failure, RunConfig
 from harness.replay import OVERWRITTEN, run_replay
 from oracles import cudagraph
 from oracles.verdict import Status
-from reports.known_issues import match
 from reports.repro import render_repro
-from reports.triage import triage_replay
+from reports.triage import known_issue, triage_replay
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANTED = "suites.planted_cudagraphs:"
@@ -66,6 +65,20 @@ def test_reused_output_buffers_are_stale_outputs():
     assert "call[0]:output[0]" in wheres and "call[0]:grad[input:x]" in wheres, wheres
     assert {v.details["call"] for v in bad} == {0, 1, 2}  # each call's results, overwritten by the next
     assert all(v.details["max_abs_change"] > 0 for v in bad)
+
+
+@pytest.mark.unit
+def test_a_result_overwritten_by_a_second_call_in_the_same_step_is_caught():
+    """torch's documented ``cudagraph_mark_step_begin(); f(x) + f(x)``: the
+    first call's results stay live until the next step."""
+    plan = ReplayPlan(calls=3, backward=False, mark_step=True, twice=True)
+    bad = _failed(_replay(PLANTED + "reused_buffers", plan))
+    assert "overwritten_in_step" in {v.kind for v in bad}, bad
+    assert any(v.where == "call[0]:output[0]:same-step" for v in bad), [v.where for v in bad]
+    good = _replay("aot_eager", plan)
+    assert not _failed(good) and any(h.same_step for h in good.held)
+    assert [c.phase for c in good.calls] == ["warmup", "warmup:same-step", "record", "record:same-step",
+                                             "replay", "replay:same-step"]
 
 
 @pytest.mark.unit
@@ -203,6 +216,8 @@ def test_bad_plans_are_clear_errors(plan, error):
 def test_plans_round_trip_json():
     plan = ReplayPlan(5, False, ("x",), Resize(3, "y", (2, 3)), True)
     assert ReplayPlan.from_dict(plan.to_dict()) == plan
+    with pytest.raises(ValueError, match="twice needs mark_step"):
+        check_plan(SIN_TANH, ReplayPlan(twice=True))
     with pytest.raises(ValueError, match="unknown replay plan fields"):
         ReplayPlan.from_dict({"calls": 3, "replays": 2})
     assert check_plan(SIN_TANH, default_plan(SIN_TANH))
@@ -218,10 +233,29 @@ def test_triage_blames_cuda_graphs_and_names_the_phase():
 
 
 @pytest.mark.unit
+def test_a_crash_the_plain_compile_shares_is_the_known_torch_bug_it_is():
+    """KI-002 (backward through a deduplicated invoke_subgraph on backend
+    'eager') crashes the graphed and the plain run alike: the finding names
+    the equivalent differential signature, which the baseline lists."""
+    from reports.known_issues import ROOT
+
+    folder = next(ROOT.glob("KI-002-*"))
+    program = Program.from_json((folder / "program.json").read_text())
+    replay = run_replay(program, ReplayPlan(calls=3), backend="eager", plain="eager", device="cpu")
+    verdict = cudagraph.check(replay)
+    assert verdict.kind == "crash" and verdict.details["plain_crashed"], verdict
+    finding = triage_replay(replay, verdict)
+    assert finding.signature.startswith("cudagraph:crash:dedup:warmup:backward:"), finding.signature
+    assert finding.extra["equivalent"].startswith("differential:crash:dedup:backward:AssertionError: fake_mode")
+    assert known_issue(finding).id == "KI-002"
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize("backend, plan, status", [
     (PLANTED + "reused_buffers", PLAN, 1),
     (PLANTED + "frozen_replay", ReplayPlan(calls=5, resize=Resize(2, "x", (3, 5))), 1),
     ("aot_eager", ReplayPlan(calls=4, static_inputs=("x",), mark_step=True), 0),
+    (PLANTED + "reused_buffers", ReplayPlan(calls=3, backward=False, mark_step=True, twice=True), 1),
 ])
 def test_replay_repro_runs_standalone(tmp_path, backend, plan, status):
     repro = render_repro(SIN_TANH, RunConfig(backend=backend), "cudagraph test", "replay",
@@ -262,7 +296,7 @@ def assert_only_known_cudagraph_findings(program, plan, backend):
     if not verdict.failed:
         return
     finding = triage_replay(replay, verdict)
-    issue = match(finding.signature)
+    issue = known_issue(finding)
     if issue is not None:
         record_known_hit(issue.id, finding.signature)
         return

@@ -45,7 +45,7 @@ def assert_only_known_findings(program, backend: str, variants: int | None = Non
 # default backend, gets the most (its changed re-calls make it the slowest per
 # program); inductor compiles C++ and gets a few.
 EAGER = max(10, settings.default.max_examples // 2)
-AOT_EAGER = max(10, settings.default.max_examples // 2)  # 100: the suite's longest test, in two halves
+AOT_EAGER = max(10, 3 * settings.default.max_examples // 4)  # 150: the suite's longest test, in two halves
 INDUCTOR = max(6, settings.default.max_examples // 20)
 
 

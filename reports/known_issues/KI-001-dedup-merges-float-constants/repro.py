@@ -24,8 +24,8 @@ class Program(nn.Module):
         return h
 
 
-def make_inputs():
-    x = torch.randn((3, 4), dtype=torch.float32).requires_grad_(True)
+def make_inputs(device="cpu"):
+    x = torch.randn((3, 4), dtype=torch.float32, device=device).requires_grad_(True)
     return [x]
 
 

@@ -28,9 +28,9 @@ class Program(nn.Module):
         return (h, *outs)
 
 
-def make_inputs():
-    x = torch.randn((1, 2, 2), dtype=torch.float32).requires_grad_(False)
-    y0 = torch.randn((2,), dtype=torch.float32).requires_grad_(False)
+def make_inputs(device="cpu"):
+    x = torch.randn((1, 2, 2), dtype=torch.float32, device=device).requires_grad_(False)
+    y0 = torch.randn((2,), dtype=torch.float32, device=device).requires_grad_(False)
     return [x, y0]
 
 

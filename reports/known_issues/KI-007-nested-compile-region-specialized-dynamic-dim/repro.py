@@ -26,8 +26,8 @@ class Program(nn.Module):
         return (h, *outs)
 
 
-def make_inputs():
-    x = torch.randn((2,), dtype=torch.float32).requires_grad_(False)
+def make_inputs(device="cpu"):
+    x = torch.randn((2,), dtype=torch.float32, device=device).requires_grad_(False)
     torch._dynamo.maybe_mark_dynamic(x, 0)
     return [x]
 

@@ -13,7 +13,7 @@ class Block(nn.Module):
     def forward(self, x, y0):
         v0 = y0 + y0
         v1 = torch.exp(-v0.abs())
-        v2 = v1 + torch.ones((4,))
+        v2 = v1 + torch.ones((4,), device=v1.device)
         return v2
 
 
@@ -35,9 +35,9 @@ class Program(nn.Module):
         return (h, *outs)
 
 
-def make_inputs():
-    x = torch.randn((4,), dtype=torch.float32).requires_grad_(False)
-    y0 = torch.randn((4,), dtype=torch.float32).requires_grad_(True)
+def make_inputs(device="cpu"):
+    x = torch.randn((4,), dtype=torch.float32, device=device).requires_grad_(False)
+    y0 = torch.randn((4,), dtype=torch.float32, device=device).requires_grad_(True)
     return [x, y0]
 
 

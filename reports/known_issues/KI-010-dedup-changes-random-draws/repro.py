@@ -13,7 +13,7 @@ class Block(nn.Module):
     def forward(self, x, y0):
         v0 = x * y0
         v1 = F.relu6(x)
-        v2 = y0 * torch.full((4,), 2.0)
+        v2 = y0 * torch.full((4,), 2.0, device=y0.device)
         v3 = v1 + torch.rand_like(v1)
         return v3
 
@@ -35,9 +35,9 @@ class Program(nn.Module):
         return (h, *outs)
 
 
-def make_inputs():
-    x = torch.randn((4,), dtype=torch.float64).requires_grad_(False)
-    y0 = torch.randn((4,), dtype=torch.float32).requires_grad_(True)
+def make_inputs(device="cpu"):
+    x = torch.randn((4,), dtype=torch.float64, device=device).requires_grad_(False)
+    y0 = torch.randn((4,), dtype=torch.float32, device=device).requires_grad_(True)
     return [x, y0]
 
 

@@ -27,8 +27,8 @@ class Program(nn.Module):
         return (h, *outs)
 
 
-def make_inputs():
-    x = torch.randn((4, 4), dtype=torch.float32).requires_grad_(False)
+def make_inputs(device="cpu"):
+    x = torch.randn((4, 4), dtype=torch.float32, device=device).requires_grad_(False)
     return [x]
 
 

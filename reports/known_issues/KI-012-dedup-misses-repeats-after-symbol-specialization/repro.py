@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 
 def block(x):
-    v0 = x + torch.ones((3,))
+    v0 = x + torch.ones((3,), device=x.device)
     return v0
 
 
@@ -25,9 +25,9 @@ class Program(nn.Module):
         return (h, *outs)
 
 
-def make_inputs():
-    x = torch.randn((3,), dtype=torch.bfloat16).requires_grad_(False)
-    t0 = torch.randn((1,), dtype=torch.bfloat16).expand((3,)).requires_grad_(False)
+def make_inputs(device="cpu"):
+    x = torch.randn((3,), dtype=torch.bfloat16, device=device).requires_grad_(False)
+    t0 = torch.randn((1,), dtype=torch.bfloat16, device=device).expand((3,)).requires_grad_(False)
     return [x, t0]
 
 

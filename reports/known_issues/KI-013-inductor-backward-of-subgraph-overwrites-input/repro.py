@@ -25,8 +25,8 @@ class Program(nn.Module):
         return h
 
 
-def make_inputs():
-    x = torch.randn((3, 3), dtype=torch.float64).requires_grad_(True)
+def make_inputs(device="cpu"):
+    x = torch.randn((3, 3), dtype=torch.float64, device=device).requires_grad_(True)
     return [x]
 
 

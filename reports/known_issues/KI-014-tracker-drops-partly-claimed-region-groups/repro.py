@@ -31,8 +31,8 @@ class Program(nn.Module):
         return h
 
 
-def make_inputs():
-    x = torch.randn((1, 1), dtype=torch.float32).requires_grad_(False)
+def make_inputs(device="cpu"):
+    x = torch.randn((1, 1), dtype=torch.float32, device=device).requires_grad_(False)
     return [x]
 
 

@@ -25,8 +25,8 @@ class Program(nn.Module):
         return h
 
 
-def make_inputs():
-    x = torch.randn((4,), dtype=torch.float32).requires_grad_(True)
+def make_inputs(device="cpu"):
+    x = torch.randn((4,), dtype=torch.float32, device=device).requires_grad_(True)
     return [x]
 
 

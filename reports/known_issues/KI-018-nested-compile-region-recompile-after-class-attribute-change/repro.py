@@ -34,10 +34,10 @@ class Program(nn.Module):
         return {"h": h, "outs": outs}
 
 
-def make_inputs():
-    x = torch.randn((3, 1, 2, 10), dtype=torch.float32)[..., ::2].requires_grad_(False)
-    y0 = torch.randn((5,), dtype=torch.float32).requires_grad_(False)
-    t0 = torch.randn((3, 1, 2, 10), dtype=torch.bfloat16)[..., ::2].requires_grad_(False)
+def make_inputs(device="cpu"):
+    x = torch.randn((3, 1, 2, 10), dtype=torch.float32, device=device)[..., ::2].requires_grad_(False)
+    y0 = torch.randn((5,), dtype=torch.float32, device=device).requires_grad_(False)
+    t0 = torch.randn((3, 1, 2, 10), dtype=torch.bfloat16, device=device)[..., ::2].requires_grad_(False)
     return [x, y0, t0]
 
 
