@@ -414,7 +414,6 @@ def programs(
     attrs = kind == "module" and _rarely(draw)
     interludes_allowed = [name for name, i in INTERLUDES.items() if breaks or not i.breaks]
     plans: list[_SectionPlan] = []
-    allow_inference = True
     for k in range(n_sections):
         structures = STRUCTURES_BY_KIND[kind]
         if attrs:
