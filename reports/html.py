@@ -61,6 +61,7 @@ def render_html(summary: dict, out: Path) -> str:
         _findings_table(findings),
         _plots(summary.get("timeline") or []),
         _coverage(summary.get("coverage") or {}),
+        _cudagraphs(summary.get("cudagraphs") or {}),
         _generator(summary.get("generator") or {}),
         '<h2 id="details">Findings in detail</h2>',
         *(_finding_section(f, out) for f in _ordered(findings)),
@@ -313,6 +314,15 @@ def _coverage(coverage: dict) -> str:
                     f'<td class="num">{_pct(c.get("branches"))}</td><td>{cell}</td></tr>')
     return ('<h2 id="coverage">Coverage</h2><table id="coverage-table"><thead><tr><th>file</th><th>lines</th>'
             f'<th>branches</th><th>missing lines</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
+
+
+def _cudagraphs(counts: dict) -> str:
+    """Replay runs by whether CUDA graphs engaged: a skip is shown with its reason, never as a pass."""
+    if not counts:
+        return ""
+    rows = "".join(f'<tr><td class="num">{_e(n)}</td><td>{_e(what)}</td></tr>' for what, n in counts.items())
+    return (f'<h2 id="cudagraphs">CUDA graphs</h2><table id="cudagraphs-table">'
+            f"<tr><th>runs</th><th>engaged, or why not</th></tr>{rows}</table>")
 
 
 def _generator(generator: dict) -> str:

@@ -102,6 +102,7 @@ def test_a_cuda_graph_campaign_on_cpu_reports_stale_outputs_and_engagement(tmp_p
     assert stale and stale[0]["repro_exit"] == 1 and stale[0]["driver"] == "replay", summary["findings"]
     assert sum(summary["cudagraphs"].values()) >= summary["programs"] >= 1, summary["cudagraphs"]
     assert "## CUDA graphs" in (out / "report.md").read_text()
+    assert 'id="cudagraphs-table"' in (out / "report.html").read_text()
 
 
 def test_a_minimize_task_shrinks_localizes_and_verifies_its_repro():
