@@ -271,7 +271,7 @@ def test_replay_repro_runs_standalone(tmp_path, backend, plan, status):
 # --- the replay harness over drawn programs, on a correct backend --------------
 
 @pytest.mark.unit
-@settings(max_examples=max(4, settings.default.max_examples // 25))
+@settings(max_examples=max(4, settings.default.max_examples // 12))
 @given(replayable(max_stmts=4))
 def test_no_false_alarms_over_drawn_programs_and_plans(case):
     """Deduplication off, so known pass bugs stay out: what is tested is the
