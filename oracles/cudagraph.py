@@ -12,6 +12,8 @@ stale output. Whether CUDA graphs engaged at all is a verdict of its own
 
 from __future__ import annotations
 
+import re
+
 import torch
 
 from generators.check import lowest_precision
@@ -131,6 +133,13 @@ def check(replay: ReplayOutcome) -> Verdict:
     return combine(NAME, verdicts(replay))
 
 
+def reason_key(message: str) -> str:
+    """A skip reason without what varies between hits: the stack trace after
+    "Found from", graph input names and numbers."""
+    head = message.split("Found from")[0]
+    return re.sub(r"\s+", " ", re.sub(r"\d+", "N", head)).strip().rstrip(".")[:160]
+
+
 def check_engaged(replay: ReplayOutcome) -> Verdict:
     e = replay.engagement
     if replay.failure is not None or any(c.runs["graphed"].failure is not None for c in replay.calls):
@@ -138,7 +147,7 @@ def check_engaged(replay: ReplayOutcome) -> Verdict:
     if e.skips or e.skip_count:
         # PyTorch counts a skip of a graph with no CUDA device without logging why
         reasons = list(dict.fromkeys(e.skips)) or [f"{e.skip_count} skip(s) counted by PyTorch, no reason logged"]
-        return Verdict(ENGAGED, Status.INCONCLUSIVE, kind="skipped", where=reasons[0][:120],
+        return Verdict(ENGAGED, Status.INCONCLUSIVE, kind="skipped", where=reason_key(reasons[0]),
                        message="; ".join(reasons)[:500], details={"reasons": reasons, "count": e.skip_count,
                                                                  "recorded": e.recorded})
     if e.recorded is None:

@@ -148,11 +148,24 @@ def triage_replay(replay: ReplayOutcome, verdict: Verdict) -> Finding:
     signature = ":".join(p for p in (verdict.oracle, verdict.kind, culprit, detail) if p)
     config = RunConfig(backend=replay.backend, dedup=replay.dedup)
     extra = {"plan": plan.to_dict(), "plain": replay.plain, "device": replay.device}
-    if verdict.kind == "crash" and normalize(verdict.details.get("plain_failure", "")) == normalize(verdict.message):
-        # the compile without CUDA graphs crashes alike: the differential
-        # oracle's bug, and the known-issues baseline names it so
-        extra["equivalent"] = f"differential:crash:{culprit}:{verdict.details.get('stage')}:{normalize(verdict.message)}"
+    if culprit != "cudagraphs":
+        extra.update(_equivalent(replay, verdict))
     return Finding(signature, verdict, program, config, culprit, "", replay.source, extra)
+
+
+def _equivalent(replay: ReplayOutcome, verdict: Verdict) -> dict:
+    """When the compile without CUDA graphs fails too, the bug is the
+    differential oracle's: its signature for the same program on the plain
+    backend (on CPU, the main pipeline), which the known-issues baseline
+    names. A failure the CPU run does not show keeps its own signature."""
+    if verdict.kind == "crash" and normalize(verdict.details.get("plain_failure", "")) != normalize(verdict.message):
+        return {}
+    outcome = run_program(replay.program, RunConfig(backend=replay.plain, dedup=replay.dedup, backward=replay.plan.backward,
+                                                    record_structure=False))
+    found = ORACLES["differential"](outcome)
+    if not found.failed or (found.kind == "crash") != (verdict.kind == "crash"):
+        return {}
+    return {"equivalent": triage(outcome, found).signature}
 
 
 def known_issue(finding: Finding):

@@ -233,21 +233,25 @@ def test_triage_blames_cuda_graphs_and_names_the_phase():
 
 
 @pytest.mark.unit
-def test_a_crash_the_plain_compile_shares_is_the_known_torch_bug_it_is():
-    """KI-002 (backward through a deduplicated invoke_subgraph on backend
-    'eager') crashes the graphed and the plain run alike: the finding names
-    the equivalent differential signature, which the baseline lists."""
+@pytest.mark.parametrize("issue, backend, kind, equivalent", [
+    ("KI-002", "eager", "crash", "differential:crash:dedup:backward:AssertionError: fake_mode"),
+    ("KI-001", "aot_eager", "mismatch", "differential:mismatch:dedup:arg:float"),
+])
+def test_a_failure_the_plain_compile_shares_is_the_known_torch_bug_it_is(issue, backend, kind, equivalent):
+    """A known dedup bug (KI-002: backward through invoke_subgraph on
+    'eager'; KI-001: float constants merged) fails the graphed and the plain
+    run alike: not CUDA graphs' fault, and the finding carries the
+    differential signature the baseline lists."""
     from reports.known_issues import ROOT
 
-    folder = next(ROOT.glob("KI-002-*"))
-    program = Program.from_json((folder / "program.json").read_text())
-    replay = run_replay(program, ReplayPlan(calls=3), backend="eager", plain="eager", device="cpu")
+    program = Program.from_json((next(ROOT.glob(f"{issue}-*")) / "program.json").read_text())
+    replay = run_replay(program, ReplayPlan(calls=3), backend=backend, plain=backend, device="cpu")
     verdict = cudagraph.check(replay)
-    assert verdict.kind == "crash" and verdict.details["plain_crashed"], verdict
+    assert verdict.kind == kind, verdict
     finding = triage_replay(replay, verdict)
-    assert finding.signature.startswith("cudagraph:crash:dedup:warmup:backward:"), finding.signature
-    assert finding.extra["equivalent"].startswith("differential:crash:dedup:backward:AssertionError: fake_mode")
-    assert known_issue(finding).id == "KI-002"
+    assert finding.culprit == "dedup" and finding.signature.startswith(f"cudagraph:{kind}:dedup:warmup:"), finding.signature
+    assert finding.extra["equivalent"].startswith(equivalent), finding.extra
+    assert known_issue(finding).id == issue
 
 
 @pytest.mark.unit
