@@ -32,6 +32,7 @@ from generators.replays import ReplayPlan, check_plan, resized
 from . import torch_config
 from .backends import Backend, resolve
 from .execute import as_float64, execute, failure
+from .hygiene import clean_up, leaked_state
 from .loader import load_source
 from .outcome import Execution, Failure, RunConfig
 from .pipeline import isolated_global_state, torch_compile_kwargs
@@ -88,6 +89,7 @@ class ReplayOutcome:
     held: list[Held] = field(default_factory=list)
     engagement: Engagement = field(default_factory=Engagement)
     failure: Optional[Failure] = None  # torch.compile itself raised
+    leaked_state: list[str] = field(default_factory=list)  # see harness.hygiene; undone at once
     seconds: float = 0.0
 
 
@@ -209,7 +211,8 @@ def run_replay(program: Program, plan: ReplayPlan, backend: str = "reduce-overhe
                 for second in (False, True) if plan.twice else (False,):
                     position = len(outcome.calls)
                     runs, held, shapes = _call(mod, call_seed(program, k) + second, role_fns(models, fns, compilers),
-                                               names, plan, static, mark=plan.mark_step and not second, device=dev)
+                                               names, plan, static, mark=plan.mark_step and not second, device=dev,
+                                               leaks=outcome.leaked_state)
                     outcome.calls.append(ReplayCall(position, plan.phase(k) + (":same-step" if second else ""),
                                                     shapes, runs, step=k))
                     for role, call, where, t in step:  # the first call's results, after the second
@@ -237,8 +240,10 @@ def role_fns(models: dict, fns: dict, compilers: dict) -> dict:
 
 
 def _call(module, seed: int, roles: dict, names: list[str], plan: ReplayPlan, static: dict, mark: bool,
-          device: torch.device):
-    """One call in every role: the runs, each held role's live results, the input shapes."""
+          device: torch.device, leaks: list[str]):
+    """One call in every role: the runs, each held role's live results, the
+    input shapes. Dispatch state a compile left behind is added to ``leaks``
+    and undone before the next role runs (it would break even eager code)."""
     runs: dict[str, Optional[Execution]] = {}
     held: dict[str, list] = {role: [] for role in HOLD}
     shapes: dict[str, list[int]] = {}
@@ -251,6 +256,10 @@ def _call(module, seed: int, roles: dict, names: list[str], plan: ReplayPlan, st
             p.grad = None
         with _backend_config(compiler):  # compiles happen at calls: each its own config
             run = execute(fn, model, inputs, names, plan.backward, hold=held.get(role))
+        leaked = leaked_state()
+        if leaked:
+            leaks += [f"{role} call: {leak}" for leak in leaked if f"{role} call: {leak}" not in leaks]
+            clean_up()
         if role == "reference" and run.failure is not None:
             run = None  # e.g. an explicit .to(torch.float32) meets float64 weights
         runs[role] = run

@@ -22,6 +22,7 @@ from harness.replay import OVERWRITTEN, Held, ReplayOutcome, snapshots
 
 from .compare import bitwise_equal
 from .differential import compare_runs, nondeterministic
+from .hygiene import label
 from .verdict import Status, Verdict, combine
 
 NAME = "cudagraph"
@@ -121,12 +122,22 @@ def _judge_held(replay: ReplayOutcome) -> list[Verdict]:
     return out
 
 
+def _leaks(replay: ReplayOutcome) -> list[Verdict]:
+    if not replay.leaked_state:
+        return []
+    leaks = replay.leaked_state
+    return [Verdict(NAME, Status.FAIL, kind="leaked_state", where="process", message="; ".join(leaks),
+                    details={"leaks": leaks, "label": label(leaks)})]
+
+
 def verdicts(replay: ReplayOutcome) -> list[Verdict]:
-    """One verdict per value of every call, and per held result."""
+    """One verdict per value of every call, and per held result; a compile
+    that left dispatch state behind first (it breaks what runs after it)."""
     if replay.failure is not None:
         return [_crash(replay.failure)]
     floor = getattr(torch, lowest_precision(replay.program))
-    return [v for k in range(len(replay.calls)) for v in _judge_call(replay, k, floor)] + _judge_held(replay)
+    return _leaks(replay) + [v for k in range(len(replay.calls)) for v in _judge_call(replay, k, floor)] + \
+        _judge_held(replay)
 
 
 def check(replay: ReplayOutcome) -> Verdict:

@@ -13,7 +13,7 @@ from .verdict import Status, Verdict
 NAME = "hygiene"
 
 
-def _label(leaks: list[str]) -> str:
+def label(leaks: list[str]) -> str:
     """What leaked, as a stable signature detail: dispatch key or mode names."""
     names = sorted({w for leak in leaks for w in re.findall(r"key (\w+)|'(\w+)'", leak) for w in w if w})
     return "leak:" + ",".join(names)
@@ -23,5 +23,5 @@ def check(outcome: Outcome) -> Verdict:
     leaks = outcome.capture.leaked_state
     if leaks:
         return Verdict(NAME, Status.FAIL, kind="leaked_state", where="process",
-                       message="; ".join(leaks), details={"leaks": leaks, "label": _label(leaks)})
+                       message="; ".join(leaks), details={"leaks": leaks, "label": label(leaks)})
     return Verdict(NAME, Status.PASS, message="no dispatch state left behind")

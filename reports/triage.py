@@ -142,6 +142,8 @@ def triage_replay(replay: ReplayOutcome, verdict: Verdict) -> Finding:
     value = verdict.details.get("value", "").split("[")[0]
     if verdict.kind == "crash":
         detail = f"{verdict.details.get('phase', 'compile')}:{verdict.details.get('stage')}:{normalize(verdict.message)}"
+    elif "label" in verdict.details:
+        detail = verdict.details["label"]
     else:
         detail = ":".join(p for p in (verdict.details.get("phase", "") if verdict.kind not in HELD_KINDS else "",
                                        value, *tags(program)) if p)
@@ -155,14 +157,15 @@ def triage_replay(replay: ReplayOutcome, verdict: Verdict) -> Finding:
 
 def _equivalent(replay: ReplayOutcome, verdict: Verdict) -> dict:
     """When the compile without CUDA graphs fails too, the bug is the
-    differential oracle's: its signature for the same program on the plain
-    backend (on CPU, the main pipeline), which the known-issues baseline
-    names. A failure the CPU run does not show keeps its own signature."""
+    differential oracle's (or, for leaked dispatch state, the hygiene
+    oracle's): its signature for the same program on the plain backend (on
+    CPU, the main pipeline), which the known-issues baseline names. A failure
+    the CPU run does not show keeps its own signature."""
     if verdict.kind == "crash" and normalize(verdict.details.get("plain_failure", "")) != normalize(verdict.message):
         return {}
     outcome = run_program(replay.program, RunConfig(backend=replay.plain, dedup=replay.dedup, backward=replay.plan.backward,
                                                     record_structure=False))
-    found = ORACLES["differential"](outcome)
+    found = ORACLES["hygiene" if verdict.kind == "leaked_state" else "differential"](outcome)
     if not found.failed or (found.kind == "crash") != (verdict.kind == "crash"):
         return {}
     return {"equivalent": triage(outcome, found).signature}

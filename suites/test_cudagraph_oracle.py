@@ -147,6 +147,23 @@ def test_a_planted_skip_is_recorded_with_its_reason():
 
 
 @pytest.mark.unit
+def test_dispatch_state_a_compile_leaves_behind_is_caught_and_undone():
+    """KI-015: a view under inference_mode crashes AOTAutograd and leaves
+    Python dispatch keys on; the replay records it, undoes it (eager code
+    after it would assert), and names it as the hygiene oracle does."""
+    from harness.hygiene import leaked_state
+    from reports.known_issues import ROOT
+
+    program = Program.from_json((next(ROOT.glob("KI-015-*")) / "program.json").read_text())
+    replay = run_replay(program, ReplayPlan(calls=3), backend="aot_eager", plain="aot_eager", device="cpu")
+    assert not leaked_state()
+    leak = [v for v in cudagraph.verdicts(replay) if v.kind == "leaked_state"]
+    assert leak and leak[0].details["label"].startswith("leak:Python"), cudagraph.verdicts(replay)
+    finding = triage_replay(replay, leak[0])
+    assert finding.extra["equivalent"].startswith("hygiene:leaked_state:") and known_issue(finding).id == "KI-015"
+
+
+@pytest.mark.unit
 def test_without_a_skip_on_cpu_engagement_is_unobservable_not_a_pass():
     e = cudagraph.check_engaged(_replay("aot_eager"))
     assert e.status is Status.INCONCLUSIVE and e.kind == "unobservable", e
@@ -291,11 +308,10 @@ def test_no_false_alarms_over_drawn_programs_and_plans(case):
 GPU_EXAMPLES = 100  # per backend: 200 programs in all
 
 
-def assert_only_known_cudagraph_findings(program, plan, backend):
-    replay = run_replay(program, plan, backend=backend, device="cuda")
+def assert_only_known_cudagraph_findings(program, plan, backend, device="cuda"):
+    replay = run_replay(program, plan, backend=backend, device=device)
     engaged = cudagraph.check_engaged(replay)
-    record_line("cudagraphs", backend, engaged.status.value, engaged.kind or "engaged",
-                (engaged.details.get("reasons") or [""])[0][:100])
+    record_line("cudagraphs", backend, engaged.status.value, engaged.kind or "engaged", engaged.where)
     verdict = cudagraph.check(replay)
     if not verdict.failed:
         return
@@ -305,9 +321,19 @@ def assert_only_known_cudagraph_findings(program, plan, backend):
         record_known_hit(issue.id, finding.signature)
         return
     repro = render_repro(program, finding.config, finding.signature, "replay",
-                         replay={"plan": plan.to_dict(), "device": "cuda"})
+                         replay={"plan": plan.to_dict(), "device": device})
     raise AssertionError(f"new finding {finding.signature}\n{verdict}\n\nprogram.json: {program.to_json()}"
                          f"\n\nplan: {plan.to_dict()}\n\nrepro.py:\n{repro}")
+
+
+@pytest.mark.property
+@settings(max_examples=max(4, settings.default.max_examples // 12))
+@given(replayable(max_stmts=5))
+def test_cudagraph_oracle_on_cpu_with_torch_cudagraphs_backend(case):
+    """What the GPU suite does, on CPU: torch's cudagraphs backend skips CPU
+    graphs (so this is AOTAutograd with deduplication, replayed), and every
+    failure must be a known torch bug, by its own or its equivalent signature."""
+    assert_only_known_cudagraph_findings(*case, "cudagraphs", device="cpu")
 
 
 @pytest.mark.gpu
