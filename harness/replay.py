@@ -202,6 +202,7 @@ def run_replay(program: Program, plan: ReplayPlan, backend: str = "reduce-overhe
                 except Exception as e:
                     outcome.failure = failure(e, "dynamo")
                     return outcome
+            roles = {role: (fns[role], models[role], compilers.get(role)) for role in ROLES}
             static: dict[str, dict[str, torch.Tensor]] = {role: {} for role in ROLES}
             pending: list[tuple[str, int, str, torch.Tensor]] = []  # (role, position, where, tensor)
             for k in range(plan.calls):
@@ -210,8 +211,8 @@ def run_replay(program: Program, plan: ReplayPlan, backend: str = "reduce-overhe
                 # a step is one call, or with ``twice`` two (other input values), the first after the step mark
                 for second in (False, True) if plan.twice else (False,):
                     position = len(outcome.calls)
-                    runs, held, shapes = _call(mod, call_seed(program, k) + second, role_fns(models, fns, compilers),
-                                               names, plan, static, mark=plan.mark_step and not second, device=dev,
+                    runs, held, shapes = _call(mod, call_seed(program, k) + second, roles, names, plan, static,
+                                               mark=plan.mark_step and not second, device=dev,
                                                leaks=outcome.leaked_state)
                     outcome.calls.append(ReplayCall(position, plan.phase(k) + (":same-step" if second else ""),
                                                     shapes, runs, step=k))
@@ -233,10 +234,6 @@ def run_replay(program: Program, plan: ReplayPlan, backend: str = "reduce-overhe
         torch._dynamo.reset()
         outcome.seconds = time.perf_counter() - start
     return outcome
-
-
-def role_fns(models: dict, fns: dict, compilers: dict) -> dict:
-    return {role: (fns[role], models[role], compilers.get(role)) for role in ROLES}
 
 
 def _call(module, seed: int, roles: dict, names: list[str], plan: ReplayPlan, static: dict, mark: bool,

@@ -13,8 +13,8 @@ from typing import Callable
 
 from harness.outcome import Outcome, RunConfig
 
-from . import (completeness, cudagraph, dedup_toggle, determinism, differential, graph_validity, guards, hygiene, region_identity,
-               rewrite)
+from . import (completeness, cudagraph, dedup_toggle, determinism, differential, graph_validity, guards, hygiene,
+               region_identity, rewrite)
 from .verdict import Verdict
 
 

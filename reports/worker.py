@@ -25,9 +25,9 @@ import torch
 from generators.features import features
 from generators.ir import Program, from_dict, to_dict
 from generators.reduce import size
+from generators.replays import default_plan
 from harness.outcome import RunConfig
 from harness.pipeline import InvalidProgram, run_program
-from generators.replays import default_plan
 from harness.replay import run_replay
 from oracles import cudagraph, guards
 from oracles.registry import ORACLES, REPLAY_ORACLES, judge, judge_replay
