@@ -136,6 +136,20 @@ def watching(engagement: Engagement):
             str(w.message) for w in caught if "cudagraph" in str(w.message).lower()))
 
 
+@contextlib.contextmanager
+def full_float32():
+    """No TF32 while replaying: by default cuDNN convolutions on Ampere and
+    later round float32 inputs to TF32 in eager, so eager and a compiled
+    kernel would differ by more than float32 noise for a reason that is
+    neither CUDA graphs' nor the compiler's."""
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
 def _backend_config(backend: Optional[Backend]):
     if backend is None or not backend.inductor_config:
         return contextlib.nullcontext()
@@ -190,7 +204,7 @@ def run_replay(program: Program, plan: ReplayPlan, backend: str = "reduce-overhe
     names = [n for n, _ in program.inputs]
     torch._dynamo.reset()
     try:
-        with isolated_global_state(), torch_config.patched(config), \
+        with isolated_global_state(), full_float32(), torch_config.patched(config), \
                 torch._dynamo.config.patch(use_graph_deduplication=dedup), watching(outcome.engagement):
             models = {role: _model(module, program, role == "reference").to(dev) for role in ROLES}
             fns: dict[str, Any] = {role: models[role] for role in ROLES}

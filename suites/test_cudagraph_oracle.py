@@ -218,6 +218,20 @@ def test_static_inputs_are_written_in_place_and_keep_their_address():
 
 
 @pytest.mark.unit
+def test_replays_run_without_tf32_and_put_the_settings_back():
+    from harness.replay import full_float32
+
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = True
+    try:
+        with full_float32():
+            assert not torch.backends.cudnn.allow_tf32 and not torch.backends.cuda.matmul.allow_tf32
+        assert torch.backends.cudnn.allow_tf32
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize("plan, error", [
     (ReplayPlan(calls=2), "at least 3 calls"),
     (ReplayPlan(static_inputs=("nope",)), "cannot be static"),
