@@ -357,8 +357,9 @@ def input_expr(spec: TensorSpec, device: str = "") -> str:
     return f"torch.randn({_shape(s)}, {dtype})"
 
 
-def _render_inputs(program: Program) -> list[str]:
-    lines = ['def make_inputs(device="cpu"):']
+def render_inputs(program: Program, name: str = "make_inputs") -> list[str]:
+    """``make_inputs(device)`` (or a function of another ``name``) for ``program``'s inputs."""
+    lines = [f'def {name}(device="cpu"):']
     for name, spec in program.inputs:
         lines.append(f"{IND}{name} = {input_expr(spec, 'device')}.requires_grad_({spec.requires_grad})")
     for name, dim, strict in program.options.mark_dynamic:
@@ -385,6 +386,6 @@ def render(program: Program) -> str:
         "\n".join(_render_globals(program)),
         "\n".join(_render_block(program)),
         "\n".join(_render_init(program) + [""] + [IND + line for line in forward]),
-        "\n".join(_render_inputs(program)),
+        "\n".join(render_inputs(program)),
     ]
     return "\n\n\n".join(p for p in parts if p) + "\n"

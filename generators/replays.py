@@ -13,7 +13,7 @@ Like a program, a plan is drawn valid by construction and round-trips JSON.
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Optional
 
 from hypothesis import assume, strategies as st
@@ -22,7 +22,7 @@ from .check import mutates
 from .ir import Program
 from .ops import OPS
 from .strategies import programs
-from .variants import valid
+from .variants import grown, valid
 
 MIN_CALLS = 3  # warm-up, record, replay
 
@@ -59,7 +59,7 @@ class ReplayPlan:
 
     @staticmethod
     def from_dict(d: dict) -> "ReplayPlan":
-        unknown = set(d) - {"calls", "backward", "static_inputs", "resize", "mark_step", "twice"}
+        unknown = set(d) - {f.name for f in fields(ReplayPlan)}
         if unknown:
             raise ValueError(f"unknown replay plan fields: {', '.join(sorted(unknown))}")
         r = d.get("resize")
@@ -83,8 +83,7 @@ def resizes(program: Program) -> list[tuple[str, tuple[int, ...]]]:
     """Per input, the first grown shape the same model still accepts."""
     out = []
     for name, spec in program.inputs:
-        for d in reversed(range(len(spec.shape))):
-            shape = spec.shape[:d] + (spec.shape[d] + 1,) + spec.shape[d + 1:]
+        for shape in grown(spec.shape):
             if valid(resized(program, Resize(0, name, shape))):
                 out.append((name, shape))
                 break
@@ -152,7 +151,6 @@ def default_plan(program: Program) -> ReplayPlan:
     backward, mark_step = _grad_anywhere(program), rng.random() < 0.25
     twice = mark_step and not backward and twice_ok(program)
     return check_plan(program, ReplayPlan(4, backward, static, resize, mark_step, twice))
-
 
 
 # Random ops draw from the graph-safe generator under CUDA graphs, not in

@@ -159,11 +159,15 @@ def _input_values(program: Program) -> list[Variant]:
     return [Variant("input:values", name, f"{name}: new values", tuple(_make_input(program, 0, spec)), (), True)]
 
 
+def grown(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """``shape`` with one dim one larger, last dim first."""
+    return [shape[:d] + (shape[d] + 1,) + shape[d + 1:] for d in reversed(range(len(shape)))]
+
+
 def _respecs(spec: TensorSpec) -> dict[str, list[TensorSpec]]:
     shape = spec.shape
-    grown = [shape[:d] + (shape[d] + 1,) + shape[d + 1:] for d in reversed(range(len(shape)))]
     return {
-        "input:shape": [replace(spec, shape=s) for s in grown],
+        "input:shape": [replace(spec, shape=s) for s in grown(shape)],
         "input:rank": [replace(spec, shape=(2, *shape))] + ([replace(spec, shape=shape[1:])] if len(shape) > 1 else []),
         "input:dtype": [replace(spec, dtype=d) for d in FLOATS if d != spec.dtype],
         "input:layout": [replace(spec, layout=lay) for lay in LAYOUTS if lay != spec.layout],

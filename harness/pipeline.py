@@ -64,8 +64,9 @@ def torch_compile_kwargs(program: Program, config: RunConfig) -> dict:
     return kwargs
 
 
-def _backend_config(backend):
-    if not backend.inductor_config:
+def backend_config(backend):
+    """The backend's inductor settings while it compiles and runs (none: nothing)."""
+    if backend is None or not backend.inductor_config:
         return contextlib.nullcontext()
     import torch._inductor.config
 
@@ -88,7 +89,7 @@ def run_compiled(module: ModuleType, program: Program, config: RunConfig) -> tup
     options = dict(backend.options)
     options["options"] = {**options.get("options", {}), "guard_filter_fn": recording_guards(capture)}
     with torch_config.patched(config.torch_config), torch._dynamo.config.patch(use_graph_deduplication=config.dedup), \
-            _backend_config(backend):
+            backend_config(backend):
         with recording_structure(recorder) if recorder is not None else contextlib.nullcontext():
             try:
                 compiled = torch.compile(

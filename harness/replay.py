@@ -30,12 +30,12 @@ from generators.ir import Program
 from generators.replays import ReplayPlan, check_plan, resized
 
 from . import torch_config
-from .backends import Backend, resolve
+from .backends import resolve
 from .execute import as_float64, execute, failure
 from .hygiene import clean_up, leaked_state
 from .loader import load_source
 from .outcome import Execution, Failure, RunConfig
-from .pipeline import isolated_global_state, torch_compile_kwargs
+from .pipeline import backend_config, isolated_global_state, torch_compile_kwargs
 
 OVERWRITTEN = "overwritten by a subsequent run"  # PyTorch's documented error (cudagraph_trees)
 # Where torch._inductor.cudagraph_utils.log_cudagraph_skip_and_bump_counter
@@ -150,14 +150,6 @@ def full_float32():
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
-def _backend_config(backend: Optional[Backend]):
-    if backend is None or not backend.inductor_config:
-        return contextlib.nullcontext()
-    import torch._inductor.config
-
-    return torch._inductor.config.patch(backend.inductor_config)
-
-
 def call_seed(program: Program, k: int) -> int:
     return program.seed * 7919 + 104_729 * (k + 1)
 
@@ -235,7 +227,8 @@ def run_replay(program: Program, plan: ReplayPlan, backend: str = "reduce-overhe
                         outcome.held.append(Held(call, where, value, raised, role, same_step=True))
                     if runs["graphed"].failure is not None:
                         break
-                    step = [(role, position, w, t) for role in HOLD for w, t in held[role] if w in snapshots(runs[role])]
+                    kept = {role: snapshots(runs[role]) for role in HOLD}
+                    step = [(role, position, w, t) for role in HOLD for w, t in held[role] if w in kept[role]]
                     pending += step
                 for role, call, where, t in [p for p in pending if outcome.calls[p[1]].step < k]:
                     value, raised = read_again(t)
@@ -265,7 +258,7 @@ def _call(module, seed: int, roles: dict, names: list[str], plan: ReplayPlan, st
             torch.compiler.cudagraph_mark_step_begin()
         for p in model.parameters():
             p.grad = None
-        with _backend_config(compiler):  # compiles happen at calls: each its own config
+        with backend_config(compiler):  # compiles happen at calls: each its own config
             run = execute(fn, model, inputs, names, plan.backward, hold=held.get(role))
         leaked = leaked_state()
         if leaked:

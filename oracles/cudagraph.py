@@ -35,10 +35,11 @@ def _crash(f, **details) -> Verdict:
                    details={"stage": f.stage, "type": f.type, "traceback": f.traceback, **details})
 
 
-def _agrees(expected: Execution, actual: Execution | None, reference: Execution | None, floor, where: str) -> bool:
+def _failing(expected: Execution, actual: Execution | None, reference: Execution | None, floor) -> set[str] | None:
+    """Where ``actual`` disagrees with ``expected`` (None: it crashed)."""
     if actual is None or actual.failure is not None:
-        return False
-    return all(not v.failed for v in compare_runs(NAME, expected, actual, reference, floor=floor) if v.where == where)
+        return None
+    return {v.where for v in compare_runs(NAME, expected, actual, reference, floor=floor) if v.failed}
 
 
 def _judge_call(replay: ReplayOutcome, k: int, floor: torch.dtype) -> list[Verdict]:
@@ -60,15 +61,17 @@ def _judge_call(replay: ReplayOutcome, k: int, floor: torch.dtype) -> list[Verdi
     if eager.treespec != graphed.treespec or len(eager.outputs) != len(graphed.outputs):
         return [Verdict(NAME, Status.FAIL, kind="structure", where=f"call[{k}]:outputs", details=at,
                         message=f"expected output structure {eager.treespec}, got {graphed.treespec}")]
-    out = []
+    out, plain_wrong, apart = [], None, None
     for v in compare_runs(NAME, eager, graphed, reference, floor=floor):
         if v.status is Status.PASS:
             out.append(v)
             continue
-        plain_ok = _agrees(eager, plain, reference, floor, v.where)
+        if plain_wrong is None:  # once per call, and only for a call that needs it
+            plain_wrong = _failing(eager, plain, reference, floor)
+            apart = _failing(plain, graphed, reference, floor) if plain_wrong is not None else None
+        plain_ok = plain_wrong is not None and v.where not in plain_wrong
         details = {**v.details, **at, "value": v.where, "plain_agrees": plain_ok,
-                   "graphed_matches_plain": _agrees(plain, graphed, reference, floor, v.where) if plain.failure is None
-                   else False}
+                   "graphed_matches_plain": apart is not None and v.where not in apart}
         out.append(Verdict(NAME, v.status, kind=v.kind, where=f"call[{k}]:{call.phase}:{v.where}",
                            message=f"{v.message} ({call.phase} call {k}; the plain compile "
                                    f"{'agrees with eager' if plain_ok else 'is wrong too'})",

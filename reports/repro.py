@@ -8,7 +8,7 @@ and 0 when it does not, so it can bisect torch versions.
 
 from __future__ import annotations
 
-from generators.codegen import render
+from generators.codegen import render, render_inputs
 from generators.ir import Program
 from generators.replays import ReplayPlan, resized
 from generators.variants import PRELUDE
@@ -770,7 +770,4 @@ def _resized_inputs(program: Program, replay: dict | None) -> str:
     plan = ReplayPlan.from_dict(replay["plan"]) if replay else None
     if plan is None or plan.resize is None:
         return ""
-    source = render(resized(program, plan.resize))
-    lines = source[source.index("def make_inputs("):].splitlines()
-    body = lines[:next(i for i, line in enumerate(lines) if line.strip().startswith("return"))+ 1]
-    return "\n\n" + "\n".join(body).replace("def make_inputs(", "def make_resized_inputs(") + "\n"
+    return "\n\n" + "\n".join(render_inputs(resized(program, plan.resize), "make_resized_inputs")) + "\n"
