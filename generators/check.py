@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import functools
 from dataclasses import fields
+from typing import Callable, Optional
 
 from .interludes import INTERLUDES
 from .ir import (
     BLOCK_KINDS,
+    CHILD,
+    HOLDERS,
+    MAX_DEPTH,
     DTYPES,
     FLOATS,
     FLOWS,
@@ -63,10 +67,24 @@ def spec_type(spec: TensorSpec) -> TT:
     return TT(spec.shape, spec.dtype, spec.layout == "contiguous")
 
 
-def stmt_type(op: OpSpec, stmt: Stmt, scope: dict[str, TT], row: dict[str, Value], env: Env) -> TT:
-    """Static type of ``stmt``'s output for one repeat; raises Reject if invalid."""
+SubTyper = Callable[[str, TT, Env], TT]
+
+
+def stmt_type(op: OpSpec, stmt: Stmt, scope: dict[str, TT], row: dict[str, Value], env: Env,
+              subs: Optional[SubTyper] = None) -> TT:
+    """Static type of ``stmt``'s output for one repeat; raises Reject if invalid.
+    ``subs`` types a call of a sub-block (the program's own blocks)."""
     if len(stmt.operands) != len(op.slots):
         raise Reject(f"{op.name} takes {len(op.slots)} operands, got {len(stmt.operands)}")
+    if op.name == CHILD:
+        x, name, _ = stmt.operands
+        if not isinstance(x, Ref) or x.name not in scope:
+            raise Reject(f"sub-block call: {x} is not a tensor in scope")
+        if subs is None:
+            raise Reject("a sub-block call outside a program")
+        if scope[x.name].dtype not in FLOATS:
+            raise Reject(f"sub-block {name.value!r} takes floating tensors, got {scope[x.name].dtype}")
+        return subs(name.value, scope[x.name], env)
     tensors: list[TT] = []
     values: list[Value] = []
     has_weights = False
@@ -170,9 +188,59 @@ def _check_shape_of_program(program: Program) -> None:
     for stmt in b.body:
         if stmt.op not in OPS:
             raise MalformedProgram(f"unknown op {stmt.op!r}")
+    if b.name:
+        raise MalformedProgram("the layer block has no name; sub-blocks do")
+    _check_subs(program)
     _check_frees(program, block_names)
     if b.attrs and (b.kind != "module" or any(s.structure not in PER_INSTANCE for s in program.sections)):
         raise MalformedProgram("Python arguments can be module attributes only when every repeat has its own instance")
+
+
+def _check_subs(program: Program) -> None:
+    """The block hierarchy: named sub-blocks of one tensor and no Python
+    arguments, each called somewhere, no deeper than MAX_DEPTH levels."""
+    names = [sb.name for sb in program.subs]
+    if len(set(names)) != len(names):
+        raise MalformedProgram(f"sub-blocks need distinct names: {names}")
+    for sb in program.subs:
+        where = f"sub-block {sb.name!r}"
+        if not sb.name.isidentifier() or not sb.name.islower() or sb.name.startswith("_"):
+            raise MalformedProgram(f"{where}: a name is a lower-case identifier")
+        _enum(sb.kind, BLOCK_KINDS, "block kind")
+        if len(sb.inputs) != 1 or sb.args or sb.buffers or sb.attrs:
+            raise MalformedProgram(f"{where}: takes one tensor, no Python arguments, no buffers")
+        if sb.kind == "function" and sb.weights:
+            raise MalformedProgram(f"{where}: only module sub-blocks own parameters")
+        local = [*sb.inputs, *(n for n, _ in sb.weights), *(st.out for st in sb.body)]
+        if len(set(local)) != len(local):
+            raise MalformedProgram(f"{where}: duplicate names {local}")
+        for stmt in sb.body:
+            if stmt.op not in OPS:
+                raise MalformedProgram(f"unknown op {stmt.op!r}")
+            if OPS[stmt.op].random:
+                raise MalformedProgram(f"{where}: random ops stay in the layer block")
+            if any(isinstance(o, (Arg, Free)) for o in stmt.operands):
+                raise MalformedProgram(f"{where}: reads no Python arguments or free values")
+        if returns_view(sb):
+            raise MalformedProgram(f"{where}: returns a view of its input")
+    for b in program.blocks():
+        _enum(b.holder, HOLDERS, "holder of child modules")
+        slots: dict[str, set] = {}
+        for stmt in (st for st in b.body if st.op == CHILD):
+            ops = stmt.operands
+            if not (isinstance(ops[1], Const) and isinstance(ops[2], Const) and isinstance(ops[2].value, int)):
+                raise MalformedProgram(f"{stmt.out}: a sub-block call names its block and slot as constants")
+            child = program.sub(ops[1].value)
+            if child.kind == "module" and b.kind != "module":
+                raise MalformedProgram(f"{stmt.out}: a function block calls only function sub-blocks")
+            if child.kind == "function" and ops[2].value != 0:
+                raise MalformedProgram(f"{stmt.out}: a function sub-block has one slot, 0")
+            slots.setdefault(child.name, set()).add(ops[2].value)
+    called = {name for b in program.blocks() for name, _ in b.children()}
+    if set(names) - called:
+        raise MalformedProgram(f"sub-blocks never called: {sorted(set(names) - called)}")
+    if program.depth() > MAX_DEPTH:
+        raise MalformedProgram(f"blocks nest {program.depth()} levels deep, at most {MAX_DEPTH}")
 
 
 def _check_frees(program: Program, block_names: list[str]) -> None:
@@ -191,6 +259,8 @@ def _check_frees(program: Program, block_names: list[str]) -> None:
 
 
 def _check_mutation(program: Program) -> set[str]:
+    for sb in program.subs:
+        mutation_rules(sb, {})
     return mutation_rules(program.block, dict(program.inputs))
 
 
@@ -340,12 +410,53 @@ def block_types(program: Program, call: Call, carried: TT) -> dict[str, TT]:
     env = env_of(call.context)
     for stmt in b.body:
         try:
-            scope[stmt.out] = stmt_type(OPS[stmt.op], stmt, scope, row, env)
+            scope[stmt.out] = stmt_type(OPS[stmt.op], stmt, scope, row, env, sub_typer(program))
         except Reject as e:
             raise MalformedProgram(f"{stmt.out} = {stmt.op}(...): {e}") from e
     if b.result not in scope or b.result in b.inputs:
         raise MalformedProgram(f"block result {b.result!r} is undefined")
     return scope
+
+
+def sub_typer(program: Program) -> SubTyper:
+    """Types a sub-block call by its body (see ``sub_scope``)."""
+    return lambda name, primary, env: sub_scope(program, name, primary, env)[program.sub(name).result]
+
+
+@functools.lru_cache(maxsize=256)
+def sub_scope(program: Program, name: str, primary: TT, env: Env) -> dict[str, TT]:
+    """The type of every value of sub-block ``name`` called on ``primary``;
+    raises Reject naming the sub-block."""
+    sb = program.sub(name)
+    scope = {sb.inputs[0]: primary, **{n: spec_type(spec) for n, spec in sb.weights}}
+    for stmt in sb.body:
+        try:
+            scope[stmt.out] = stmt_type(OPS[stmt.op], stmt, scope, {}, env, sub_typer(program))
+        except Reject as e:
+            raise Reject(f"in sub-block {name!r}: {stmt.out} = {stmt.op}(...): {e}") from e
+    if sb.result not in scope or sb.result == sb.inputs[0]:
+        raise Reject(f"sub-block {name!r}: result {sb.result!r} is undefined")
+    return scope
+
+
+def sub_scopes(program: Program) -> list[dict[str, TT]]:
+    """The scope of every sub-block call the program makes (one per distinct
+    input type and ambient state)."""
+    seen: dict[tuple, dict[str, TT]] = {}
+
+    def visit(b: Block, scope: dict[str, TT], env: Env) -> None:
+        for stmt in b.body:
+            if stmt.op == CHILD:
+                name, primary = stmt.operands[1].value, scope[stmt.operands[0].name]
+                if (name, primary, env) not in seen:
+                    seen[(name, primary, env)] = inner = sub_scope(program, name, primary, env)
+                    visit(program.sub(name), inner, env)
+
+    if program.subs:
+        carried = spec_type(program.inputs[0][1])
+        for _, call in program.repeats():
+            visit(program.block, block_types(program, call, carried), env_of(call.context))
+    return list(seen.values())
 
 
 def check(program: Program) -> list[dict[str, TT]]:
@@ -393,7 +504,8 @@ def lowest_precision(program: Program) -> str:
     through: no result can be more accurate than that, whatever its dtype."""
     dtypes = {spec.dtype for _, spec in (*program.inputs, *program.block.weights, *program.block.buffers)}
     dtypes |= {t.dtype for scope in check(program) for t in scope.values()}
-    if any(".float()" in OPS[s.op].fmt for s in program.block.body):  # a float32 step inside one op
+    dtypes |= {t.dtype for scope in sub_scopes(program) for t in scope.values()}
+    if any(".float()" in OPS[s.op].fmt for b in program.blocks() for s in b.body):  # a float32 step inside one op
         dtypes.add("float32")
     floats = [d for d in dtypes if d in MANTISSA_BITS]
     return min(floats, key=MANTISSA_BITS.__getitem__, default="float32")

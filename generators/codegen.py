@@ -15,7 +15,8 @@ from dataclasses import fields
 
 from .check import PER_INSTANCE, check
 from .interludes import INTERLUDES
-from .ir import Arg, Call, Const, Context, DType, Free, Program, PyList, PySlice, Ref, Section, TensorSpec, Value, typed_key
+from .ir import (CHILD, Arg, Block, Call, Const, Context, DType, Free, Program, PyList, PySlice, Ref, Section, Stmt,
+                 TensorSpec, Value, typed_key)
 from .ops import CALL_VIEWS, OPS, WEIGHT_INITS, W, render_call
 
 HEADER = """\
@@ -45,26 +46,109 @@ def _shape(shape) -> str:
     return f"({', '.join(map(str, shape))}{',' if len(shape) == 1 else ''})"
 
 
-def _weight_init(program: Program, name: str) -> str:
-    for stmt in program.block.body:
+def _weight_init(block: Block, name: str) -> str:
+    for stmt in block.body:
         for slot, operand in zip(OPS[stmt.op].slots, stmt.operands):
             if isinstance(slot, W) and operand == Ref(name):
                 return slot.init
     return "fan_in"
 
 
-def _state_lines(program: Program, owner: str) -> list[str]:
+def _state_lines(block: Block, owner: str) -> list[str]:
     """Parameter and buffer definitions, written inside ``__init__``."""
     lines = []
-    for name, spec in program.block.weights:
-        init = WEIGHT_INITS[_weight_init(program, name)].format(
+    for name, spec in block.weights:
+        init = WEIGHT_INITS[_weight_init(block, name)].format(
             shape=_shape(spec.shape), fan_in=spec.shape[-1] if spec.shape else 1
         )
         lines.append(f"{owner}.{name} = nn.Parameter({init})")
-    for name, spec in program.block.buffers:
-        init = WEIGHT_INITS[_weight_init(program, name)].format(shape=_shape(spec.shape), fan_in=1)
+    for name, spec in block.buffers:
+        init = WEIGHT_INITS[_weight_init(block, name)].format(shape=_shape(spec.shape), fan_in=1)
         lines.append(f"{owner}.register_buffer({name!r}, {init})")
     return lines
+
+
+# --- sub-blocks: names, the instances a module block holds, call sites ---------
+
+CHILDREN = "subs"  # a module block's container of child instances (other than plain attributes)
+DECORATOR = "@torch.compiler.nested_compile_region"
+
+
+def sub_callable(name: str, kind: str) -> str:
+    """The top-level name a sub-block is defined under."""
+    return f"block_{name}" if kind == "function" else f"Block{name.title().replace('_', '')}"
+
+
+def _instance_name(name: str, slot: int) -> str:
+    return f"{name}_{slot}"
+
+
+def _child_lines(program: Program, b: Block) -> list[str]:
+    """``__init__`` lines creating a module block's child instances, held as
+    ``b.holder`` says."""
+    ctors = [(_instance_name(n, k), f"{sub_callable(n, 'module')}()") for n, k in b.instances()
+             if program.sub(n).kind == "module"]
+    if not ctors:
+        return []
+    if b.holder == "attr":
+        return [f"self.{attr} = {ctor}" for attr, ctor in ctors]
+    if b.holder == "module_dict":
+        items = ", ".join(f"{attr!r}: {ctor}" for attr, ctor in ctors)
+        return [f"self.{CHILDREN} = nn.ModuleDict({{{items}}})"]
+    container = "nn.ModuleList([{}])" if b.holder == "module_list" else "nn.Sequential({})"
+    return [f"self.{CHILDREN} = {container.format(', '.join(ctor for _, ctor in ctors))}"]
+
+
+def _child_call(program: Program, b: Block, stmt: Stmt, arg: str) -> str:
+    """The statement calling a sub-block from ``b``'s body."""
+    name, slot = stmt.operands[1].value, stmt.operands[2].value
+    if program.sub(name).kind == "function":
+        return f"{stmt.out} = {sub_callable(name, 'function')}({arg})"
+    attr = _instance_name(name, slot)
+    if b.holder == "attr":
+        callee = f"self.{attr}"
+    elif b.holder == "module_dict":
+        callee = f"self.{CHILDREN}[{attr!r}]"
+    else:
+        modules = [i for i in b.instances() if program.sub(i[0]).kind == "module"]
+        callee = f"self.{CHILDREN}[{modules.index((name, slot))}]"
+    return f"{stmt.out} = {callee}({arg})"
+
+
+def _body_lines(program: Program, b: Block, operand) -> list[str]:
+    lines = []
+    for s in b.body:
+        if s.op == CHILD:
+            lines.append(_child_call(program, b, s, operand(s.operands[0])))
+        else:
+            lines += render_call(OPS[s.op], [operand(o) for o in s.operands], s.out)
+    return lines + [f"return {b.result}"]
+
+
+def _render_sub(program: Program, b: Block) -> list[str]:
+    decorator = [DECORATOR] if b.compile_region else []
+    state = {n for n, _ in b.weights}
+
+    def operand(o) -> str:
+        if isinstance(o, Const):
+            return literal(o.value)
+        return f"self.{o.name}" if o.name in state else o.name
+
+    body = _body_lines(program, b, operand)
+    x = b.inputs[0]
+    if b.kind == "function":
+        return [*decorator, f"def {sub_callable(b.name, 'function')}({x}):", *(IND + line for line in body)]
+    init = [*_state_lines(b, "self"), *_child_lines(program, b)]
+    return [
+        f"class {sub_callable(b.name, 'module')}(nn.Module):",
+        f"{IND}def __init__(self):",
+        f"{IND * 2}super().__init__()",
+        *(IND * 2 + line for line in init),
+        "",
+        *(IND + d for d in decorator),
+        f"{IND}def forward(self, {x}):",
+        *(IND * 2 + line for line in body),
+    ]
 
 
 # --- free values: where each lives and how the block reads it -----------------
@@ -135,9 +219,8 @@ def _render_block_def(program: Program) -> list[str]:
             return f"self.{o.name}" if b.attrs else o.name
         return f"self.{o.name}" if module and o.name in state else o.name
 
-    body = [line for s in b.body for line in render_call(OPS[s.op], [operand(o) for o in s.operands], s.out)]
-    body.append(f"return {b.result}")
-    decorator = ["@torch.compiler.nested_compile_region"] if b.compile_region else []
+    body = _body_lines(program, b, operand)
+    decorator = [DECORATOR] if b.compile_region else []
 
     if not module:
         params = [*b.inputs, *sorted(state, key=_state_order(program)), *b.args, *passed]
@@ -148,7 +231,7 @@ def _render_block_def(program: Program) -> list[str]:
     attrs = [f"{IND}{f.name} = {literal(f.value)}" for f in frees_at(program, "class_attr")]
     lines += [*attrs, ""] if attrs else []
     lines += [f"{IND}def __init__(self{init_params}):", f"{IND * 2}super().__init__()"]
-    lines += [IND * 2 + line for line in _state_lines(program, "self")]
+    lines += [IND * 2 + line for line in _state_lines(b, "self") + _child_lines(program, b)]
     if b.attrs:
         lines += [f"{IND * 2}self.{a} = {a}" for a in b.args]
     fwd_params = [*b.inputs, *([] if b.attrs else b.args), *passed]
@@ -176,7 +259,7 @@ def _render_init(program: Program) -> list[str]:
     lines = ["class Program(nn.Module):", f"{IND}def __init__(self):", f"{IND * 2}super().__init__()"]
     body: list[str] = []
     if b.kind == "function":
-        body += _state_lines(program, "self")
+        body += _state_lines(b, "self")
     else:
         if any(instance_attr(program, k, s) is None for k, s in enumerate(program.sections)):
             body.append("self.block = Block()")
@@ -384,6 +467,7 @@ def render(program: Program) -> str:
     parts = [
         HEADER,
         "\n".join(_render_globals(program)),
+        *("\n".join(_render_sub(program, b)) for b in reversed(program.subs)),
         "\n".join(_render_block(program)),
         "\n".join(_render_init(program) + [""] + [IND + line for line in forward]),
         "\n".join(render_inputs(program)),

@@ -1,12 +1,20 @@
 """Program IR: a generated program as a plain, JSON-round-trippable value.
 
-A program defines one *block* (a helper function or an ``nn.Module`` subclass)
-and runs it in one or more *sections*, each a repetition structure (a loop, a
+A program defines one *layer block* (a helper function or an ``nn.Module``
+subclass) and runs it in one or more *sections*, each a repetition structure (a loop, a
 nested loop, a ``while`` loop, or separate calls) whose repeats are described by
 ``Call`` rows: the Python arguments, the tensor, the ambient state (grad mode,
 autocast, inference mode, default dtype) and the module instance of that
 repeat. The rows alone say which repeats compute the same function: that is the
-ground truth that oracles check the deduplication pass against. Nothing here
+ground truth that oracles check the deduplication pass against.
+
+Below the layer sits a hierarchy of *sub-blocks* (``Program.subs``): named
+helpers and modules that a block body calls with a ``block`` statement
+(``Stmt(out, "block", (Ref(x), Const(name), Const(slot)))``), up to
+``MAX_DEPTH`` levels, a child possibly shared by two parents, each level
+maybe marked ``nested_compile_region``. Sub-blocks take one tensor and no
+Python arguments, so which of their calls compute the same function follows
+from the layer repeat they run in (``Program.block_calls``). Nothing here
 imports torch.
 """
 
@@ -29,6 +37,10 @@ LAYOUTS = ("contiguous", "transposed", "strided", "expanded")
 VIEWS = ("none", "transpose", "narrow", "contiguous")
 # Where a free value lives (see FreeVar): what a guard must watch to see it change.
 HOMES = ("global", "closure", "class_attr", "argument")
+# How a module block holds the instances of its module children.
+HOLDERS = ("attr", "module_list", "module_dict", "sequential")
+CHILD = "block"  # the op of a statement that calls a sub-block
+MAX_DEPTH = 3  # the layer block is level 1
 
 
 class MalformedProgram(ValueError):
@@ -144,6 +156,27 @@ class Block:
     result: str
     compile_region: bool = False  # decorated with torch.compiler.nested_compile_region
     attrs: bool = False  # module blocks: Python arguments are constructor attributes
+    name: str = ""  # "" for the layer block; a sub-block's name (Program.subs)
+    holder: str = "attr"  # module blocks: how module children are held (HOLDERS)
+
+    def children(self) -> list[tuple[str, int]]:
+        """(sub-block, instance slot) of each child call, in body order."""
+        return [(s.operands[1].value, s.operands[2].value) for s in self.body if s.op == CHILD]
+
+    def instances(self) -> list[tuple[str, int]]:
+        """Distinct (sub-block, slot) pairs: one child instance each, in order of first use."""
+        return list(dict.fromkeys(self.children()))
+
+
+@dataclass(frozen=True)
+class BlockCall:
+    """One call of a block as the program runs it: the layer's repeats and
+    every sub-block call inside them."""
+
+    block: str  # "" for the layer
+    path: tuple[tuple[str, int], ...]  # (block, statement index) of each enclosing call site
+    repeat: int  # the layer repeat it runs in (execution order)
+    key: tuple  # equal keys: the same function of the same kind of inputs
 
 
 # --- repeats ------------------------------------------------------------------
@@ -204,7 +237,59 @@ class Program:
     options: Options = Options()
     seed: int = 0
     frees: tuple[FreeVar, ...] = ()
+    subs: tuple[Block, ...] = ()  # sub-blocks, called from block bodies (see CHILD)
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def sub(self, name: str) -> Block:
+        for b in self.subs:
+            if b.name == name:
+                return b
+        raise MalformedProgram(f"no sub-block named {name!r}")
+
+    def blocks(self) -> list[Block]:
+        """The layer block, then its sub-blocks."""
+        return [self.block, *self.subs]
+
+    def depth(self) -> int:
+        """Levels of the block hierarchy: 1 for a flat program."""
+
+        def level(b: Block, seen: tuple[str, ...]) -> int:
+            below = 0
+            for name, _ in dict.fromkeys(b.children()):
+                if name in seen:
+                    raise MalformedProgram(f"sub-block {name!r} calls itself through {' -> '.join(seen)}")
+                below = max(below, level(self.sub(name), (*seen, name)))
+            return 1 + below
+
+        return level(self.block, ("",))
+
+    def block_calls(self) -> list[BlockCall]:
+        """Every call of every block, in execution order, with its ground truth:
+        a sub-block's calls inside identical layer repeats compute the same
+        function, and so do its calls in repeats that differ only in what the
+        sub-block never sees (the layer's Python arguments, another call site)."""
+        out: list[BlockCall] = []
+
+        def visit(b: Block, path: tuple, repeat: int, key: tuple) -> None:
+            for k, stmt in enumerate(b.body):
+                if stmt.op == CHILD:
+                    name = stmt.operands[1].value
+                    out.append(BlockCall(name, (*path, (b.name, k)), repeat, (name, *key)))
+                    visit(self.sub(name), (*path, (b.name, k)), repeat, key)
+
+        for i, (_, call) in enumerate(self.repeats()):
+            full = self.repeat_key(call)
+            out.append(BlockCall("", (), i, ("", *full)))
+            visit(self.block, (), i, full[1:])  # a sub-block sees no layer arguments
+        return out
+
+    def identical_calls(self) -> dict[str, list[list[int]]]:
+        """Per block name, groups of indices into ``block_calls()`` that are
+        semantically identical (the layer's groups are ``identical_repeats``)."""
+        groups: dict[str, dict[tuple, list[int]]] = {}
+        for i, c in enumerate(self.block_calls()):
+            groups.setdefault(c.block, {}).setdefault(c.key, []).append(i)
+        return {name: list(g.values()) for name, g in groups.items()}
 
     # -- ground truth ----------------------------------------------------------
 
@@ -399,24 +484,45 @@ def _dec_call(d: dict) -> Call:
     )
 
 
+def _enc_block(b: Block) -> dict:
+    d = {
+        "kind": b.kind,
+        "inputs": list(b.inputs),
+        "weights": _enc_named(b.weights),
+        "buffers": _enc_named(b.buffers),
+        "args": list(b.args),
+        "body": [{"out": s.out, "op": s.op, "operands": [_enc_operand(o) for o in s.operands]} for s in b.body],
+        "result": b.result,
+        "compile_region": b.compile_region,
+        "attrs": b.attrs,
+    }
+    if b.name:
+        d["name"] = b.name
+    if b.holder != "attr":
+        d["holder"] = b.holder
+    return d
+
+
+def _dec_block(b: dict) -> Block:
+    return Block(
+        kind=b["kind"],
+        inputs=tuple(b["inputs"]),
+        weights=_dec_named(b["weights"]),
+        buffers=_dec_named(b.get("buffers", [])),
+        args=tuple(b["args"]),
+        body=tuple(Stmt(s["out"], s["op"], tuple(_dec_operand(x) for x in s["operands"])) for s in b["body"]),
+        result=b["result"],
+        compile_region=bool(b.get("compile_region", False)),
+        attrs=bool(b.get("attrs", False)),
+        name=str(b.get("name", "")),
+        holder=str(b.get("holder", "attr")),
+    )
+
+
 def to_dict(p: Program) -> dict:
-    b = p.block
-    return {
+    d = {
         "inputs": _enc_named(p.inputs),
-        "block": {
-            "kind": b.kind,
-            "inputs": list(b.inputs),
-            "weights": _enc_named(b.weights),
-            "buffers": _enc_named(b.buffers),
-            "args": list(b.args),
-            "body": [
-                {"out": s.out, "op": s.op, "operands": [_enc_operand(o) for o in s.operands]}
-                for s in b.body
-            ],
-            "result": b.result,
-            "compile_region": b.compile_region,
-            "attrs": b.attrs,
-        },
+        "block": _enc_block(p.block),
         "sections": [
             {
                 "structure": s.structure,
@@ -442,6 +548,9 @@ def to_dict(p: Program) -> dict:
         "identical_repeats": p.identical_repeats(),
         "variations": p.variations(),
     }
+    if p.subs:
+        d["subs"] = [_enc_block(b) for b in p.subs]
+    return d
 
 
 def from_dict(d: Any) -> Program:
@@ -450,20 +559,7 @@ def from_dict(d: Any) -> Program:
         o = d.get("options", {})
         return Program(
             inputs=_dec_named(d["inputs"]),
-            block=Block(
-                kind=b["kind"],
-                inputs=tuple(b["inputs"]),
-                weights=_dec_named(b["weights"]),
-                buffers=_dec_named(b.get("buffers", [])),
-                args=tuple(b["args"]),
-                body=tuple(
-                    Stmt(s["out"], s["op"], tuple(_dec_operand(x) for x in s["operands"]))
-                    for s in b["body"]
-                ),
-                result=b["result"],
-                compile_region=bool(b.get("compile_region", False)),
-                attrs=bool(b.get("attrs", False)),
-            ),
+            block=_dec_block(b),
             sections=tuple(
                 Section(
                     structure=s["structure"],
@@ -484,6 +580,7 @@ def from_dict(d: Any) -> Program:
             ),
             seed=int(d.get("seed", 0)),
             frees=tuple(FreeVar(str(n), dec_value(v), str(h)) for n, v, h in d.get("frees", [])),
+            subs=tuple(_dec_block(x) for x in d.get("subs", [])),
             meta=dict(d.get("meta", {})),
         )
     except MalformedProgram:

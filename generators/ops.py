@@ -498,6 +498,10 @@ _bin = (T(), T())
 _keep = lambda t: (True, False)  # noqa: E731
 
 
+def _typed_by_body(t: list[TT], v: list[Value], e: Env) -> TT:
+    raise Reject("a sub-block call is typed by the sub-block's body")
+
+
 def _op(name: str, category: str, fmt: str, slots=_u, rule: Rule = same, **flags) -> OpSpec:
     return OpSpec(name, category, fmt, tuple(slots), rule, **flags)
 
@@ -703,6 +707,11 @@ _ENTRIES = [
         saves_inputs=False),
     _op("merge_mean", "merge", "{0} + {1}.float().mean().type_as({0})", (T(), T(dtypes=_ANY, relation="any")),
         same, saves_inputs=False),
+    # a call of a sub-block (generators.ir.CHILD): operands are the tensor, the
+    # sub-block's name and its instance slot; the output's type is the sub-block
+    # body's (generators.check types it), and the rule below is never asked.
+    _op("block", "block", "{1}({0})", (T(), S(lambda t: ()), S(lambda t: ())), _typed_by_body,
+        saves_output=True),
 ]
 
 OPS: dict[str, OpSpec] = {op.name: op for op in _ENTRIES}
