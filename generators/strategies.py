@@ -11,11 +11,13 @@ twice, one or two ops, small shapes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Optional
 
 from hypothesis import strategies as st
 
 from .check import (
     PER_INSTANCE,
+    SubTyper,
     broadcasts_to,
     check,
     env_of,
@@ -26,11 +28,15 @@ from .check import (
     returns_view,
     spec_type,
     stmt_type,
+    sub_typer,
 )
 from .interludes import INTERLUDES
 from .ir import (
+    CHILD,
     FLOWS,
+    HOLDERS,
     HOMES,
+    MAX_DEPTH,
     Arg,
     Block,
     Call,
@@ -150,6 +156,9 @@ class _Builder:
     inputs: list[str]
     allow_inplace: bool
     allow_buffers: bool
+    python_values: bool = True  # Python slots may be per-repeat arguments or free values (else literals)
+    allow_weights: bool = True
+    subs: Optional[SubTyper] = None  # types calls of sub-blocks drawn so far
     tensors: list[str] = field(default_factory=list)  # values ops may read
     weights: list[tuple[str, TensorSpec]] = field(default_factory=list)
     buffers: list[tuple[str, TensorSpec]] = field(default_factory=list)
@@ -244,6 +253,8 @@ def _draw_operands(draw, b: _Builder, op: OpSpec):
         elif isinstance(slot, W):
             if slot.buffer and not b.allow_buffers:
                 raise Reject("no buffers here")
+            if not b.allow_weights:
+                raise Reject("a function sub-block owns no parameters")
             index = len(b.weights) + len(b.buffers) + len(new_state)
             name = f"{'r' if slot.buffer else 'w'}{index}"
             shape = _agreed([_shape_rule(slot.shape, p.shape) for p in primaries])
@@ -255,7 +266,9 @@ def _draw_operands(draw, b: _Builder, op: OpSpec):
             choices = _common_choices(slot, primaries)
             if not choices:
                 raise Reject("no value valid in every repeat")
-            if b.n > 1 and _likely(draw, 1):
+            if not b.python_values:
+                operands.append(Const(draw(st.sampled_from(choices))))
+            elif b.n > 1 and _likely(draw, 1):
                 name = f"s{len(b.args) + sum(not isinstance(a, FreeVar) for a in new_args)}"
                 new_args.append((name, draw(_per_call_values(choices, b.n))))
                 operands.append(Arg(name))
@@ -277,7 +290,7 @@ def _add_stmt(b: _Builder, stmt: Stmt, op: OpSpec, new_state=(), new_args=()) ->
     out_types = []
     for i, (types, row, env) in enumerate(zip(b.types, b.rows(), b.envs)):
         out_types.append(
-            stmt_type(op, stmt, types | state_types, row | {a: v[i] for a, v in arg_values.items()}, env)
+            stmt_type(op, stmt, types | state_types, row | {a: v[i] for a, v in arg_values.items()}, env, b.subs)
         )
     candidate = replace(b.block(), body=(*b.body, stmt), result=stmt.out)
     try:
@@ -350,6 +363,135 @@ def _prune_dead_random(b: _Builder) -> None:
     b.body = body
 
 
+# --- the block hierarchy ---------------------------------------------------------------
+
+# Names sub-blocks are drawn under, in order: a shrunk program keeps the first.
+SUB_NAMES = ("mlp", "attn", "gate", "proj", "mix", "ffn", "head", "core", "tail", "stem")
+SUB_STMTS = 3  # statements per sub-block body, child calls included
+
+
+@dataclass
+class _Hierarchy:
+    """Sub-blocks drawn so far for one program. Every sub-block is drawn for
+    the layer's primary type in each repeat, and is called only on values of
+    exactly that type, so it is valid wherever it is called."""
+
+    primaries: list[TT]
+    envs: list[Env]
+    by_category: dict[str, list[OpSpec]]
+    allow_inplace: bool
+    subs: list[Block] = field(default_factory=list)
+
+    def typer(self) -> SubTyper:
+        stand_in = Program((), Block("function", ("x",), (), (), (), (), "x"), (), subs=tuple(self.subs))
+        return sub_typer(stand_in)
+
+    def sub(self, name: str) -> Block:
+        return next(sb for sb in self.subs if sb.name == name)
+
+    def height(self, name: str) -> int:
+        return 1 + max((self.height(n) for n, _ in self.sub(name).children()), default=0)
+
+
+def _draw_op(draw, by_category: dict[str, list[OpSpec]]) -> OpSpec:
+    # Category first, then op: each kind of op gets an even share, so a
+    # category of few ops (dtype conversion) is drawn as often as one of many.
+    return draw(st.sampled_from(by_category[draw(st.sampled_from(list(by_category)))]))
+
+
+def _draw_sub(draw, h: _Hierarchy, level: int, parent_kind: str) -> str:
+    """A new sub-block at ``level`` (the layer is level 1); returns its name."""
+    if len(h.subs) >= len(SUB_NAMES):
+        raise Reject("no sub-block names left")
+    kind = "module" if parent_kind == "module" and draw(st.booleans()) else "function"
+    x = h.primaries[0]
+    b = _Builder(list(h.envs), [{"x": t} for t in h.primaries], {"x": TensorSpec(x.shape, x.dtype)}, ["x"],
+                 allow_inplace=h.allow_inplace, allow_buffers=False, python_values=False,
+                 allow_weights=kind == "module", subs=h.typer())
+    b.tensors = ["x"]
+    attempts = 0
+    while attempts < 3 * SUB_STMTS and len(b.body) < SUB_STMTS and (not b.body or _likely(draw, 2)):
+        attempts += 1
+        if level < MAX_DEPTH and _rarely(draw, 2):
+            _try_child(draw, b, h, level + 1, kind)
+        else:
+            _try_stmt(draw, b, _draw_op(draw, h.by_category))
+    if not b.body:
+        _add_stmt(b, Stmt("v0", "neg", (Ref("x"),)), OPS["neg"])
+    _close(b, list(range(b.n)))
+    if returns_view(b.block()):
+        _add_stmt(b, Stmt(b.fresh(), "clone", (Ref(b.body[-1].out),)), OPS["clone"])
+    name = next(n for n in SUB_NAMES if n not in {sb.name for sb in h.subs})  # children took theirs
+    block = replace(b.block(kind), name=name, compile_region=HAS_NESTED_COMPILE_REGION and _rarely(draw, 2))
+    h.subs.append(_held(draw, block, h))
+    return block.name
+
+
+def _held(draw, block: Block, h: _Hierarchy) -> Block:
+    """A module block with module children draws how it holds them."""
+    if block.kind == "module" and any(h.sub(n).kind == "module" for n, _ in block.children()):
+        return replace(block, holder=draw(st.sampled_from(HOLDERS)))
+    return block
+
+
+def _try_child(draw, b: _Builder, h: _Hierarchy, level: int, parent_kind: str, site: str | None = None) -> bool:
+    """Call a sub-block (one drawn before, or a new one at ``level``) on a value
+    of the primary's type: ``site``, or one drawn from the values in scope."""
+    sites = [site] if site else [
+        t for t in b.tensors[::-1] if all(types.get(t) == p for types, p in zip(b.types, h.primaries))
+    ]
+    if not sites:
+        return False
+    reusable = [sb.name for sb in h.subs
+                if (parent_kind == "module" or sb.kind == "function") and level + h.height(sb.name) - 1 <= MAX_DEPTH]
+    try:
+        if reusable and _likely(draw, 1):
+            name = draw(st.sampled_from(reusable))
+        elif level <= MAX_DEPTH:
+            name = _draw_sub(draw, h, level, parent_kind)
+        else:
+            return False
+        b.subs = h.typer()
+        slot = 0
+        if h.sub(name).kind == "module":
+            slots = sorted({k for n, k in b.block().children() if n == name})
+            slot = draw(st.sampled_from(slots)) if slots and _rarely(draw) else len(slots)
+        _add_stmt(b, Stmt(b.fresh(), CHILD, (Ref(draw(st.sampled_from(sites))), Const(name), Const(slot))), OPS[CHILD])
+        return True
+    except Reject:
+        return False
+
+
+def _transformer(draw, b: _Builder, h: _Hierarchy, kind: str) -> None:
+    """The layer of a transformer: norm -> block -> residual, twice (stops
+    early where an op does not fit)."""
+    norm = OPS["layer_norm"]
+    try:
+        for _ in range(2):
+            cur = b.tensors[-1]
+            shape = _agreed([_shape_rule(norm.slots[1].value, types[cur].shape) for types in b.types])
+            _add_stmt(b, Stmt(b.fresh(), norm.name, (Ref(cur), Const(shape))), norm)
+            if not _try_child(draw, b, h, 2, kind, site=b.body[-1].out):
+                return
+            _add_stmt(b, Stmt(b.fresh(), "merge_add", (Ref(cur), Ref(b.body[-1].out))), OPS["merge_add"])
+    except Reject:
+        return
+
+
+def _reachable(layer: Block, subs: list[Block]) -> tuple[Block, ...]:
+    """The sub-blocks the layer calls, directly or not (dead code may have
+    dropped a call), in the order drawn."""
+    by_name = {sb.name: sb for sb in subs}
+    seen: set[str] = set()
+    todo = [n for n, _ in layer.children()]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += [n for n, _ in by_name[name].children()]
+    return tuple(sb for sb in subs if sb.name in seen)
+
+
 # --- sections and repeats ------------------------------------------------------------
 
 
@@ -389,12 +531,13 @@ def programs(
     ops: tuple[str, ...] | None = None,
     max_sections: int = 2,
     breaks: bool = True,
+    hierarchy: bool = True,
 ) -> Program:
-    """A valid program: one block run by one or two repetition sections."""
+    """A valid program: a layer block (calling sub-blocks, when ``hierarchy``)
+    run by one or two repetition sections."""
     by_category: dict[str, list[OpSpec]] = {}
-    for name in ops or tuple(n for n in OPS if OPS[n].category != "merge"):
+    for name in ops or tuple(n for n in OPS if OPS[n].category not in ("merge", "block")):
         by_category.setdefault(OPS[name].category, []).append(OPS[name])
-    categories = list(by_category)
     kind = draw(st.sampled_from(("function", "module")))
     main = draw(shapes())
     x_grad = draw(st.booleans())
@@ -410,7 +553,7 @@ def programs(
         extras.append(name)
 
     n_sections = 1 + (max_sections > 1 and _rarely(draw, 4))
-    compile_region = HAS_NESTED_COMPILE_REGION and _rarely(draw, 7)
+    compile_region = HAS_NESTED_COMPILE_REGION and _rarely(draw, 4)
     attrs = kind == "module" and _rarely(draw)
     interludes_allowed = [name for name, i in INTERLUDES.items() if breaks or not i.breaks]
     plans: list[_SectionPlan] = []
@@ -458,13 +601,19 @@ def programs(
         types.append({"x": primary, **{n: spec_type(specs[n]) for n in extras}})
     b = _Builder(envs, types, specs, ["x", *extras], allow_inplace=not inference, allow_buffers=not inference)
     b.tensors = ["x", *extras]
+    h = None
+    if hierarchy and _likely(draw, 2):
+        sub_ops = {c: [op for op in group if not op.random] for c, group in by_category.items()}
+        h = _Hierarchy([t["x"] for t in types], envs, {c: g for c, g in sub_ops.items() if g}, not inference)
+        if _rarely(draw, 3):
+            _transformer(draw, b, h, kind)
     attempts = 0
     while attempts < 4 * max_stmts and len(b.body) < max_stmts and (not b.body or _likely(draw, 3)):
         attempts += 1
-        # Category first, then op: each kind of op gets an even share, so a
-        # category of few ops (dtype conversion) is drawn as often as one of many.
-        op = draw(st.sampled_from(by_category[draw(st.sampled_from(categories))]))
-        _try_stmt(draw, b, op)
+        if h is not None and _rarely(draw, 1):
+            _try_child(draw, b, h, 2, kind)
+        else:
+            _try_stmt(draw, b, _draw_op(draw, by_category))
     if not b.body:
         _add_stmt(b, Stmt("v0", "neg", (Ref("x"),)), OPS["neg"])
     chained = [j for j, (p, _) in enumerate(all_calls) if p.flow != "fanout"]
@@ -479,6 +628,8 @@ def programs(
     if no_grad and returns_view(b.block()):
         _add_stmt(b, Stmt(b.fresh(), "clone", (Ref(b.body[-1].out),)), OPS["clone"])
     block = replace(b.block(kind), compile_region=compile_region, attrs=attrs)
+    if h is not None:
+        block = _held(draw, block, h)
     sections = []
     j = 0
     for p in plans:
@@ -504,6 +655,7 @@ def programs(
         outputs=outputs,
         seed=draw(st.integers(0, 2**16)),
         frees=tuple(f for f in b.frees if any(Free(f.name) in s.operands for s in block.body)),
+        subs=_reachable(block, h.subs) if h is not None else (),
     )
     program = _fix_loops(program)
     program = replace(program, options=draw(_options(program)))
