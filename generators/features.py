@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import fields
 
 from .interludes import INTERLUDES
-from .ir import FLOWS, LAYOUTS, OUTPUT_STYLES, STRUCTURES, VIEWS, Arg, Const, Context, Program, Ref, value_kind
+from .ir import (CHILD, FLOWS, HOLDERS, LAYOUTS, MAX_DEPTH, OUTPUT_STYLES, STRUCTURES, VIEWS, Arg, Block, Const,
+                 Context, Program, Ref, value_kind)
 from .ops import OPS, W
 
 PYTHON_KINDS = ("int", "float", "bool", "str", "NoneType", "tuple", "list", "slice", "dtype")
@@ -33,13 +34,91 @@ def universe() -> list[str]:
     out += ["mutates:input", "mutates:intermediate", "mutates:through_view", "mutates:buffer"]
     out += ["dynamic:compile", "dynamic:mark", "dynamic:maybe_mark", "fullgraph", "random", "identical_repeats",
             "differing_repeats"]
+    out += HIERARCHY
+    return out
+
+
+# The block hierarchy: how many blocks, how deep, how calls of different blocks
+# interleave in one body, and where nested_compile_region marks it.
+PATTERNS = ("repeat", "grouped", "alternating", "distinct")
+REGIONS = ("layer", "inner", "both", "inner_in_undecorated")
+HIERARCHY = [
+    "blocks:1", "blocks:2", "blocks:3+", *(f"depth:{d}" for d in range(1, MAX_DEPTH + 1)),
+    "sub:function", "sub:module", "sub:weights", "shared_child", "transformer", "calls:fed",
+    *(f"holder:{h}" for h in HOLDERS), *(f"calls:{p}" for p in PATTERNS), *(f"region:{r}" for r in REGIONS),
+]
+
+
+def call_pattern(b: Block) -> str | None:
+    """How the child calls of one body interleave: A A (repeat), A A B B
+    (grouped), A B A B (alternating), A B C (distinct); None below two calls."""
+    names = [n for n, _ in b.children()]
+    if len(names) < 2:
+        return None
+    runs = [n for i, n in enumerate(names) if i == 0 or names[i - 1] != n]
+    if len(set(names)) == 1:
+        return "repeat"
+    if len(runs) > len(set(runs)):
+        return "alternating"
+    return "grouped" if len(runs) < len(names) else "distinct"
+
+
+def _fed(b: Block) -> bool:
+    """Plain code reads one child call's result and feeds another child call."""
+    made = {s.out: s for s in b.body}
+    from_child: set[str] = set()
+    for s in b.body:
+        refs = {o.name for o in s.operands if isinstance(o, Ref)}
+        if s.op == CHILD and refs & from_child and not any(made[r].op == CHILD for r in refs if r in made):
+            return True
+        if s.op == CHILD or refs & from_child:
+            from_child.add(s.out)
+    return False
+
+
+def _transformer(b: Block) -> bool:
+    """norm -> child -> residual, twice in a row."""
+    ops = [s.op for s in b.body]
+    shape = ["layer_norm", CHILD, "merge_add"]
+    return any(ops[i:i + 6] == shape * 2 for i in range(len(ops)))
+
+
+def hierarchy_features(program: Program) -> set[str]:
+    n = len(program.blocks())
+    out = {f"blocks:{n if n < 3 else '3+'}", f"depth:{program.depth()}"}
+    parents: dict[str, set[str]] = {}
+    for b in program.blocks():
+        for name, _ in b.children():
+            parents.setdefault(name, set()).add(b.name)
+        pattern = call_pattern(b)
+        if pattern:
+            out.add(f"calls:{pattern}")
+        if _fed(b):
+            out.add("calls:fed")
+        if b.kind == "module" and any(program.sub(c).kind == "module" for c, _ in b.children()):
+            out.add(f"holder:{b.holder}")
+    for sb in program.subs:
+        out.add(f"sub:{sb.kind}")
+        if sb.weights:
+            out.add("sub:weights")
+    if any(len(p) > 1 for p in parents.values()):
+        out.add("shared_child")
+    if _transformer(program.block):
+        out.add("transformer")
+    marked = {b.name for b in program.blocks() if b.compile_region}
+    if "" in marked:
+        out.add("region:both" if len(marked) > 1 else "region:layer")
+    elif marked:
+        out.add("region:inner")
+    if any(name in marked and not (parents[name] & marked) for name in parents):
+        out.add("region:inner_in_undecorated")
     return out
 
 
 def features(program: Program) -> set[str]:
     b = program.block
     out: set[str] = {f"block:{b.kind}", f"outputs:{program.outputs}"}
-    ops = {s.op: OPS[s.op] for s in b.body}
+    ops = {s.op: OPS[s.op] for blk in program.blocks() for s in blk.body}
     out |= {f"op:{name}" for name in ops}
     for s in program.sections:
         out |= {f"structure:{s.structure}", f"flow:{s.flow}"}
@@ -68,7 +147,7 @@ def features(program: Program) -> set[str]:
         out.add("module:attributes")
     if b.buffers:
         out.add("module:buffers")
-    if b.compile_region:
+    if any(blk.compile_region for blk in program.blocks()):
         out.add("nested_compile_region")
     if b.args:
         out.add("args:per_repeat")
@@ -113,6 +192,7 @@ def features(program: Program) -> set[str]:
         out.add("dynamic:mark" if strict else "dynamic:maybe_mark")
     if program.options.fullgraph:
         out.add("fullgraph")
+    out |= hierarchy_features(program)
     groups = program.identical_repeats()
     if any(len(g) > 1 for g in groups):
         out.add("identical_repeats")

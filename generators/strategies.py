@@ -409,6 +409,10 @@ def _draw_sub(draw, h: _Hierarchy, level: int, parent_kind: str) -> str:
                  allow_inplace=h.allow_inplace, allow_buffers=False, python_values=False,
                  allow_weights=kind == "module", subs=h.typer())
     b.tensors = ["x"]
+    weighted = [op for group in h.by_category.values() for op in group
+                if any(isinstance(slot, W) and not slot.buffer for slot in op.slots)]
+    if kind == "module" and weighted and _likely(draw, 1):  # a module's first op owns parameters
+        _try_stmt(draw, b, draw(st.sampled_from(weighted)))
     attempts = 0
     while attempts < 3 * SUB_STMTS and len(b.body) < SUB_STMTS and (not b.body or _likely(draw, 2)):
         attempts += 1
@@ -610,7 +614,7 @@ def programs(
     attempts = 0
     while attempts < 4 * max_stmts and len(b.body) < max_stmts and (not b.body or _likely(draw, 3)):
         attempts += 1
-        if h is not None and _rarely(draw, 1):
+        if h is not None and _rarely(draw, 2):
             _try_child(draw, b, h, 2, kind)
         else:
             _try_stmt(draw, b, _draw_op(draw, by_category))
@@ -630,6 +634,8 @@ def programs(
     block = replace(b.block(kind), compile_region=compile_region, attrs=attrs)
     if h is not None:
         block = _held(draw, block, h)
+    subs = _reachable(block, h.subs) if h is not None else ()
+    has_weights = bool(b.weights) or any(sb.weights for sb in subs)  # requires_grad_(False) reaches children
     sections = []
     j = 0
     for p in plans:
@@ -637,7 +643,7 @@ def programs(
         for i in range(p.n):
             tensor, view = p.tensors[i]
             args = tuple(b.arg_rows[a][j] for a in range(len(b.args)))
-            calls.append(Call(args, tensor, view, p.contexts[i], p.frozen[i] and bool(b.weights)))
+            calls.append(Call(args, tensor, view, p.contexts[i], p.frozen[i] and has_weights))
             j += 1
         sections.append(Section(p.structure, p.flow, tuple(calls), p.outer, p.interleave, p.keywords and bool(b.args)))
 
@@ -655,7 +661,7 @@ def programs(
         outputs=outputs,
         seed=draw(st.integers(0, 2**16)),
         frees=tuple(f for f in b.frees if any(Free(f.name) in s.operands for s in block.body)),
-        subs=_reachable(block, h.subs) if h is not None else (),
+        subs=subs,
     )
     program = _fix_loops(program)
     program = replace(program, options=draw(_options(program)))

@@ -5,7 +5,8 @@ programs that run in eager and the share that produce region groups.
 
 ``--check`` turns the issue's acceptance criteria into an exit status: every
 feature of ``generators.features.universe()`` appears, at least 99% run in
-eager, at least 40% produce a region group.
+eager, at least 40% produce a region group, and the block hierarchy is really
+drawn (SHARE_TARGETS).
 """
 
 from __future__ import annotations
@@ -21,6 +22,12 @@ from pathlib import Path
 
 EAGER_TARGET = 0.99
 REGION_TARGET = 0.40
+# Shares of drawn programs with a feature (any of the listed ones).
+SHARE_TARGETS = {
+    "at least two distinct blocks": (("blocks:2", "blocks:3+"), 0.20),
+    "blocks nested three deep": (("depth:3",), 0.10),
+    "a nested_compile_region": (("nested_compile_region",), 0.20),
+}
 
 
 def draw(n: int, seed: int) -> list[str]:
@@ -104,8 +111,9 @@ def report(programs_json: list[str], measured: list[Measured] | None) -> tuple[l
 
     n = len(programs_json)
     counts: Counter = Counter()
-    for text in programs_json:
-        counts.update(features(Program.from_json(text)))
+    per_program = [features(Program.from_json(text)) for text in programs_json]
+    for fs in per_program:
+        counts.update(fs)
     expected = universe()
     missing = [f for f in expected if counts[f] == 0]
     families: dict[str, list[str]] = {}
@@ -114,9 +122,15 @@ def report(programs_json: list[str], measured: list[Measured] | None) -> tuple[l
     lines = [f"{n} programs drawn"]
     for family, names in families.items():
         lines += _table(family, counts, names, n)
-    summary: dict = {"programs": n, "missing": missing, "counts": dict(counts)}
+    summary: dict = {"programs": n, "missing": missing, "counts": dict(counts), "shares": {}, "short": []}
     lines.append("")
     lines.append(f"features never drawn: {', '.join(missing) if missing else 'none'}")
+    for what, (names, target) in SHARE_TARGETS.items():
+        hits = sum(any(f in fs for f in names) for fs in per_program)
+        summary["shares"][what] = hits / n
+        if hits / n < target:
+            summary["short"].append(what)
+        lines.append(f"{what + ':':<28}{hits}/{n} = {hits / n:.1%} (target {target:.0%})")
     if measured is not None:
         eager_ok = sum(not m.eager_error for m in measured)
         regions = sum(m.region_groups > 0 for m in measured)
@@ -153,7 +167,7 @@ def run(n: int, seed: int, jobs: int, regions: bool, out: Path | None, check: bo
         out.write_text(json.dumps(summary, indent=2, sort_keys=True))
     if not check:
         return 0
-    ok = not summary["missing"]
+    ok = not summary["missing"] and not summary["short"]
     if measured is not None:
         ok = ok and summary["eager_valid"] >= EAGER_TARGET and summary["region_share"] >= REGION_TARGET
     return 0 if ok else 1
