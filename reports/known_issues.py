@@ -33,6 +33,10 @@ class KnownIssue:
     repro: str = "differential"  # what repro.py checks (reports.repro.DRIVERS)
     variant: Optional[dict] = None  # the change a "guard" repro makes (generators.variants.Variant)
     dedup: bool = True  # whether the repro compiles with graph deduplication
+    # What the crash needs, each alone enough to avoid it ("dedup": the pass,
+    # "compile_region": the decorator): a program that hits it is judged again
+    # without it (reports.unmask), so one known crash hides no other bug.
+    triggers: tuple[str, ...] = ()
 
     def matches(self, signature: str) -> bool:
         return any(fnmatch.fnmatchcase(signature, p) for p in self.patterns)
@@ -58,6 +62,7 @@ def load(root: Path = ROOT) -> tuple[KnownIssue, ...]:
                 repro=d.get("repro", "differential"),
                 variant=d.get("variant"),
                 dedup=d.get("dedup", True),
+                triggers=tuple(d.get("triggers", ())),
             )
         )
     return tuple(issues)

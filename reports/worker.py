@@ -38,6 +38,7 @@ from .localize import localize
 from .minimize import minimize_finding
 from .repro import driver_for, render_repro
 from .triage import Finding, known_issue, triage, triage_replay
+from .unmask import unmasked_runs
 from .worker_start import save_coverage
 
 
@@ -81,11 +82,13 @@ def _run(task: dict) -> dict:
         ran = guards.judged_runs(outcome)[0]
         summary.update(stages=outcome.seconds, deduplicated=bool(outcome.capture.deduplicated),
                        changed=[r.variant["kind"] for r in ran], recompiled=[r.variant["kind"] for r in ran if r.recompiled])
-        for verdict in judge(outcome, oracles):
-            verdicts.append(verdict)
-            if verdict.failed:
-                finding = triage(outcome, verdict)
-                result["findings"].append(_describe(finding, outcome.capture.graphs, _repro_dedup(outcome, verdict)))
+        crashes = _judge(outcome, oracles, verdicts, result["findings"])
+        # A known crash whose trigger can be taken away: judge the rest of the program without it.
+        for trigger, p, c in unmasked_runs(program, config, crashes):
+            t = time.perf_counter()
+            _judge(run_program(p, c), oracles, verdicts, result["findings"], trigger)
+            summary["stages"][f"unmasked:{trigger}"] = round(time.perf_counter() - t, 3)
+            summary.setdefault("unmasked", []).append(trigger)
     if any(n in REPLAY_ORACLES for n in oracles) and program.is_random():
         summary["cudagraphs"] = "not run: random ops (graph-safe RNG under CUDA graphs draws unlike eager)"
     elif any(n in REPLAY_ORACLES for n in oracles):
@@ -104,6 +107,26 @@ def _run(task: dict) -> dict:
     summary["seconds"] = round(time.time() - started, 3)
     result["restart"] = not process_healthy()
     return result
+
+
+def _judge(outcome, oracles: tuple, verdicts: list, findings: list, unmasked: str = "") -> list:
+    """Judge one run, triage its failures into ``findings`` (each once per
+    signature); return the known issues among its crashes."""
+    crashes = []
+    seen = {f["signature"] for f in findings}
+    for verdict in judge(outcome, oracles):
+        verdicts.append(verdict)
+        if not verdict.failed:
+            continue
+        finding = triage(outcome, verdict)
+        known = known_issue(finding)
+        if verdict.kind == "crash" and known is not None:
+            crashes.append(known)
+        if finding.signature not in seen:
+            seen.add(finding.signature)
+            described = _describe(finding, outcome.capture.graphs, _repro_dedup(outcome, verdict))
+            findings.append({**described, "unmasked": unmasked} if unmasked else described)
+    return crashes
 
 
 def _repro_dedup(outcome, verdict) -> bool:
