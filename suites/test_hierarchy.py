@@ -1,0 +1,176 @@
+"""Self-tests of the block hierarchy: sub-blocks in the IR, their check,
+rendering and ground truth, the strategy's draws, the decorator's twins, and
+the campaign re-judging programs a known crash would otherwise hide."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import seed as hseed
+
+from generators.codegen import render
+from generators.features import call_pattern, features, universe
+from generators.ir import Block, Call, Const, Context, MalformedProgram, Program, Ref, Section, Stmt, TensorSpec
+from generators.regions import levels, marked, moves, twins, without_regions
+from generators.strategies import programs
+from harness.loader import load_source
+from harness.outcome import RunConfig
+from harness.pipeline import run_eager
+from reports.known_issues import load
+from reports.unmask import unmasked_runs
+
+pytestmark = pytest.mark.unit
+
+
+def _call(out: str, x: str, name: str, slot: int = 0) -> Stmt:
+    return Stmt(out, "block", (Ref(x), Const(name), Const(slot)))
+
+
+# attn (module, a weight, decorated) calls act (function); the layer (a module
+# holding two attn instances) calls attn twice and act once, with a relu
+# between the attn calls that reads the first one's result and feeds the second.
+ACT = Block("function", ("x",), (), (), (), (Stmt("v0", "tanh", (Ref("x"),)),), "v0", name="act")
+ATTN = Block("module", ("x",), (("w0", TensorSpec((4,), "float32", True)),), (), (),
+             (Stmt("v0", "mul", (Ref("x"), Ref("w0"))), _call("v1", "v0", "act"),
+              Stmt("v2", "merge_add", (Ref("x"), Ref("v1")))), "v2", name="attn", compile_region=True)
+LAYER = Block("module", ("x",), (), (), (),
+              (_call("v0", "x", "attn", 0), Stmt("v1", "relu", (Ref("v0"),)), _call("v2", "v1", "attn", 1),
+               _call("v3", "v2", "act")), "v3", holder="module_list")
+
+
+def _program(layer: Block = LAYER, subs=(ATTN, ACT), calls=(Call(), Call())) -> Program:
+    return Program((("x", TensorSpec((3, 4), "float32", True)),), layer,
+                   (Section("module_list", "chain", tuple(calls)),), subs=subs)
+
+
+def test_hierarchy_round_trips_renders_and_runs_in_eager():
+    p = _program()
+    assert Program.from_json(p.to_json()) == p
+    src = render(p)
+    assert "class BlockAttn(nn.Module):" in src and "def block_act(x):" in src
+    assert "self.subs = nn.ModuleList([BlockAttn(), BlockAttn()])" in src
+    assert "v2 = self.subs[1](v1)" in src and "v3 = block_act(v2)" in src
+    assert src.index("@torch.compiler.nested_compile_region") < src.index("def forward(self, x):\n        v0 = x * self.w0")
+    run_eager(load_source(src), p, RunConfig())
+    assert p.depth() == 3 and levels(p) == {"": 1, "attn": 2, "act": 2}
+
+
+@pytest.mark.parametrize("holder,call", [
+    ("attr", "self.attn_1(v1)"), ("module_dict", "self.subs['attn_1'](v1)"), ("sequential", "self.subs[1](v1)"),
+])
+def test_every_holder_renders_and_runs(holder, call):
+    p = _program(replace(LAYER, holder=holder))
+    src = render(p)
+    assert call in src
+    run_eager(load_source(src), p, RunConfig())
+
+
+def test_ground_truth_per_block_and_path():
+    calls = (Call(context=Context(grad=True)), Call(context=Context(grad=True)), Call(context=Context(grad=False)))
+    p = _program(calls=calls)
+    groups = p.identical_calls()
+    # attn: called at two sites in each of three repeats; the no_grad repeat's calls differ
+    by_index = p.block_calls()
+    assert [by_index[i].block for g in groups["attn"] for i in g] == ["attn"] * 6
+    assert sorted(len(g) for g in groups["attn"]) == [2, 4]
+    assert sorted(len(g) for g in groups[""]) == [1, 2]
+    # act is reached from the layer directly and through attn: two paths, one function
+    paths = {by_index[i].path for g in groups["act"] for i in g}
+    assert (("", 0), ("attn", 1)) in paths and (("", 3),) in paths
+
+
+@pytest.mark.parametrize("mutate,message", [
+    (lambda p: replace(p, subs=(ATTN,)), "no sub-block named 'act'"),
+    (lambda p: replace(p, subs=(*p.subs, replace(ACT, name="unused"))), "never called"),
+    (lambda p: replace(p, subs=(ATTN, replace(ACT, body=(_call("v0", "x", "act"),)))), "calls itself"),
+    (lambda p: replace(p, block=replace(LAYER, kind="function")), "calls only function sub-blocks"),
+    (lambda p: replace(p, subs=(replace(ATTN, kind="function"), ACT)), "only module sub-blocks own"),
+    (lambda p: replace(p, subs=(ATTN, replace(ACT, name="Act"))), "lower-case identifier"),
+    (lambda p: replace(p, subs=(ATTN, replace(ACT, args=("s0",)))), "no Python arguments"),
+    (lambda p: replace(p, subs=(ATTN, replace(ACT, body=(Stmt("v0", "dropout", (Ref("x"), Const(0.5))),)))),
+     "random ops stay in the layer"),
+    (lambda p: replace(p, block=replace(LAYER, holder="tree")), "unknown holder"),
+])
+def test_malformed_hierarchies_get_a_clear_error(mutate, message):
+    with pytest.raises(MalformedProgram, match=message):
+        render(mutate(_program()))
+
+
+def test_depth_is_bounded():
+    deep = [Block("function", ("x",), (), (), (), (_call("v0", "x", f"b{i + 1}"),), "v0", name=f"b{i}")
+            for i in range(3)]
+    leaf = Block("function", ("x",), (), (), (), (Stmt("v0", "sin", (Ref("x"),)),), "v0", name="b3")
+    layer = Block("function", ("x",), (), (), (), (_call("v0", "x", "b0"),), "v0")
+    p = Program((("x", TensorSpec((3,), "float32")),), layer, (Section("calls", "chain", (Call(), Call())),),
+                subs=(*deep, leaf))
+    with pytest.raises(MalformedProgram, match="at most 3"):
+        render(p)
+
+
+def test_call_patterns():
+    def body(*names):
+        return Block("function", ("x",), (), (), (), tuple(_call(f"v{i}", "x", n) for i, n in enumerate(names)), "v0")
+
+    assert call_pattern(body("a")) is None
+    assert call_pattern(body("a", "a")) == "repeat"
+    assert call_pattern(body("a", "a", "b", "b")) == "grouped"
+    assert call_pattern(body("a", "b", "a", "b")) == "alternating"
+    assert call_pattern(body("a", "b", "c")) == "distinct"
+    assert call_pattern(body("a", "b", "c", "a")) == "alternating"
+
+
+def test_features_name_the_hierarchy():
+    fs = features(_program())
+    assert {"blocks:3+", "depth:3", "sub:module", "sub:function", "sub:weights", "shared_child", "calls:fed",
+            "holder:module_list", "region:inner", "region:inner_in_undecorated"} <= fs
+    assert fs <= set(universe())
+
+
+def test_twins_remove_and_move_the_decorator():
+    p = _program()
+    assert marked(p) == ["attn"]
+    assert marked(without_regions(p)) == []
+    moved = dict(moves(p))
+    assert set(moved) == {"level2->level1", "level2->level2"}
+    assert marked(moved["level2->level1"]) == [""] and marked(moved["level2->level2"]) == ["act"]
+    assert [label for label, _ in twins(p)] == ["removed", *moved]
+    assert twins(without_regions(p)) == []
+    for _, twin in twins(p):
+        render(twin)
+
+
+def test_known_crashes_are_unmasked_by_their_triggers():
+    issues = {i.id: i for i in load()}
+    p, config = _program(), RunConfig()
+    runs = unmasked_runs(p, config, [issues["KI-003"]])
+    assert [(t, marked(q), c.dedup) for t, q, c in runs] == [("dedup", ["attn"], False), ("compile_region", [], True)]
+    # a trigger the run does not have is not taken away again
+    assert unmasked_runs(without_regions(p), replace(config, dedup=False), [issues["KI-003"]]) == []
+    assert unmasked_runs(p, config, [issues["KI-008"]]) == []  # wrong values mask nothing
+
+
+def test_strategy_draws_the_hierarchy():
+    seen: dict[str, int] = {}
+
+    @hseed(3)
+    @settings(max_examples=150, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(programs())
+    def collect(p):
+        for f in features(p):
+            seen[f] = seen.get(f, 0) + 1
+
+    collect()
+    for f in ("blocks:2", "blocks:3+", "depth:3", "shared_child", "calls:fed", "region:inner", "region:layer"):
+        assert seen.get(f, 0) > 0, f
+    assert seen.get("blocks:1", 0) < 120  # most programs are not flat
+
+
+def test_flat_programs_when_asked():
+    @settings(max_examples=30, database=None, deadline=None)
+    @given(programs(hierarchy=False))
+    def flat(p):
+        assert not p.subs and p.depth() == 1
+
+    flat()
