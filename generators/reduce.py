@@ -8,6 +8,12 @@ first, and keeps only those that ``check`` accepts, so the reducer needs no
 knowledge of which cut matters for the bug: the caller's predicate decides
 (``reports.minimize``). ``size`` is the measure every candidate strictly
 decreases, which is what makes greedy minimization terminate.
+
+Programs with a block hierarchy (``Program.subs``) shrink as a whole: a
+sub-block call dropped (its readers read its input) or inlined into its
+caller, a sub-block flattened into every caller, the whole hierarchy
+flattened, each block's body cut like the layer's, decorators removed; every
+candidate loses the sub-blocks nothing calls any more, so it stays valid.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import Iterator, Optional
 
 from .check import check, env_of, has_columns, live_values, spec_type, stmt_type
 from .ir import (
+    CHILD,
     Arg,
     Block,
     Call,
@@ -42,6 +49,7 @@ from .ops import CALL_VIEWS, OPS, D, Reject, T, W
 # termination needs just that every candidate lowers the sum.
 WEIGHTS = {
     "sections": 1000,
+    "blocks": 500,
     "statements": 100,
     "repeats": 100,
     "names": 10,
@@ -58,21 +66,24 @@ _OUTPUT_RANK = {"single": 0, "tuple": 1, "dict": 2}
 def measure(program: Program) -> dict[str, int]:
     """The components of ``size``, each a count that some reduction lowers:
 
-    - sections; statements (block body); repeats (sum of ``Section.count``, so
-      a nested loop's outer trip count counts);
-    - names: extra program inputs, extra block inputs, weights, buffers, block
-      args, free values;
+    - sections; blocks (sub-blocks: the layer is always there); statements
+      (every block's body, child calls included); repeats (sum of
+      ``Section.count``, so a nested loop's outer trip count counts);
+    - names: extra program inputs, extra block inputs, weights (of every
+      block), buffers, block args, free values, sub-block calls;
     - interludes: non-empty interludes between sections and interleaves;
     - flags: non-default settings (context fields set, call-site views,
       per-repeat tensors (1 for the carried input, 2 for another), frozen
       instances, non-contiguous layouts, requires_grad and non-float32 inputs,
-      structure rank, non-chain flow, output style rank, module block,
-      compile_region, attrs, keywords, fullgraph, dynamic, mark_dynamic);
+      structure rank, non-chain flow, output style rank, module blocks,
+      compile_region (any block), attrs, holders other than attributes,
+      levels below the layer, keywords, fullgraph, dynamic, mark_dynamic);
     - extent: sum of (d - 1) over every dim of every input, weight and buffer.
     """
     b = program.block
+    blocks = program.blocks()
     calls = [c for s in program.sections for c in s.calls]
-    specs = [spec for _, spec in (*program.inputs, *b.weights, *b.buffers)]
+    specs = [spec for _, spec in (*program.inputs, *b.buffers)] + [spec for x in blocks for _, spec in x.weights]
     first = program.inputs[0][0]
     flags = 0
     for c in calls:
@@ -83,20 +94,32 @@ def measure(program: Program) -> dict[str, int]:
     flags += sum(spec.requires_grad + (spec.dtype != "float32") for _, spec in program.inputs)
     for s in program.sections:
         flags += _STRUCTURE_RANK[s.structure] + (s.flow != "chain") + s.keywords
-    flags += _OUTPUT_RANK[program.outputs] + (b.kind == "module") + b.compile_region + b.attrs
+    flags += _OUTPUT_RANK[program.outputs] + b.attrs
+    flags += sum((x.kind == "module") + x.compile_region + (x.holder != "attr") for x in blocks)
+    flags += _levels(program) - 1
     o = program.options
     flags += o.fullgraph + (o.dynamic is not None) + len(o.mark_dynamic)
     return {
         "sections": len(program.sections),
-        "statements": len(b.body),
+        "blocks": len(program.subs),
+        "statements": sum(len(x.body) for x in blocks),
         "repeats": sum(s.count for s in program.sections),
-        "names": len(program.inputs) - 1 + len(b.inputs) - 1 + len(b.weights) + len(b.buffers)
-        + len(b.args) + len(program.frees),
+        "names": len(program.inputs) - 1 + len(b.inputs) - 1 + sum(len(x.weights) for x in blocks) + len(b.buffers)
+        + len(b.args) + len(program.frees) + sum(s.op == CHILD for x in blocks for s in x.body),
         "interludes": sum(i is not None for i in program.interludes)
         + sum(s.interleave is not None for s in program.sections),
         "flags": int(flags),
         "extent": sum(d - 1 for spec in specs for d in spec.shape),
     }
+
+
+def _levels(program: Program) -> int:
+    """``Program.depth``, or 1 for a hierarchy too broken to measure (a
+    proposal ``check`` is about to turn down)."""
+    try:
+        return program.depth()
+    except (ValueError, KeyError, RecursionError):
+        return 1
 
 
 def size(program: Program) -> int:
@@ -124,7 +147,7 @@ def labeled_candidates(program: Program, rejected: Optional[Counter] = None) -> 
     for label, proposal in proposals(program):
         if proposal is None:
             continue
-        proposal = _count_loops(proposal)
+        proposal = _reachable(_count_loops(proposal))
         key = proposal.to_json()
         if key in seen:
             continue
@@ -164,20 +187,13 @@ def proposals(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
             yield "outer", _with_section(p, k, replace(s, outer=1, structure="for_range"))
             if s.outer > 2:
                 yield "outer", _with_section(p, k, replace(s, outer=max(2, s.outer // 2)))
-    # The body: an earlier value as the result, then dead code, then one
-    # statement at a time bypassed (its readers read one of its operands).
-    outs = [s.out for s in b.body]
-    for name in outs:
-        if name != b.result:
-            yield "earlier_result", _tidy(replace(p, block=_prune(replace(b, result=name), False)))
-            yield "earlier_result", _tidy(replace(p, block=_prune(replace(b, result=name), True)))
-    yield "dead_code", _tidy(replace(p, block=_prune(b, False)))
-    yield "dead_code", _tidy(replace(p, block=_prune(b, True)))
-    for i, stmt in enumerate(b.body):
-        for operand in dict.fromkeys(o.name for o in stmt.operands if isinstance(o, Ref)):
-            if stmt.out == b.result and operand not in outs:
-                continue  # a block returns a value it computed, not an input or weight
-            yield "bypass_statement", _tidy(replace(p, block=_bypass(b, i, operand)))
+    # The block hierarchy: whole sub-blocks cut, biggest cut first.
+    yield from _hierarchy_cuts(p)
+    # The body of each block (the layer first): an earlier value as the
+    # result, then dead code, then one statement at a time bypassed (its
+    # readers read one of its operands).
+    for blk in p.blocks():
+        yield from _body_cuts(p, blk)
     # Single calls.
     for k, s in enumerate(p.sections):
         if len(s.calls) >= 2:
@@ -230,6 +246,12 @@ def proposals(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
         yield "block_kind", replace(p, block=replace(b, kind="function", attrs=False))
     if b.compile_region:
         yield "compile_region", replace(p, block=replace(b, compile_region=False))
+    for sb in p.subs:  # the decorator of each sub-block, the outermost first
+        if sb.compile_region:
+            yield "compile_region", _with_block(p, replace(sb, compile_region=False))
+    for blk in p.blocks():
+        if blk.holder != "attr":
+            yield "holder", _with_block(p, replace(blk, holder="attr"))
     if b.attrs:
         yield "attrs", replace(p, block=replace(b, attrs=False))
     # Compile options.
@@ -280,6 +302,178 @@ def proposals(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
         for axis in range(1, len(spec.shape) + 1):
             if spec.shape[-axis] > 1:
                 yield "shape", _reshape(p, {name: _halve_axis(spec.shape, axis, spec.shape[-axis])})
+
+
+# --- the block hierarchy -----------------------------------------------------------
+
+
+def _body_cuts(p: Program, b: Block) -> Iterator[tuple[str, Optional[Program]]]:
+    """Cuts inside one block's body (the layer's or a sub-block's); what a cut
+    leaves unread (weights, free values, inputs, calls of sub-blocks) goes too."""
+
+    def put(block: Block) -> Program:
+        return _tidy(_with_block(p, block)) if not b.name else _with_block(p, _tidy_sub(block))
+
+    outs = [s.out for s in b.body]
+    for name in outs:
+        if name != b.result:
+            yield "earlier_result", put(_prune(replace(b, result=name), False))
+            yield "earlier_result", put(_prune(replace(b, result=name), True))
+    yield "dead_code", put(_prune(b, False))
+    yield "dead_code", put(_prune(b, True))
+    for i, stmt in enumerate(b.body):
+        for operand in dict.fromkeys(o.name for o in stmt.operands if isinstance(o, Ref)):
+            if stmt.out == b.result and operand not in outs:
+                continue  # a block returns a value it computed, not an input or weight
+            yield "bypass_statement", put(_bypass(b, i, operand))
+
+
+def _hierarchy_cuts(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
+    """Every sub-block inlined everywhere (a flat program), one sub-block
+    flattened into all its callers, one call of a sub-block dropped (its
+    readers read its input) or inlined into its caller: sorted so that the
+    cut that leaves the smallest program comes first."""
+    if not p.subs:
+        return
+    cuts: list[tuple[str, Optional[Program]]] = [("flatten_all", _flatten_all(p))]
+    cuts += [("flatten_block", _flatten(p, sb.name)) for sb in p.subs]
+    for parent in p.blocks():
+        outs = [s.out for s in parent.body]
+        for i, stmt in enumerate(parent.body):
+            if stmt.op != CHILD:
+                continue
+            x = stmt.operands[0].name
+            if not (stmt.out == parent.result and x not in outs):  # a block does not return its input
+                cuts.append(("drop_block", _with_block(p, _bypass(parent, i, x))))
+            cuts.append(("inline_block", _inline(p, parent.name, {i})))
+
+    def rank(cut: tuple[str, Optional[Program]]) -> int:
+        try:
+            return size(_reachable(cut[1])) if cut[1] is not None else 0
+        except (ValueError, KeyError, IndexError, TypeError):
+            return 0  # check turns it down soon enough
+
+    yield from sorted(cuts, key=rank)  # stable: ties keep the order above
+
+
+def _block_of(p: Program, name: str) -> Block:
+    return p.block if name == "" else p.sub(name)
+
+
+def _with_block(p: Program, b: Block) -> Program:
+    """``p`` with the block named like ``b`` (the layer for "") replaced by ``b``."""
+    if not b.name:
+        return replace(p, block=b)
+    return replace(p, subs=tuple(b if sb.name == b.name else sb for sb in p.subs))
+
+
+def _reachable(p: Program) -> Program:
+    """``p`` without the sub-blocks no block calls any more (directly or
+    through other sub-blocks, starting from the layer); names no sub-block
+    has are left for ``check`` to reject."""
+    by_name = {sb.name: sb for sb in p.subs}
+    seen: set[str] = set()
+    todo = [n for n, _ in p.block.children()]
+    while todo:
+        name = todo.pop()
+        if name not in seen and name in by_name:
+            seen.add(name)
+            todo += [n for n, _ in by_name[name].children()]
+    if len(seen) == len(p.subs):
+        return p
+    return replace(p, subs=tuple(sb for sb in p.subs if sb.name in seen))
+
+
+def _tidy_sub(b: Block) -> Block:
+    """A sub-block without the weights its body no longer reads."""
+    used = _used(b)
+    return replace(b, weights=tuple(w for w in b.weights if w[0] in used))
+
+
+def _names(p: Program, b: Block) -> set[str]:
+    """Every name declared in ``b`` (and, for the layer, the free values)."""
+    names = {*b.inputs, *(n for n, _ in (*b.weights, *b.buffers)), *b.args, *(s.out for s in b.body)}
+    return names | ({f.name for f in p.frees} if not b.name else set())
+
+
+def _inline(p: Program, parent_name: str, sites: Optional[set[int]] = None) -> Optional[Program]:
+    """The sub-block calls at statement indices ``sites`` of block
+    ``parent_name`` (every call when None) replaced by the callee's body:
+    the callee's values get fresh names in the parent (its result takes the
+    call's name, so later readers need no change), a module callee's weights
+    move into the parent (one copy per instance slot), and the callee's own
+    children are called from the parent (module children on fresh slots).
+    None where a function block would have to own weights."""
+    parent = _block_of(p, parent_name)
+    sites = {i for i, s in enumerate(parent.body) if s.op == CHILD} if sites is None else sites
+    if not sites:
+        return None
+    taken = _names(p, parent)
+    slots_used: dict[str, set[int]] = {}
+    for name, slot in parent.children():
+        slots_used.setdefault(name, set()).add(slot)
+
+    def fresh(base: str) -> str:
+        name, k = base, 1
+        while name in taken:
+            name, k = f"{base}_{k}", k + 1
+        taken.add(name)
+        return name
+
+    weights = list(parent.weights)
+    moved: dict[tuple[str, int], dict[str, str]] = {}  # (callee, slot) -> callee weight -> parent weight
+    reslot: dict[tuple[str, int, str, int], int] = {}  # (callee, slot, grandchild, its slot) -> parent slot
+    body: list[Stmt] = []
+    for i, stmt in enumerate(parent.body):
+        if i not in sites or stmt.op != CHILD:
+            body.append(stmt)
+            continue
+        x, name, slot = stmt.operands[0].name, stmt.operands[1].value, stmt.operands[2].value
+        child = p.sub(name)
+        if child.weights and parent.kind != "module":
+            return None
+        if (name, slot) not in moved:
+            moved[(name, slot)] = {w: fresh(f"{name}_{w}") for w, _ in child.weights}
+            weights += [(moved[(name, slot)][w], spec) for w, spec in child.weights]
+        rename = {child.inputs[0]: x, **moved[(name, slot)]}
+        for cs in child.body:
+            rename[cs.out] = stmt.out if cs.out == child.result else fresh(f"{name}_{cs.out}")
+        for cs in child.body:
+            operands = tuple(Ref(rename[o.name]) if isinstance(o, Ref) else o for o in cs.operands)
+            if cs.op == CHILD:
+                g, gslot = operands[1].value, operands[2].value
+                if p.sub(g).kind == "module":
+                    key = (name, slot, g, gslot)
+                    if key not in reslot:
+                        used = slots_used.setdefault(g, set())
+                        reslot[key] = min(k for k in range(len(used) + 1) if k not in used)
+                        used.add(reslot[key])
+                    operands = (operands[0], operands[1], Const(reslot[key]))
+            body.append(Stmt(rename[cs.out], cs.op, operands))
+    return _with_block(p, replace(parent, body=tuple(body), weights=tuple(weights)))
+
+
+def _flatten(p: Program, name: str) -> Optional[Program]:
+    """Every call of sub-block ``name``, in every block, inlined; the
+    sub-block itself goes (``_reachable``)."""
+    for parent in p.blocks():
+        sites = {i for i, s in enumerate(parent.body) if s.op == CHILD and s.operands[1].value == name}
+        if sites:
+            p = _inline(p, parent.name, sites)
+            if p is None:
+                return None
+    return _reachable(p)
+
+
+def _flatten_all(p: Program) -> Optional[Program]:
+    """Every sub-block call inlined, level by level: a flat program."""
+    for _ in range(len(p.subs) * 4 + 4):  # each round inlines the layer's calls; bounded anyway
+        if not any(s.op == CHILD for s in p.block.body):
+            return _reachable(p)
+        p = _inline(p, "")
+        if p is None:
+            return None
+    return None
 
 
 # --- helpers ------------------------------------------------------------------------
@@ -412,21 +606,29 @@ def _reshape(p: Program, shapes: dict[str, tuple[int, ...]]) -> Optional[Program
 def _rederive(p: Program) -> Program:
     """Recompute what follows from the primary's shape: each weight's and
     buffer's shape (``W`` slots) and each shape literal (``D`` slots), typing
-    the first repeat. Where the body no longer types, the inputs alone
+    the first repeat, in the layer and in every sub-block it calls (typed at
+    its first call). Where the body no longer types, the inputs alone
     change, so that ``check`` turns the proposal down (and counts it)."""
     b = p.block
     specs = dict(p.inputs)
     call = p.sections[0].calls[0]
-    try:
-        carried = spec_type(specs[p.inputs[0][0]])
-        primary = carried if call.tensor is None else CALL_VIEWS[call.view][1](spec_type(specs[call.tensor]))
-        state = dict((*b.weights, *b.buffers))
-        scope = {b.inputs[0]: primary, **{n: spec_type(specs[n]) for n in b.inputs[1:]},
-                 **{n: spec_type(s) for n, s in state.items()}}
-        row = {f.name: f.value for f in p.frees} | dict(zip(b.args, call.args))
-        env = env_of(call.context)
+    subs = {sb.name: sb for sb in p.subs}
+    done: dict[str, Block] = {}
+
+    def derive(blk: Block, scope: dict, row: dict, env) -> tuple[Block, dict]:
+        state = dict((*blk.weights, *blk.buffers))
+        scope = {**scope, **{n: spec_type(s) for n, s in state.items()}}
         body = []
-        for stmt in b.body:
+        for stmt in blk.body:
+            if stmt.op == CHILD:
+                name = stmt.operands[1].value
+                child = done.get(name, subs[name])
+                child, inner = derive(child, {child.inputs[0]: scope[stmt.operands[0].name]}, {}, env)
+                if name not in done:
+                    done[name] = child  # typed at its first call; check types the others
+                scope[stmt.out] = inner[child.result]
+                body.append(stmt)
+                continue
             op = OPS[stmt.op]
             operands = list(stmt.operands)
             lead = None
@@ -441,12 +643,20 @@ def _rederive(p: Program) -> Program:
             stmt = replace(stmt, operands=tuple(operands))
             scope[stmt.out] = stmt_type(op, stmt, scope, row, env)
             body.append(stmt)
-    except (Reject, KeyError, IndexError, TypeError, ValueError, ZeroDivisionError):
+        block = replace(
+            blk,
+            body=tuple(body),
+            weights=tuple((n, state[n]) for n, _ in blk.weights),
+            buffers=tuple((n, state[n]) for n, _ in blk.buffers),
+        )
+        return block, scope
+
+    try:
+        carried = spec_type(specs[p.inputs[0][0]])
+        primary = carried if call.tensor is None else CALL_VIEWS[call.view][1](spec_type(specs[call.tensor]))
+        scope = {b.inputs[0]: primary, **{n: spec_type(specs[n]) for n in b.inputs[1:]}}
+        row = {f.name: f.value for f in p.frees} | dict(zip(b.args, call.args))
+        block, _ = derive(b, scope, row, env_of(call.context))
+    except (Reject, KeyError, IndexError, TypeError, ValueError, ZeroDivisionError, RecursionError):
         return p
-    block = replace(
-        b,
-        body=tuple(body),
-        weights=tuple((n, state[n]) for n, _ in b.weights),
-        buffers=tuple((n, state[n]) for n, _ in b.buffers),
-    )
-    return replace(p, block=block)
+    return replace(p, block=block, subs=tuple(done.get(sb.name, sb) for sb in p.subs))
