@@ -16,8 +16,9 @@ from typing import Callable
 import torch
 import torch._dynamo
 
-from generators.codegen import compile_kwargs, render
+from generators.codegen import compile_kwargs, render, sub_callable
 from generators.ir import Program
+from generators.regions import twins
 
 from . import torch_config
 from .backends import resolve
@@ -73,6 +74,15 @@ def backend_config(backend):
     return torch._inductor.config.patch(backend.inductor_config)
 
 
+def _sub_codes(module: ModuleType, program: Program) -> dict:
+    """The code object Dynamo inlines for each call of each sub-block -> its name."""
+    out = {}
+    for b in program.subs:
+        fn = getattr(module, sub_callable(b.name, b.kind))
+        out[inspect.unwrap(fn if b.kind == "function" else fn.forward).__code__] = b.name
+    return out
+
+
 def _block_code(module: ModuleType):
     """The code object Dynamo inlines for each call of the program's block."""
     fn = getattr(module, "block", None) or module.Block.forward
@@ -85,7 +95,7 @@ def run_compiled(module: ModuleType, program: Program, config: RunConfig) -> tup
     torch._dynamo.utils.counters.clear()
     backend = resolve(config.backend)
     model, inputs, rng = instantiate(module, program)
-    recorder = StructureRecorder(_block_code(module)) if config.record_structure else None
+    recorder = StructureRecorder(_block_code(module), _sub_codes(module, program)) if config.record_structure else None
     options = dict(backend.options)
     options["options"] = {**options.get("options", {}), "guard_filter_fn": recording_guards(capture)}
     with torch_config.patched(config.torch_config), torch._dynamo.config.patch(use_graph_deduplication=config.dedup), \
@@ -162,9 +172,39 @@ def _run_program(program: Program, config: RunConfig) -> Outcome:
     outcome = Outcome(program, config, source, eager, eager_again, reference, compiled, capture, seconds)
     for name in config.companions:
         t = time.perf_counter()
-        outcome.companions[name] = run_compiled(module, program, replace(COMPANIONS[name](config), companions=()))
+        if name in PROGRAM_COMPANIONS:
+            _run_program_companion(outcome, module, name)
+        elif name not in outcome.companions:  # a program companion may have run it already
+            outcome.companions[name] = run_compiled(module, program, replace(COMPANIONS[name](config), companions=()))
         seconds[name] = time.perf_counter() - t
     return outcome
+
+
+def _run_program_companion(outcome: Outcome, module: ModuleType, name: str) -> None:
+    """The twins ``PROGRAM_COMPANIONS[name]`` makes of the program, each
+    compiled on the run's backend as ``name:label``; when the main run
+    deduplicates, also without deduplication as ``name:label:dedup_off``, next
+    to the program itself without deduplication (``dedup_off``, shared with
+    the companion of that name). No twins: nothing runs. Where the program
+    itself crashed in Dynamo its twins are not compiled (nothing to compare
+    them with)."""
+    program, config = outcome.program, outcome.config
+    made = PROGRAM_COMPANIONS[name](program)
+    if not made:
+        return
+    if config.dedup and "dedup_off" not in outcome.companions:
+        outcome.companions["dedup_off"] = run_compiled(module, program,
+                                                       replace(COMPANIONS["dedup_off"](config), companions=()))
+    # The twins are other programs: no changed re-calls, no pass recorder.
+    plain = replace(config, companions=(), variants=0, record_structure=False)
+    sides = [("", outcome.compiled, plain)]
+    if config.dedup:
+        sides.append((":dedup_off", outcome.companions["dedup_off"][0], replace(plain, dedup=False)))
+    for label, twin in made:
+        twin_module = load_source(render(twin))
+        for suffix, original, twin_config in sides:
+            if original.failure is None or original.failure.stage != "dynamo":
+                outcome.companions[f"{name}:{label}{suffix}"] = run_compiled(twin_module, twin, twin_config)
 
 
 # Extra compiles of the same program that oracles compare the main run with.
@@ -175,6 +215,26 @@ COMPANIONS: dict[str, Callable[[RunConfig], RunConfig]] = {
     # a second capture on the same backend (its compiled code decides which
     # frames recompile), forward only (oracles.determinism)
     "recapture": lambda c: replace(c, backward=False, variants=0),
+}
+
+
+def region_twins(program: Program) -> list[tuple[str, Program]]:
+    """At most two twins of a program with a ``nested_compile_region`` block
+    (``generators.regions.twins``): the decorator removed, and moved one level
+    (one of the possible moves, chosen by the program's seed); none without one."""
+    made = twins(program)
+    if not made:
+        return []
+    removed, moved = made[0], made[1:]
+    return [removed, *([moved[program.seed % len(moved)]] if moved else [])]
+
+
+# Extra compiles of *other* programs, made from the program: a companion name
+# maps to its twins, (label, program) each, run as "<name>:<label>" (and
+# "<name>:<label>:dedup_off"; see _run_program_companion).
+PROGRAM_COMPANIONS: dict[str, Callable[[Program], list[tuple[str, Program]]]] = {
+    # the decorator removed or moved (oracles.compile_region)
+    "region": region_twins,
 }
 
 

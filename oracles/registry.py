@@ -1,8 +1,8 @@
 """The oracle catalogue: adding an oracle is one entry.
 
 Each entry names the companion runs it compares with (``harness.pipeline.
-COMPANIONS``) and its severity: "wrong" findings are miscompilations or
-broken promises; "missed" findings are optimizations the pass should have
+COMPANIONS``, or ``PROGRAM_COMPANIONS``: compiles of twins of the program)
+and its severity: "wrong" findings are miscompilations or broken promises; "missed" findings are optimizations the pass should have
 made (reported apart, never mixed with wrong results).
 """
 
@@ -13,8 +13,8 @@ from typing import Callable
 
 from harness.outcome import Outcome, RunConfig
 
-from . import (completeness, cudagraph, dedup_toggle, determinism, differential, graph_validity, guards, hygiene,
-               region_identity, rewrite)
+from . import (compile_region, completeness, cudagraph, dedup_toggle, determinism, differential, graph_validity,
+               guards, hygiene, region_identity, rewrite)
 from .verdict import Verdict
 
 
@@ -41,6 +41,9 @@ ORACLES: dict[str, Oracle] = {
         Oracle(graph_validity.NAME, graph_validity.check),
         Oracle(dedup_toggle.NAME, dedup_toggle.check, needs=dedup_toggle.NEEDS, structure=False),
         Oracle(determinism.NAME, determinism.check, needs=determinism.NEEDS),
+        # twins with nested_compile_region removed or moved: compiled only for
+        # programs that have one (harness.pipeline.PROGRAM_COMPANIONS)
+        Oracle(compile_region.NAME, compile_region.check, needs=compile_region.NEEDS, structure=False),
         Oracle(completeness.NAME, completeness.check, severity="missed"),
         Oracle(guards.NAME, guards.check, needs=guards.NEEDS, variants=guards.VARIANTS, structure=False),
         Oracle(guards.RECOMPILES, guards.check_recompiles, severity="recompile", variants=guards.VARIANTS,

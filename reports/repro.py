@@ -8,8 +8,11 @@ and 0 when it does not, so it can bisect torch versions.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from generators.codegen import render, render_inputs
 from generators.ir import Program
+from generators.regions import with_regions
 from generators.replays import ReplayPlan, resized
 from generators.variants import PRELUDE
 from harness.backends import resolve
@@ -692,6 +695,76 @@ def main():
 '''
 
 
+# For nested_compile_region findings: the program as drawn against its twin,
+# the same program with the decorator removed or moved (its own source,
+# imported from a file of its own: Dynamo keys code on file and line), both
+# compiled on the same backend; the float64 eager run of the program referees
+# numerical noise.
+REGION_TOGGLE = '''
+
+# ---- driver: the program as drawn vs its twin (nested_compile_region {twin_label}),
+# compiled alike; exits 1 when they disagree or only one of them raises ----
+import importlib.util
+import os
+import tempfile
+
+TWIN = {twin_label!r}
+TWIN_SOURCE = {twin_source}
+
+
+def load_twin():
+    path = os.path.join(tempfile.mkdtemp(), "twin_program.py")
+    with open(path, "w") as f:
+        f.write(TWIN_SOURCE)
+    spec = importlib.util.spec_from_file_location("twin_program", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["twin_program"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def compiled_run(program, inputs):
+    """run(compiled=True) of ``program``: its values, or the exception it raised."""
+    global Program, make_inputs
+    saved = Program, make_inputs
+    Program, make_inputs = program, inputs
+    try:
+        return run(compiled=True), None
+    except Exception as e:
+        traceback.print_exc()
+        return None, e
+    finally:
+        Program, make_inputs = saved
+
+
+def main():
+    twin = load_twin()
+    try:
+        reference = run(compiled=False, float64=True)
+    except Exception:
+        reference = {{}}
+    expected, twin_error = compiled_run(twin.Program, twin.make_inputs)
+    actual, error = compiled_run(Program, make_inputs)
+    where = f"torch.compile(backend={{BACKEND!r}}, deduplication {{DEDUP}}), torch {{torch.__version__}}"
+    if twin_error is not None and error is not None:
+        print("ERROR: the program and its twin both raise: not the failure this repro checks for")
+        return 2
+    if (twin_error is None) != (error is None):
+        side = "the twin (" + TWIN + ")" if twin_error is not None else "the program as drawn"
+        print(f"REPRODUCED: only {{side}} raises ({{where}})")
+        return 1
+    failures = [(k, bad(k, expected[k], actual.get(k), reference.get(k))) for k in expected]
+    failures = [(k, m) for k, m in failures if m]
+    for k, m in failures:
+        print(f"{{k}}: {{m}} (expected: the twin; got: the program as drawn)")
+    if failures:
+        print(f"REPRODUCED: {{len(failures)}} value(s) differ between the program and its twin ({{TWIN}}; {{where}})")
+        return 1
+    print(f"not reproduced: the program and its twin ({{TWIN}}) agree ({{where}})")
+    return 0
+'''
+
+
 # Which driver checks a finding of each oracle (a crash is always re-raised by
 # the differential driver; guard findings re-make their change).
 ORACLE_DRIVERS = {"region_identity": "regions", "graph_validity": "regions", "rewrite": "toggle",
@@ -713,11 +786,15 @@ if __name__ == "__main__":
 
 DRIVERS = {"differential": DRIVER, "process": RUN + PROCESS + ENTRY, "toggle": RUN + TOGGLE + ENTRY,
            "regions": REGIONS + ENTRY, "deduplicated": DEDUP_DRIVER, "guard": GUARD_DRIVER, "recompile": GUARD_DRIVER,
-           "replay": BAD + REPLAY + ENTRY}
+           "replay": BAD + REPLAY + ENTRY, "region_toggle": RUN + BAD + REGION_TOGGLE + ENTRY}
 
 
 def driver_for(details: dict, severity: str, oracle: str = "", kind: str = "") -> tuple[str, dict | None]:
-    """The repro driver for a finding: guard findings re-make their change."""
+    """The repro driver for a finding: guard findings re-make their change;
+    nested_compile_region findings (crashes too) build their twin (the
+    blocks it decorates, and whether it compiles with deduplication)."""
+    if oracle == "compile_region":
+        return "region_toggle", {k: details[k] for k in ("twin", "label", "regions", "dedup") if k in details}
     if "variant" in details:
         return ("recompile" if severity == "recompile" else "guard"), details["variant"]
     if severity == "missed":
@@ -730,9 +807,15 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
     """``variant`` (a ``generators.variants.Variant`` as a dict) is the
     change the "guard" driver makes between its two calls; ``lost`` (kind,
     timeout, memory_mb) what the "process" driver watches for; ``replay``
-    (plan, device) the calls the "replay" driver makes."""
+    (plan, device) the calls the "replay" driver makes; for "region_toggle",
+    ``variant`` names the twin (``regions``: the blocks it decorates;
+    ``dedup``: whether both compile with deduplication)."""
     header = f'"""Repro: {title}\n\nExit status 1: reproduced; 0: not reproduced. Needs only torch."""\n'
     backend = resolve(config.backend)
+    region = {}
+    if check == "region_toggle":
+        region, variant = _region_fields(program, {"dedup": config.dedup, **(variant or {})}), None
+        config = replace(config, dedup=region.pop("dedup"))
     change = variant or {"description": "nothing", "apply": (), "undo": ()}
     driver = (SETUP + DRIVERS[check]).format(
         description=change["description"],
@@ -752,8 +835,20 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         compile_kwargs={**torch_compile_kwargs(program, config), **backend.options},
         tol=1e-2 if _low_precision(program) else 1e-4,
         **_replay_fields(program, replay),
+        **region,
     )
     return header + render(program) + _resized_inputs(program, replay) + driver
+
+
+def _region_fields(program: Program, twin: dict) -> dict:
+    """The twin of a region_toggle repro: its label and source (by default
+    the program with every decorator removed) and the dedup setting of both
+    compiles."""
+    regions = set(twin.get("regions", ()))
+    source = render(with_regions(program, regions))
+    literal = f'"""{source}"""' if '"""' not in source and "\\" not in source else repr(source)
+    label = twin.get("label") or ("removed" if not regions else f"on {sorted(regions)}")
+    return {"twin_label": label, "twin_source": literal, "dedup": twin["dedup"]}
 
 
 def _replay_fields(program: Program, replay: dict | None) -> dict:

@@ -13,12 +13,14 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from generators.check import check as well_formed
 from generators.check import mutates
-from generators.ir import Program
+from generators.ir import MalformedProgram, Program
 from generators.variation import equalize
 from harness.outcome import Outcome, RunConfig
-from harness.pipeline import run_program
+from harness.pipeline import InvalidProgram, region_twins, run_program
 from harness.replay import ReplayOutcome, run_replay
+from oracles import compile_region
 from oracles.registry import ORACLES, REPLAY_ORACLES
 from oracles.verdict import Verdict
 
@@ -85,6 +87,8 @@ def triage(outcome: Outcome, verdict: Verdict) -> Finding:
     # pass recorder unless it judges them.
     config = replace(outcome.config, companions=oracle.needs, variants=outcome.config.variants if oracle.variants else 0,
                      record_structure=outcome.config.record_structure and oracle.structure)
+    if verdict.oracle == compile_region.NAME:
+        return _triage_region(outcome, verdict, config)
     culprit = "backend"
     if config.dedup and not fails_alike(program, replace(config, dedup=False), oracle, verdict):
         culprit = "dedup"
@@ -119,6 +123,64 @@ def _trigger(program: Program, config: RunConfig, oracle: Callable[[Outcome], Ve
         if candidate is not None and _fails(candidate, config, oracle):
             return kind
     return "combined"
+
+
+def _triage_region(outcome: Outcome, verdict: Verdict, config: RunConfig) -> Finding:
+    """A ``compile_region`` finding: the decorator changed what the program
+    computes. Culprit ``compile_region`` when a pair compiled without
+    deduplication differs (the oracle judges those first), ``dedup`` when
+    only the pair with deduplication does. The detail is the oracle's label
+    (``removed:level2:later_call``; a ``later_call`` that a single call in the
+    program's first layer repeat still shows becomes ``first_call``), then
+    for a crash the side that crashed, its stage and error, else the tags.
+    A crash also carries the signature the differential oracle gives that
+    crash (``extra["equivalent"]``), so a known crash met through a twin or
+    the dedup-off run is reported as that known issue."""
+    program, details = outcome.program, verdict.details
+    culprit = "dedup" if details.get("dedup") else "compile_region"
+    label, extra = details.get("label", details.get("twin", "")), {}
+    if verdict.kind == "crash":
+        error = normalize(f"{details.get('type')}: {details.get('error', '')}")
+        detail = f"{label}:{details.get('side')}:{details.get('stage')}:{error}"
+        extra["equivalent"] = f"differential:crash:{'dedup' if details.get('dedup') else 'backend'}:" \
+                              f"{details.get('stage')}:{error}"
+    else:
+        if label.endswith(":later_call") and _first_call_fails(program, config, verdict):
+            label = label.removesuffix(":later_call") + ":first_call"
+        detail = ":".join(dict.fromkeys([*label.split(":"), *tags(program)]))
+    signature = ":".join(p for p in (verdict.oracle, verdict.kind, culprit, detail) if p)
+    return Finding(signature, verdict, program, config, culprit, "", outcome.source, extra)
+
+
+def first_repeat(program: Program) -> Program | None:
+    """The program cut to its first layer repeat (None: not well formed)."""
+    s = program.sections[0]
+    cut = replace(program, sections=(replace(s, calls=s.calls[:1], outer=1),), interludes=())
+    try:
+        well_formed(cut)
+    except MalformedProgram:
+        return None
+    return cut
+
+
+def _first_call_fails(program: Program, config: RunConfig, verdict: Verdict) -> bool:
+    """Whether the program cut to its first layer repeat, where every block
+    the twin changes is called once, still differs from that twin alike."""
+    cut = first_repeat(program)
+    if cut is None or cut == program:
+        return False
+    twin = next((t for label, t in region_twins(cut) if label == verdict.details.get("twin")), None)
+    counts: dict[str, int] = {}
+    for c in cut.block_calls():
+        counts[c.block] = counts.get(c.block, 0) + 1
+    if twin is None or any(counts.get(b, 0) > 1 for b in compile_region.changed_blocks(cut, twin)):
+        return False
+    try:
+        again = compile_region.check(run_program(cut, config))
+    except InvalidProgram:
+        return False
+    return alike(again, verdict) and again.details.get("twin") == verdict.details.get("twin") \
+        and again.details.get("dedup") == verdict.details.get("dedup")
 
 
 # Findings about results read again later: CUDA graphs' own promises.
