@@ -95,6 +95,8 @@ class Replacement:
 class NodeRecord:
     ambient: dict[str, Any]
     instance: Optional[int]  # which call of the block (trace order), None outside it
+    # Each sub-block call it was traced inside, outermost first: (sub-block, call serial).
+    subs: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass
@@ -137,8 +139,9 @@ class StructureRecorder:
     """Collects GraphRecords for one capture; ``block_code`` names the block's
     code object, so nodes can be attributed to the call that traced them."""
 
-    def __init__(self, block_code: Any = None) -> None:
+    def __init__(self, block_code: Any = None, sub_codes: Optional[dict[Any, str]] = None) -> None:
         self.block_code = block_code
+        self.sub_codes = sub_codes or {}  # code object -> sub-block name
         self.graphs: list[GraphRecord] = []
         self._records: dict[torch.fx.Node, NodeRecord] = {}
         self._entry: dict[int, dict[str, Any]] = {}  # id(OutputGraph) -> state when it was made
@@ -155,9 +158,19 @@ class StructureRecorder:
             tx = getattr(tx, "parent", None)
         return None
 
+    def _subs(self, tx: Any) -> tuple[tuple[str, int], ...]:
+        chain = []
+        while tx is not None:
+            name = self.sub_codes.get(getattr(tx, "f_code", None))
+            if name is not None:
+                chain.append((name, self._instances.setdefault(id(tx), (tx, len(self._instances)))[1]))
+            tx = getattr(tx, "parent", None)
+        return tuple(reversed(chain))
+
     def on_node(self, tracer: Any, node: torch.fx.Node) -> None:
         tx = getattr(tracer.output_graph, "current_tx", None)
-        self._records[node] = NodeRecord(ambient_state(), self._instance(tx) if self.block_code else None)
+        self._records[node] = NodeRecord(ambient_state(), self._instance(tx) if self.block_code else None,
+                                         self._subs(tx) if self.sub_codes else ())
 
     # -- per graph -------------------------------------------------------------
     def on_output_graph(self, og: Any) -> None:

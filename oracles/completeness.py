@@ -197,8 +197,21 @@ def check(outcome: Outcome) -> Verdict:
                 excluded["different_graph" if any(k[0] != graph for k in parts) else "input_metadata"].append(members[0].index)
                 continue
             missed += [(r, [m.index for m in members]) for r in members if not _merged(r)]
+    if not missed:
+        missed, level = _missed_sub_calls(outcome, repeats, excluded), "sub"
+    else:
+        level = "layer"
     links = {e.name: e.code for e in EXCLUSIONS} | PARTITIONS
     details = {"excluded": dict(excluded), "rules": {k: links[k] for k in excluded}}
+    if missed and level == "sub":
+        r, group = missed[0]
+        calls = program.block_calls()
+        details["label"] = f"missed:sub:{_diagnose(r, group, r.peers)}"
+        return Verdict(NAME, Status.FAIL, kind="missed_merge", where=f"{r.name}[{r.index}]",
+                       message=f"call {r.index} of sub-block {r.name!r} (path {calls[r.call].path}) is identical "
+                               f"to its calls {[i for i in group if i != r.index]} in graph {r.graph}, outside any "
+                               f"deduplicated layer repeat, but none of its {len(r.nodes)} nodes was deduplicated",
+                       details={**details, "missed": [m.index for m, _ in missed]})
     if missed:
         r, group = missed[0]
         # Symbolic shapes are their own class: a symbol specialized half-way
@@ -210,6 +223,69 @@ def check(outcome: Outcome) -> Verdict:
                                f"in graph {r.graph} but none of its {len(r.nodes)} nodes was deduplicated",
                        details={**details, "missed": [m.index for m, _ in missed]})
     return Verdict(NAME, Status.PASS, message="every identical repeat deduplicated or excluded by a rule", details=details)
+
+
+@dataclass
+class SubCall(Repeat):
+    """One call of a sub-block as traced (``index``: among that sub-block's calls)."""
+
+    name: str = ""
+    call: int = 0  # index into Program.block_calls()
+    repeat: int = 0  # the layer repeat it ran in
+    peers: list = None  # type: ignore[assignment]  # the traced calls of the same sub-block
+
+
+def _traced_sub_calls(outcome: Outcome) -> dict[str, list[SubCall]]:
+    """Per sub-block, its traced calls in trace order (a call's nodes include
+    those of the sub-blocks it calls)."""
+    found: dict[tuple[str, int], SubCall] = {}
+    for g, record in enumerate(outcome.capture.structure):
+        for node in record.pre.graph.nodes:
+            rec = record.nodes.get(node.name)
+            if node.op not in CALLS or rec is None:
+                continue
+            for key in rec.subs:
+                found.setdefault(key, SubCall(0, g, record, [], name=key[0])).nodes.append(node)
+    out: dict[str, list[SubCall]] = defaultdict(list)
+    for key in sorted(found, key=lambda k: k[1]):
+        out[key[0]].append(found[key])
+    return out
+
+
+def _missed_sub_calls(outcome: Outcome, repeats: list[Repeat], excluded: dict) -> list[tuple[SubCall, list[int]]]:
+    """Identical calls of a sub-block that the pass left whole, judged only
+    outside layer repeats it deduplicated (a deduplicated layer repeat holds
+    its sub-block calls inside one subgraph) and only where the traced calls
+    line up with the program's. Decorated sub-blocks and what they call run
+    inside invoke_subgraph bodies: not judged here."""
+    program = outcome.program
+    calls = program.block_calls()
+    decorated = {b.name for b in program.blocks() if b.compile_region}
+    traced = _traced_sub_calls(outcome)
+    merged_repeats = {r.index for r in repeats if _merged(r)}
+    missed = []
+    for name, groups in program.identical_calls().items():
+        mine = [i for i, c in enumerate(calls) if c.block == name]
+        if not name or len(traced.get(name, ())) != len(mine):
+            continue
+        if name in decorated or any(b in decorated for i in mine for b, _ in calls[i].path):
+            continue
+        by_call = dict(zip(mine, traced[name]))
+        for k, sc in enumerate(traced[name]):
+            sc.index, sc.call, sc.repeat, sc.peers = k, mine[k], calls[mine[k]].repeat, traced[name]
+        for group in groups:
+            members = [by_call[i] for i in group if calls[i].repeat not in merged_repeats]
+            parts: dict[tuple, list[SubCall]] = defaultdict(list)
+            for sc in members:
+                rule = next((e.name for e in EXCLUSIONS if e.applies(sc)), None) or _skipped_by_pass(sc)
+                if rule is not None:
+                    excluded[rule].append(f"{name}[{sc.index}]")
+                    continue
+                parts[(sc.graph, sc.signature())].append(sc)
+            for part in parts.values():
+                if len(part) > 1 and not any(_merged(sc) for sc in part):
+                    missed += [(sc, [m.index for m in part]) for sc in part]
+    return missed
 
 
 def _check_compile_region(outcome: Outcome) -> Verdict:

@@ -12,12 +12,12 @@ from hypothesis import seed as hseed
 
 from generators.codegen import render
 from generators.features import call_pattern, features, universe
-from generators.ir import Block, Call, Const, Context, MalformedProgram, Program, Ref, Section, Stmt, TensorSpec
+from generators.ir import Arg, Block, Call, Const, Context, MalformedProgram, Program, Ref, Section, Stmt, TensorSpec
 from generators.regions import levels, marked, moves, twins, without_regions
 from generators.strategies import programs
 from harness.loader import load_source
 from harness.outcome import RunConfig
-from harness.pipeline import run_eager
+from harness.pipeline import run_eager, run_program
 from reports.known_issues import load
 from reports.unmask import unmasked_runs
 
@@ -174,3 +174,31 @@ def test_flat_programs_when_asked():
         assert not p.subs and p.depth() == 1
 
     flat()
+
+
+# Layer repeats that differ (a per-repeat scale) around an identical sub-block:
+# the layer cannot be merged, its sub-block calls can.
+MLP = Block("function", ("x",), (), (), (), (Stmt("v0", "sin", (Ref("x"),)), Stmt("v1", "cos", (Ref("v0"),)),
+                                             Stmt("v2", "merge_add", (Ref("x"), Ref("v1")))), "v2", name="mlp")
+SCALED = Program(
+    (("x", TensorSpec((3, 4), "float32", True)),),
+    Block("function", ("x",), (), (), ("s0",), (Stmt("v0", "mul_scalar", (Ref("x"), Arg("s0"))), _call("v1", "v0", "mlp"),
+                                                Stmt("v2", "tanh", (Ref("v1"),))), "v2"),
+    (Section("for_values", "chain", (Call((2.0,)), Call((0.5,)), Call((3,)))),), subs=(MLP,))
+
+
+@pytest.mark.parametrize("plant", [None, "regions_dropped"])
+def test_completeness_judges_sub_block_calls(plant):
+    import contextlib
+
+    from oracles import completeness
+    from suites import planted_pass
+
+    with getattr(planted_pass, plant)() if plant else contextlib.nullcontext():
+        outcome = run_program(SCALED, RunConfig(backend="aot_eager", backward=False))
+    verdict = completeness.check(outcome)
+    if plant is None:
+        assert verdict.status.value == "pass", verdict
+        return
+    assert verdict.failed and verdict.details["label"].startswith("missed:sub:"), verdict
+    assert "sub-block 'mlp'" in verdict.message and verdict.details["missed"] == [0, 1, 2], verdict
