@@ -21,7 +21,8 @@ class RunConfig:
     # None: as the program asks (Program.options); a value overrides it.
     fullgraph: Optional[bool] = None
     dynamic: Optional[bool] = None
-    # Extra compiles some oracles compare with (see harness.pipeline.COMPANIONS).
+    # Extra compiles some oracles compare with (see harness.pipeline.COMPANIONS,
+    # and PROGRAM_COMPANIONS: compiles of twins of the program, e.g. "region").
     companions: tuple[str, ...] = ()
     # After the first call, re-call the compiled program under this many of
     # the generator's variants (generators.variants); 0: none, -1: all.
@@ -123,4 +124,7 @@ class Outcome:
     compiled: Execution
     capture: Capture
     seconds: dict[str, float] = field(default_factory=dict)
+    # By companion name ("dedup_off", "recapture"); a program companion's twins
+    # as "<name>:<label>" and "<name>:<label>:dedup_off" ("region:removed",
+    # "region:level2->level1:dedup_off"; see harness.pipeline.PROGRAM_COMPANIONS).
     companions: dict[str, tuple[Execution, Capture]] = field(default_factory=dict)

@@ -2,8 +2,9 @@
 
 Each entry names the companion runs it compares with (``harness.pipeline.
 COMPANIONS``, or ``PROGRAM_COMPANIONS``: compiles of twins of the program)
-and its severity: "wrong" findings are miscompilations or broken promises; "missed" findings are optimizations the pass should have
-made (reported apart, never mixed with wrong results).
+and its severity: "wrong" findings are miscompilations or broken promises;
+"missed" findings are optimizations the pass should have made (reported
+apart, never mixed with wrong results).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from oracles.registry import ORACLES, companions, run_config
 from oracles.verdict import Status
 from reports.known_issues import match
 from reports.repro import driver_for, render_repro
-from reports.triage import known_issue, normalize, triage
+from reports.triage import first_repeat, known_issue, normalize, triage
 
 pytestmark = pytest.mark.property
 
@@ -54,6 +54,17 @@ def test_registered_with_its_program_companion():
     assert ORACLES[compile_region.NAME].needs == ("region",) and "region" in PROGRAM_COMPANIONS
     assert "region" in companions() and run_config("aot_eager", (compile_region.NAME,)).companions == ("region",)
     assert [label for label, _ in PROGRAM_COMPANIONS["region"](HIERARCHY)] == ["removed", "level1->level2"]
+
+
+@pytest.mark.unit
+def test_labels_name_the_level_and_whether_a_body_is_reused():
+    (_, removed), (_, moved) = PROGRAM_COMPANIONS["region"](HIERARCHY)
+    assert compile_region.level_label(HIERARCHY, "removed") == "removed:level1"
+    assert compile_region.level_label(HIERARCHY, "level1->level2") == "moved:level1->level2"
+    assert compile_region.call_label(HIERARCHY, removed) == "later_call"
+    once = first_repeat(HIERARCHY)
+    assert once is not None and len(once.block_calls()) == 2  # the layer and its sub-block, once each
+    assert compile_region.call_label(once, PROGRAM_COMPANIONS["region"](once)[1][1]) == "first_call"
 
 
 @pytest.mark.unit
