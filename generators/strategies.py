@@ -441,9 +441,9 @@ def _held(draw, block: Block, h: _Hierarchy) -> Block:
 def _try_child(draw, b: _Builder, h: _Hierarchy, level: int, parent_kind: str, site: str | None = None) -> bool:
     """Call a sub-block (one drawn before, or a new one at ``level``) on a value
     of the primary's type: ``site``, or one drawn from the values in scope."""
-    sites = [site] if site else [
-        t for t in b.tensors[::-1] if all(types.get(t) == p for types, p in zip(b.types, h.primaries))
-    ]
+    sites = [t for t in b.tensors[::-1] if all(types.get(t) == p for types, p in zip(b.types, h.primaries))]
+    if site is not None:
+        sites = [site] if site in sites else []
     if not sites:
         return False
     reusable = [sb.name for sb in h.subs
@@ -472,12 +472,14 @@ def _transformer(draw, b: _Builder, h: _Hierarchy, kind: str) -> None:
     norm = OPS["layer_norm"]
     try:
         for _ in range(2):
-            cur = b.tensors[-1]
-            shape = _agreed([_shape_rule(norm.slots[1].value, types[cur].shape) for types in b.types])
-            _add_stmt(b, Stmt(b.fresh(), norm.name, (Ref(cur), Const(shape))), norm)
-            if not _try_child(draw, b, h, 2, kind, site=b.body[-1].out):
+            cur = b.tensors[-1] if b.body else b.inputs[0]
+            if _likely(draw):  # each norm and residual can shrink away on its own
+                shape = _agreed([_shape_rule(norm.slots[1].value, types[cur].shape) for types in b.types])
+                _add_stmt(b, Stmt(b.fresh(), norm.name, (Ref(cur), Const(shape))), norm)
+            if not _try_child(draw, b, h, 2, kind, site=b.tensors[-1]):
                 return
-            _add_stmt(b, Stmt(b.fresh(), "merge_add", (Ref(cur), Ref(b.body[-1].out))), OPS["merge_add"])
+            if _likely(draw):
+                _add_stmt(b, Stmt(b.fresh(), "merge_add", (Ref(cur), Ref(b.body[-1].out))), OPS["merge_add"])
     except Reject:
         return
 
