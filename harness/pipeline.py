@@ -79,14 +79,25 @@ def _sub_codes(module: ModuleType, program: Program) -> dict:
     out = {}
     for b in program.subs:
         fn = getattr(module, sub_callable(b.name, b.kind))
-        out[inspect.unwrap(fn if b.kind == "function" else fn.forward).__code__] = b.name
+        out[_unwrap(fn if b.kind == "function" else fn.forward).__code__] = b.name
     return out
+
+
+def _unwrap(fn):
+    """The function under its decorators: ``functools.wraps``' ``__wrapped__``,
+    and ``nested_compile_region``'s ``__marked_compile_region_fn__`` (it sets
+    no ``__wrapped__``: ``inspect.unwrap`` alone stops at its wrapper, whose
+    code object every decorated block shares)."""
+    fn = inspect.unwrap(fn)
+    while hasattr(fn, "__marked_compile_region_fn__"):
+        fn = inspect.unwrap(fn.__marked_compile_region_fn__)
+    return fn
 
 
 def _block_code(module: ModuleType):
     """The code object Dynamo inlines for each call of the program's block."""
     fn = getattr(module, "block", None) or module.Block.forward
-    return inspect.unwrap(fn).__code__
+    return _unwrap(fn).__code__
 
 
 def run_compiled(module: ModuleType, program: Program, config: RunConfig) -> tuple[Execution, Capture]:
