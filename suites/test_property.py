@@ -15,10 +15,9 @@ from conftest import record_known_hit
 from generators.strategies import programs
 from harness.pipeline import run_program
 from oracles.registry import ORACLES, judge, run_config
-from reports.known_issues import match
 from reports.localize import localize
 from reports.repro import driver_for, render_repro
-from reports.triage import triage
+from reports.triage import known_issue, triage
 from reports.unmask import unmasked_runs
 
 pytestmark = pytest.mark.property
@@ -40,7 +39,7 @@ def _judge_known(program, config) -> list:
         if not verdict.failed:
             continue
         finding = triage(outcome, verdict)
-        issue = match(finding.signature)
+        issue = known_issue(finding)  # also by an equivalent signature the finding carries
         if issue is not None:
             record_known_hit(issue.id, finding.signature)
             if verdict.kind == "crash":
