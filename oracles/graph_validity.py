@@ -210,7 +210,12 @@ def _subgraphs(record: GraphRecord, where: str) -> list[Verdict]:
                              f"{rep.invoke} replaces a region that writes to its inputs: {rep.input_mutations[0]}"))
         if rep.invoke and rep.aliasing:
             out.append(_fail("subgraph_aliasing", where, f"{rep.invoke} replaces a region whose {rep.aliasing[0]} alias"))
+    # Only the subgraphs the pass made: Dynamo's own nested_compile_region
+    # subgraphs may write their inputs (torch functionalizes such a call).
+    made = set(record.invoked())
     for node in record.post.graph.find_nodes(op="call_function", target=INVOKE_SUBGRAPH):
+        if node.name not in made:
+            continue
         sub = getattr(record.post, node.args[0].target, None) if isinstance(node.args[0], torch.fx.Node) else None
         if not isinstance(sub, torch.fx.GraphModule):
             continue
