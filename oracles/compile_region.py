@@ -13,6 +13,11 @@ against the program's ``dedup_off`` run), since region reuse works without
 failure they show is blamed on the region machinery, not on the pass. The
 float64 eager run referees numerical noise, as in the differential oracle.
 
+When the two disagree, eager referees: a twin that differs from eager next to
+an original that agrees with it is inconclusive (``twin_wrong``: a bug of the
+twin's own compile, such as a deduplication bug the decorator happened to
+keep away, which the other oracles judge on programs like the twin).
+
 A crash on one side only (the twin raises and the original does not, or the
 reverse) is a finding of kind "crash" (``details["side"]``: "twin" or
 "original"); an original that crashes in Dynamo makes its pairs inconclusive
@@ -96,9 +101,21 @@ def _pair(original: Execution, twin: Execution, outcome: Outcome, details: dict)
                         message=f"output structure {original.treespec} with the decorator as drawn, "
                                 f"{twin.treespec} in the twin ({details['label']})")]
     # The twin is the expectation, the original the run under judgement.
-    found = compare_runs(NAME, twin, original, outcome.reference, floor=precision_floor(outcome))
+    floor = precision_floor(outcome)
+    found = compare_runs(NAME, twin, original, outcome.reference, floor=floor)
+    if any(v.failed for v in found) and _agrees(outcome.eager, original, outcome, floor) \
+            and not _agrees(outcome.eager, twin, outcome, floor):
+        # The decorated program computes what eager does; its twin does not:
+        # a bug of the twin's compile (the differential oracle's, on that
+        # program), not of the decorator.
+        return [Verdict(NAME, Status.INCONCLUSIVE, kind="twin_wrong", details=details,
+                        message=f"the twin ({details['label']}) differs from eager; the original agrees with it")]
     return [Verdict(v.oracle, v.status, v.kind, v.where, f"{details['label']}: {v.message}",
                     {**v.details, **details}) if v.status is not Status.PASS else v for v in found]
+
+
+def _agrees(eager: Execution, run: Execution, outcome: Outcome, floor) -> bool:
+    return not any(v.failed for v in compare_runs(NAME, eager, run, outcome.reference, floor=floor))
 
 
 def check(outcome: Outcome) -> Verdict:
