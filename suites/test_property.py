@@ -62,14 +62,14 @@ AOT_EAGER = max(10, 3 * settings.default.max_examples // 4)  # 150: the suite's 
 INDUCTOR = max(6, settings.default.max_examples // 20)
 
 
-@pytest.mark.long(seconds=107)
+@pytest.mark.long(seconds=132)
 @settings(max_examples=EAGER)
 @given(programs())
 def test_dedup_eager_backend(program):
     assert_only_known_findings(program, "eager")
 
 
-@pytest.mark.long(seconds=170)
+@pytest.mark.long(seconds=200)
 @pytest.mark.parametrize("half", [0, 1])
 @settings(max_examples=AOT_EAGER // 2)
 @given(program=programs())
