@@ -225,7 +225,6 @@ def _check_subs(program: Program) -> None:
             raise MalformedProgram(f"{where}: returns a view of its input")
     for b in program.blocks():
         _enum(b.holder, HOLDERS, "holder of child modules")
-        slots: dict[str, set] = {}
         for stmt in (st for st in b.body if st.op == CHILD):
             ops = stmt.operands
             if not (isinstance(ops[1], Const) and isinstance(ops[2], Const) and isinstance(ops[2].value, int)):
@@ -235,7 +234,6 @@ def _check_subs(program: Program) -> None:
                 raise MalformedProgram(f"{stmt.out}: a function block calls only function sub-blocks")
             if child.kind == "function" and ops[2].value != 0:
                 raise MalformedProgram(f"{stmt.out}: a function sub-block has one slot, 0")
-            slots.setdefault(child.name, set()).add(ops[2].value)
     called = {name for b in program.blocks() for name, _ in b.children()}
     if set(names) - called:
         raise MalformedProgram(f"sub-blocks never called: {sorted(set(names) - called)}")
