@@ -68,9 +68,9 @@ def test_planted_nested_region_fault_is_found_and_shrunk():
                           phases=[Phase.generate, Phase.shrink]),
     )
     assert caught(found) and _nested_regions(found)
-    # Hypothesis shrinks the hierarchy (two blocks, two levels) but cannot cut
-    # the norm and residual of a transformer layer, drawn as one unit; the IR
-    # reducer (what a campaign runs on each finding) finishes the job.
+    # Hypothesis shrinks the hierarchy (two blocks, two levels); what its
+    # shrink phase leaves of the bodies within its budget, the IR reducer
+    # (what a campaign runs on each finding) cuts.
     hypothesis_shape = (len(found.blocks()), found.depth(), [len(b.body) for b in found.blocks()])
     small = minimize(found, caught).program
     blocks, depth, stmts = len(small.blocks()), small.depth(), [len(b.body) for b in small.blocks()]
