@@ -52,15 +52,18 @@ def tags(program: Program) -> list[str]:
     """Program features that make a class of wrong values of their own, so a
     known bug in one class cannot hide a new one elsewhere: in-place writes
     (the pass must keep mutations in order), default-dtype changes
-    (factories must follow the dtype in force when they run) and random ops
-    (each region must draw what eager draws)."""
+    (factories must follow the dtype in force when they run), random ops
+    (each region must draw what eager draws) and nested_compile_region
+    (a body traced once and reused)."""
     out = []
-    if mutates(program.block):
+    if any(mutates(b) for b in program.blocks()):
         out.append("mutation")
     if any(c.context.default_dtype for _, c in program.repeats()):
         out.append("default_dtype")
     if program.is_random():
         out.append("random")
+    if any(b.compile_region for b in program.blocks()):
+        out.append("compile_region")
     return out
 
 
@@ -147,7 +150,8 @@ def _triage_region(outcome: Outcome, verdict: Verdict, config: RunConfig) -> Fin
     else:
         if label.endswith(":later_call") and _first_call_fails(program, config, verdict):
             label = label.removesuffix(":later_call") + ":first_call"
-        detail = ":".join(dict.fromkeys([*label.split(":"), *tags(program)]))
+        # every program this oracle fails has a decorated block: that tag says nothing here
+        detail = ":".join(dict.fromkeys([*label.split(":"), *(t for t in tags(program) if t != "compile_region")]))
     signature = ":".join(p for p in (verdict.oracle, verdict.kind, culprit, detail) if p)
     return Finding(signature, verdict, program, config, culprit, "", outcome.source, extra)
 
