@@ -466,6 +466,10 @@ def check(program: Program) -> list[dict[str, TT]]:
     carried = spec_type(specs[program.inputs[0][0]])
     if has_graph_breaks(program) and program.options.fullgraph:
         raise MalformedProgram("fullgraph=True with a graph break drawn")
+    if program.is_random() and any(s.flow == "chain" for s in program.sections) and b.inputs[0] not in live_values(b):
+        # All but the last call of the chain are then dead code, which a
+        # compiler drops, and with it the random numbers eager draws.
+        raise MalformedProgram("a chained block that draws random numbers must read its carried input")
     if program.outputs == "single" and any(s.flow == "fanout" for s in program.sections):
         raise MalformedProgram("a single output cannot return a fanout's results")
     for name, dim, _ in program.options.mark_dynamic:

@@ -330,13 +330,17 @@ def _try_stmt(draw, b: _Builder, op: OpSpec) -> bool:
 
 
 def _close(b: _Builder, chained: list[int]) -> None:
-    """Bring the result back to the carried value's type in chained repeats."""
+    """Bring the result back to the carried value's type in chained repeats;
+    and make it read the carried value if the block draws random numbers (a
+    chain of calls that ignore their input leaves all but the last one dead,
+    and a compiler drops dead code with its draws)."""
     primary = b.inputs[0]
     last = b.body[-1].out if b.body else primary
+    random = any(OPS[s.op].random for s in b.body)
     if b.body and all(
         (b.types[i][last].shape, b.types[i][last].dtype) == (b.types[i][primary].shape, b.types[i][primary].dtype)
         for i in chained
-    ):
+    ) and (not random or primary in live_values(b.block())):
         return
     fits = all(broadcasts_to(t[last].shape, t[primary].shape) for t in b.types)
     for op in (MERGES if fits else MERGES[2:]):
