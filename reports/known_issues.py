@@ -37,6 +37,9 @@ class KnownIssue:
     # "compile_region": the decorator): a program that hits it is judged again
     # without it (reports.unmask), so one known crash hides no other bug.
     triggers: tuple[str, ...] = ()
+    # The backends it is known on; empty: any. A broad signature (a wrong
+    # gradient) stays new on every other backend.
+    backends: tuple[str, ...] = ()
 
     def matches(self, signature: str) -> bool:
         return any(fnmatch.fnmatchcase(signature, p) for p in self.patterns)
@@ -63,13 +66,16 @@ def load(root: Path = ROOT) -> tuple[KnownIssue, ...]:
                 variant=d.get("variant"),
                 dedup=d.get("dedup", True),
                 triggers=tuple(d.get("triggers", ())),
+                backends=tuple(d.get("backends", ())),
             )
         )
     return tuple(issues)
 
 
-def match(signature: str) -> Optional[KnownIssue]:
-    return next((i for i in load() if i.matches(signature)), None)
+def match(signature: str, backend: Optional[str] = None) -> Optional[KnownIssue]:
+    """The known issue a signature (seen on ``backend``; None: any) is."""
+    return next((i for i in load() if i.matches(signature)
+                 and (not i.backends or backend is None or backend in i.backends)), None)
 
 
 def record(

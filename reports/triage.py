@@ -240,4 +240,6 @@ def _equivalent(replay: ReplayOutcome, verdict: Verdict) -> dict:
 def known_issue(finding: Finding):
     """The known issue a finding is, by its signature or by the equivalent
     signature of the oracle whose bug it is (``Finding.extra["equivalent"]``)."""
-    return match(finding.signature) or (match(finding.extra["equivalent"]) if "equivalent" in finding.extra else None)
+    backend = finding.config.backend
+    return match(finding.signature, backend) or (
+        match(finding.extra["equivalent"], backend) if "equivalent" in finding.extra else None)

@@ -118,3 +118,14 @@ def test_region_identity_catches_the_real_float_constant_bug():
     )
     verdict = _judge(region_identity.NAME, program)
     assert verdict.failed and verdict.details["label"] == "constant:float", verdict
+
+
+def test_rewrite_accepts_summation_noise_in_16_bit_gradients_only():
+    import torch
+
+    a = torch.tensor([-8.4375, 1.0, 0.0], dtype=torch.bfloat16)
+    one_ulp = torch.tensor([-8.375, 1.0, 0.0625], dtype=torch.bfloat16)  # a few ulps of the largest element
+    far = torch.tensor([-8.4375, 1.0, 0.5], dtype=torch.bfloat16)
+    assert rewrite._summation_noise(a, one_ulp, torch.bfloat16)
+    assert not rewrite._summation_noise(a, far, torch.bfloat16)
+    assert not rewrite._summation_noise(a.float(), one_ulp.float(), torch.float32)  # float32 programs: tolerance only
