@@ -168,6 +168,21 @@ class Block:
         return list(dict.fromkeys(self.children()))
 
 
+def called(layer: Block, subs) -> tuple[Block, ...]:
+    """The sub-blocks of ``subs`` the layer calls, directly or through one
+    another, in their order (names no sub-block has are left for the check
+    to reject)."""
+    by_name = {sb.name: sb for sb in subs}
+    seen: set[str] = set()
+    todo = [n for n, _ in layer.children()]
+    while todo:
+        name = todo.pop()
+        if name not in seen and name in by_name:
+            seen.add(name)
+            todo += [n for n, _ in by_name[name].children()]
+    return tuple(sb for sb in subs if sb.name in seen)
+
+
 @dataclass(frozen=True)
 class BlockCall:
     """One call of a block as the program runs it: the layer's repeats and
@@ -239,6 +254,10 @@ class Program:
     frees: tuple[FreeVar, ...] = ()
     subs: tuple[Block, ...] = ()  # sub-blocks, called from block bodies (see CHILD)
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def block_named(self, name: str) -> Block:
+        """The layer for ``""``, else the sub-block of that name."""
+        return self.block if name == "" else self.sub(name)
 
     def sub(self, name: str) -> Block:
         for b in self.subs:

@@ -37,6 +37,7 @@ from .ir import (
     Section,
     Stmt,
     TensorSpec,
+    called,
 )
 from .ops import CALL_VIEWS, OPS, D, Reject, T, W
 
@@ -356,10 +357,6 @@ def _hierarchy_cuts(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
     yield from sorted(cuts, key=rank)  # stable: ties keep the order above
 
 
-def _block_of(p: Program, name: str) -> Block:
-    return p.block if name == "" else p.sub(name)
-
-
 def _with_block(p: Program, b: Block) -> Program:
     """``p`` with the block named like ``b`` (the layer for "") replaced by ``b``."""
     if not b.name:
@@ -368,20 +365,9 @@ def _with_block(p: Program, b: Block) -> Program:
 
 
 def _reachable(p: Program) -> Program:
-    """``p`` without the sub-blocks no block calls any more (directly or
-    through other sub-blocks, starting from the layer); names no sub-block
-    has are left for ``check`` to reject."""
-    by_name = {sb.name: sb for sb in p.subs}
-    seen: set[str] = set()
-    todo = [n for n, _ in p.block.children()]
-    while todo:
-        name = todo.pop()
-        if name not in seen and name in by_name:
-            seen.add(name)
-            todo += [n for n, _ in by_name[name].children()]
-    if len(seen) == len(p.subs):
-        return p
-    return replace(p, subs=tuple(sb for sb in p.subs if sb.name in seen))
+    """``p`` without the sub-blocks no block calls any more."""
+    subs = called(p.block, p.subs)
+    return p if len(subs) == len(p.subs) else replace(p, subs=subs)
 
 
 def _tidy_sub(b: Block) -> Block:
@@ -404,7 +390,7 @@ def _inline(p: Program, parent_name: str, sites: Optional[set[int]] = None) -> O
     move into the parent (one copy per instance slot), and the callee's own
     children are called from the parent (module children on fresh slots).
     None where a function block would have to own weights."""
-    parent = _block_of(p, parent_name)
+    parent = p.block_named(parent_name)
     sites = {i for i, s in enumerate(parent.body) if s.op == CHILD} if sites is None else sites
     if not sites:
         return None

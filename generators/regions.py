@@ -48,8 +48,8 @@ def without_regions(program: Program) -> Program:
 def _neighbours(program: Program, name: str) -> list[str]:
     """The blocks one level away from ``name``: its parents, then its children."""
     parents = [b.name for b in program.blocks() if name in {n for n, _ in b.children()}]
-    block = program.block if name == "" else program.sub(name)
-    return [*dict.fromkeys(parents), *dict.fromkeys(n for n, _ in block.children())]
+    children = (n for n, _ in program.block_named(name).children())
+    return [*dict.fromkeys(parents), *dict.fromkeys(children)]
 
 
 def moves(program: Program) -> list[tuple[str, Program]]:

@@ -54,6 +54,7 @@ from .ir import (
     TensorSpec,
     Value,
     typed_key,
+    called,
 )
 from .ops import CALL_VIEWS, MERGES, OPS, TT, D, Env, OpSpec, Reject, S, T, W
 
@@ -488,20 +489,6 @@ def _transformer(draw, b: _Builder, h: _Hierarchy, kind: str) -> None:
         return
 
 
-def _reachable(layer: Block, subs: list[Block]) -> tuple[Block, ...]:
-    """The sub-blocks the layer calls, directly or not (dead code may have
-    dropped a call), in the order drawn."""
-    by_name = {sb.name: sb for sb in subs}
-    seen: set[str] = set()
-    todo = [n for n, _ in layer.children()]
-    while todo:
-        name = todo.pop()
-        if name not in seen:
-            seen.add(name)
-            todo += [n for n, _ in by_name[name].children()]
-    return tuple(sb for sb in subs if sb.name in seen)
-
-
 # --- sections and repeats ------------------------------------------------------------
 
 
@@ -640,7 +627,7 @@ def programs(
     block = replace(b.block(kind), compile_region=compile_region, attrs=attrs)
     if h is not None:
         block = _held(draw, block, h)
-    subs = _reachable(block, h.subs) if h is not None else ()
+    subs = called(block, h.subs) if h is not None else ()  # dead code may have dropped a call
     has_weights = bool(b.weights) or any(sb.weights for sb in subs)  # requires_grad_(False) reaches children
     sections = []
     j = 0
