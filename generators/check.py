@@ -18,8 +18,14 @@ from .interludes import INTERLUDES
 from .ir import (
     BLOCK_KINDS,
     CHILD,
+    ALIASES,
+    EXTRAS,
     HOLDERS,
     MAX_DEPTH,
+    PACKS,
+    SETTABLE,
+    WRITES,
+    Fn,
     DTYPES,
     FLOATS,
     FLOWS,
@@ -42,7 +48,7 @@ from .ir import (
     TensorSpec,
     Value,
 )
-from .ops import CALL_VIEWS, OPS, TT, D, Env, OpSpec, Reject, S, T, W, broadcast
+from .ops import CALL_VIEWS, OPS, TT, D, Env, OpSpec, Reject, S, T, W, accepts, broadcast, slot_values
 
 # Structures where every repeat has its own module instance.
 PER_INSTANCE = ("module_list", "calls")
@@ -113,8 +119,8 @@ def stmt_type(op: OpSpec, stmt: Stmt, scope: dict[str, TT], row: dict[str, Value
             if isinstance(operand, Ref):
                 raise Reject(f"{op.name}: Python-value slot got tensor {operand.name}")
             value = operand_value(operand, row)
-            if isinstance(slot, S) and value not in slot.choices(tensors[0]):
-                raise Reject(f"{op.name}: {value!r} not among {slot.choices(tensors[0])}")
+            if isinstance(slot, S) and not accepts(slot, tensors[0], value):
+                raise Reject(f"{op.name}: {value!r} not among {slot_values(slot, tensors[0])}")
             if isinstance(slot, D):
                 if isinstance(operand, (Arg, Free)) or value != slot.value(tensors[0].shape):
                     raise Reject(f"{op.name}: derived operand must be {slot.value(tensors[0].shape)!r}")
@@ -192,8 +198,17 @@ def _check_shape_of_program(program: Program) -> None:
         raise MalformedProgram("the layer block has no name; sub-blocks do")
     _check_subs(program)
     _check_frees(program, block_names)
-    if b.attrs and (b.kind != "module" or any(s.structure not in PER_INSTANCE for s in program.sections)):
-        raise MalformedProgram("Python arguments can be module attributes only when every repeat has its own instance")
+    if b.attrs and any(s.structure not in PER_INSTANCE for s in program.sections):
+        raise MalformedProgram("Python arguments can be instance attributes or closure cells only when every "
+                               "repeat has its own instance")
+    if b.attrs and b.kind == "function" and any(s.structure != "calls" for s in program.sections):
+        raise MalformedProgram("function instances made by a factory are called one by one")
+    _enum(b.extras, EXTRAS, "way of passing extra inputs")
+    _enum(b.pack, PACKS, "way of passing Python arguments")
+    if b.extras != "positional" and len(b.inputs) < 2:
+        raise MalformedProgram("only a block with extra inputs packs them")
+    if b.pack and (not b.args or b.attrs):
+        raise MalformedProgram("only Python arguments passed at the call are packed in an object")
 
 
 def _check_subs(program: Program) -> None:
@@ -249,6 +264,19 @@ def _check_frees(program: Program, block_names: list[str]) -> None:
         _enum(f.home, HOMES, "home of a free value")
         if not f.name.isidentifier() or f.name.startswith("_"):
             raise MalformedProgram(f"free value name {f.name!r} is not a plain identifier")
+        if f.home == "class_attr" and isinstance(f.value, Fn) and program.block.kind == "module":
+            raise MalformedProgram(f"free value {f.name}: a callable class attribute would bind to the instance")
+    homes = {f.name: f.home for f in program.frees}
+    calls = [c for _, c in program.repeats()]
+    set_names = {n for c in calls for n, _ in c.sets}
+    for name in set_names:
+        if homes.get(name) not in SETTABLE:
+            raise MalformedProgram(f"{name}: only a free value living in one of {SETTABLE} is rebound in a call")
+        if any(name not in dict(c.sets) for c in calls):
+            raise MalformedProgram(f"{name}: a value rebound in a call is rebound before every repeat")
+    for c in calls:
+        if len(dict(c.sets)) != len(c.sets):
+            raise MalformedProgram("a repeat rebinds each free value once")
     used = {o.name for s in program.block.body for o in s.operands if isinstance(o, Free)}
     if used - set(names):
         raise MalformedProgram(f"free values read but not declared: {sorted(used - set(names))}")
@@ -347,8 +375,40 @@ def _check_section(program: Program, k: int, s: Section, mutates: bool) -> None:
             raise MalformedProgram(f"{where}: grad mode and inference mode are not drawn together")
     if any(c.context.grad is False or c.context.inference for c in s.calls) and returns_view(b):
         raise MalformedProgram(f"{where}: a repeat without grad must not return a view (autograd rejects it)")
+    for c in s.calls:
+        _enum(c.alias, ALIASES, "alias of the first extra input")
+    if any(c.alias for c in s.calls) and len(b.inputs) < 2:
+        raise MalformedProgram(f"{where}: only a block with an extra input is passed an alias")
+    if any(c.alias for c in s.calls) and b.inputs[1] in mutation_rules(b, dict(program.inputs)):
+        raise MalformedProgram(f"{where}: an input that may alias the primary is not written by the block")
+    if s.write is not None:
+        _check_write(program, where, s.write)
     if s.structure in ("for_values", "for_tuple") and not has_columns(program, s):
         raise MalformedProgram(f"{where}: a loop over values needs something to iterate over")
+
+
+def _check_write(program: Program, where: str, write: tuple[str, str]) -> None:
+    """A program input written in place between repeats: eager stays valid
+    only if autograd saved nothing of it and no value aliases it."""
+    b = program.block
+    name, mode = write
+    _enum(mode, WRITES, "in-place write")
+    specs = dict(program.inputs)
+    if name not in b.inputs[1:]:
+        raise MalformedProgram(f"{where}: writes {name!r}, which is not an extra input of the block")
+    spec = specs[name]
+    if spec.requires_grad or spec.layout != "contiguous" or spec.dtype != "float32" or not spec.shape:
+        raise MalformedProgram(f"{where}: only contiguous float32 inputs without grad, of rank >= 1, are written")
+    if name in mutation_rules(b, specs):
+        raise MalformedProgram(f"{where}: the block writes {name} itself")
+    if name not in live_values(b):
+        raise MalformedProgram(f"{where}: the block never uses {name}, so a write to it tests nothing")
+    # Autograd saves tensors only where something requires grad.
+    grad = any(s.requires_grad for _, s in program.inputs) or any(sb.weights for sb in program.blocks())
+    for stmt in b.body:
+        op = OPS[stmt.op]
+        if Ref(name) in stmt.operands and (op.inplace or (grad and (op.saves_inputs or op.view))):
+            raise MalformedProgram(f"{where}: {stmt.out} = {stmt.op}({name}) keeps {name} for backward")
 
 
 def has_graph_breaks(program: Program) -> bool:
@@ -385,9 +445,9 @@ def returns_view(b: Block) -> bool:
 def has_columns(program: Program, s: Section) -> bool:
     """Whether a loop over values has a value per repeat to iterate over."""
     b = program.block
-    return bool(b.args and not b.attrs) or len({(c.tensor, c.view) for c in s.calls}) > 1 or len(
+    return bool(b.args and not b.attrs) or len({(c.tensor, c.view, c.alias) for c in s.calls}) > 1 or len(
         {c.context for c in s.calls}
-    ) > 1
+    ) > 1 or any(c.sets for c in s.calls)
 
 
 def block_types(program: Program, call: Call, carried: TT) -> dict[str, TT]:
@@ -403,8 +463,10 @@ def block_types(program: Program, call: Call, carried: TT) -> dict[str, TT]:
         primary = carried
     scope: dict[str, TT] = {b.inputs[0]: primary}
     scope.update({n: spec_type(specs[n]) for n in b.inputs[1:]})
+    if call.alias:
+        scope[b.inputs[1]] = alias_type(call.alias, primary)
     scope.update({n: spec_type(spec) for n, spec in (*b.weights, *b.buffers)})
-    row = {f.name: f.value for f in program.frees} | dict(zip(b.args, call.args))
+    row = {f.name: f.value for f in program.frees} | dict(call.sets) | dict(zip(b.args, call.args))
     env = env_of(call.context)
     for stmt in b.body:
         try:
@@ -414,6 +476,16 @@ def block_types(program: Program, call: Call, carried: TT) -> dict[str, TT]:
     if b.result not in scope or b.result in b.inputs:
         raise MalformedProgram(f"block result {b.result!r} is undefined")
     return scope
+
+
+def alias_type(alias: str, primary: TT) -> TT:
+    """The type of the first extra input when a repeat passes the primary
+    itself ("same") or its last-dim slice ``[..., :1]`` ("view")."""
+    if alias == "view":
+        if not primary.shape:
+            raise MalformedProgram("a view alias slices the last dim of a tensor of rank >= 1")
+        return TT(primary.shape[:-1] + (1,), primary.dtype, False)
+    return primary
 
 
 def sub_typer(program: Program) -> SubTyper:

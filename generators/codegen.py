@@ -15,8 +15,8 @@ from dataclasses import fields
 
 from .check import PER_INSTANCE, check
 from .interludes import INTERLUDES
-from .ir import (CHILD, Arg, Block, Call, Const, Context, DType, Free, Program, PyList, PySlice, Ref, Section, Stmt,
-                 TensorSpec, Value, typed_key)
+from .ir import (CHILD, Arg, Block, Call, Const, Context, DType, Fn, Free, Program, PyList, PySlice, Ref, Section,
+                 Stmt, TensorSpec, Value, typed_key)
 from .ops import CALL_VIEWS, OPS, WEIGHT_INITS, W, render_call
 
 HEADER = """\
@@ -39,6 +39,8 @@ def literal(v: Value) -> str:
         return f"slice({v.start!r}, {v.stop!r}, {v.step!r})"
     if isinstance(v, DType):
         return f"torch.{v.name}"
+    if isinstance(v, Fn):
+        return v.name
     return repr(v)
 
 
@@ -155,6 +157,12 @@ def _render_sub(program: Program, b: Block) -> list[str]:
 
 SETTINGS = "Settings"  # the class holding a function block's class attributes
 FACTORY = "_make_block"  # the function whose closure holds closure-homed values
+# The user objects holding free values of the object homes: (global, class).
+OBJECTS = {"dataclass": ("CONFIG", "Config"), "namespace": ("STATE", None)}
+PACKED = "cfg"  # the parameter a block receives its packed Python arguments as
+PACK_CLASS = "Args"  # the class of those objects
+INSTANCES = "BLOCKS"  # function instances made by the factory, one per repeat
+EXTRAS_PARAM = "ys"  # the parameter a block receives its packed extra inputs as
 
 
 def global_name(name: str) -> str:
@@ -168,7 +176,17 @@ def free_read(program: Program, name: str) -> str:
         return global_name(name)
     if home == "class_attr":
         return f"self.{name}" if program.block.kind == "module" else f"{SETTINGS}.{name}"
+    if home in OBJECTS:
+        return f"{OBJECTS[home][0]}.{name}"
     return name  # a closure variable or a parameter
+
+
+def set_target(program: Program, name: str, callee: str) -> str:
+    """What the forward assigns to rebind free value ``name`` before a call of ``callee``."""
+    home = next(f.home for f in program.frees if f.name == name)
+    if home == "class_attr" and program.block.kind == "module":
+        return f"{callee}.{name}"  # an instance attribute shadowing the class's
+    return free_read(program, name)
 
 
 def frees_at(program: Program, home: str) -> list:
@@ -181,23 +199,58 @@ def _render_globals(program: Program) -> list[str]:
         if lines:
             lines.append("")
         lines += [f"class {SETTINGS}:", *(f"{IND}{f.name} = {literal(f.value)}" for f in frees_at(program, "class_attr"))]
+    held = frees_at(program, "dataclass")
+    if held:
+        obj, cls = OBJECTS["dataclass"]
+        lines += ["", "@dataclass", f"class {cls}:"]
+        lines += [f"{IND}{f.name}: object = {literal(f.value)}" for f in held]
+        lines += ["", "", f"{obj} = {cls}()"]
+    held = frees_at(program, "namespace")
+    if held:
+        items = ", ".join(f"{f.name}={literal(f.value)}" for f in held)
+        lines += ["", f"{OBJECTS['namespace'][0]} = types.SimpleNamespace({items})"]
+    lines += _render_packs(program)
     return lines
 
 
+def _render_packs(program: Program) -> list[str]:
+    """The class of packed Python arguments, and one object per repeat."""
+    b = program.block
+    if not b.pack:
+        return []
+    calls = [c for s in program.sections for c in s.calls]
+    if b.pack == "dataclass":
+        head = ["", "@dataclass", f"class {PACK_CLASS}:", *(f"{IND}{a}: object" for a in b.args)]
+        objs = [f"{PACK_CLASS}({', '.join(literal(v) for v in c.args)})" for c in calls]
+        return [*head, "", "", f"{PACK_CLASS.upper()} = ({', '.join(objs)},)"]
+    return ["", f"class {PACK_CLASS}(nn.Module):",
+            f"{IND}def __init__(self, {', '.join(b.args)}):", f"{IND * 2}super().__init__()",
+            *(f"{IND * 2}self.{a} = {a}" for a in b.args)]
+
+
+def pack_ref(program: Program, j: int) -> str:
+    """The object holding repeat ``j``'s packed arguments (counted over all sections)."""
+    return f"{PACK_CLASS.upper()}[{j}]" if program.block.pack == "dataclass" else f"self.{PACK_CLASS.lower()}[{j}]"
+
+
 def _closure(program: Program, lines: list[str]) -> list[str]:
-    """Wrap the block's definition in a factory whose closure holds values."""
+    """Wrap the block's definition in a factory whose closure holds values
+    (and, for function instances, the Python arguments of each repeat)."""
     cells = frees_at(program, "closure")
-    if not cells:
+    b = program.block
+    instances = b.kind == "function" and b.attrs
+    if not cells and not instances:
         return lines
-    made = "block" if program.block.kind == "function" else "Block"
-    return [
-        f"def {FACTORY}({', '.join(f.name for f in cells)}):",
-        *(IND + line if line else line for line in lines),
-        f"{IND}return {made}",
-        "",
-        "",
-        f"{made} = {FACTORY}({', '.join(literal(f.value) for f in cells)})",
-    ]
+    made = "block" if b.kind == "function" else "Block"
+    params = [f.name for f in cells] + (list(b.args) if instances else [])
+    fixed = [literal(f.value) for f in cells]
+    head = [f"def {FACTORY}({', '.join(params)}):", *(IND + line if line else line for line in lines),
+            f"{IND}return {made}", "", ""]
+    if not instances:
+        return head + [f"{made} = {FACTORY}({', '.join(fixed)})"]
+    calls = [c for s in program.sections for c in s.calls]
+    made_calls = [f"{FACTORY}({', '.join(fixed + [literal(v) for v in c.args])})" for c in calls]
+    return head + [f"{INSTANCES} = ({', '.join(made_calls)},)"]
 
 
 def _render_block(program: Program) -> list[str]:
@@ -216,14 +269,18 @@ def _render_block_def(program: Program) -> list[str]:
         if isinstance(o, Free):
             return free_read(program, o.name)
         if isinstance(o, Arg):
-            return f"self.{o.name}" if b.attrs else o.name
+            if b.pack:
+                return f"{PACKED}.{o.name}"
+            return f"self.{o.name}" if b.attrs and module else o.name
         return f"self.{o.name}" if module and o.name in state else o.name
 
-    body = _body_lines(program, b, operand)
+    body = _unpack_extras(b) + _body_lines(program, b, operand)
     decorator = [DECORATOR] if b.compile_region else []
+    inputs = [b.inputs[0], EXTRAS_PARAM] if b.extras != "positional" else list(b.inputs)
+    call_args = [] if b.attrs else [PACKED] if b.pack else list(b.args)
 
     if not module:
-        params = [*b.inputs, *sorted(state, key=_state_order(program)), *b.args, *passed]
+        params = [*inputs, *sorted(state, key=_state_order(program)), *call_args, *passed]
         return [*decorator, f"def block({', '.join(params)}):", *(IND + line for line in body)]
 
     init_params = "".join(f", {a}" for a in b.args) if b.attrs else ""
@@ -234,9 +291,18 @@ def _render_block_def(program: Program) -> list[str]:
     lines += [IND * 2 + line for line in _state_lines(b, "self") + _child_lines(program, b)]
     if b.attrs:
         lines += [f"{IND * 2}self.{a} = {a}" for a in b.args]
-    fwd_params = [*b.inputs, *([] if b.attrs else b.args), *passed]
+    fwd_params = [*inputs, *call_args, *passed]
     lines += ["", *(IND + d for d in decorator), f"{IND}def forward(self, {', '.join(fwd_params)}):"]
     return lines + [IND * 2 + line for line in body]
+
+
+def _unpack_extras(b: Block) -> list[str]:
+    extras = list(b.inputs[1:])
+    if b.extras == "list":
+        return [f"{', '.join(extras)}, = {EXTRAS_PARAM}"]
+    if b.extras == "dict":
+        return [f"{n} = {EXTRAS_PARAM}[{n!r}]" for n in extras]
+    return []
 
 
 def _state_order(program: Program):
@@ -275,6 +341,10 @@ def _render_init(program: Program) -> list[str]:
                 for i, ctor in enumerate(ctors):
                     body.append(f"self.{attr}_{i} = {ctor}")
                 body += [f"self.{attr}_{i}.requires_grad_(False)" for i, c in enumerate(s.calls) if c.frozen]
+    if b.pack == "module":
+        calls = [c for s in program.sections for c in s.calls]
+        objs = [f"{PACK_CLASS}({', '.join(literal(v) for v in c.args)})" for c in calls]
+        body.append(f"self.{PACK_CLASS.lower()} = nn.ModuleList([{', '.join(objs)}])")
     return lines + [IND * 2 + line for line in body or ["pass"]]
 
 
@@ -290,18 +360,43 @@ def _ctx_value(field: str, v) -> str:
     return literal(DType(v)) if field == "default_dtype" else repr(v)
 
 
+def _offset(program: Program, s: Section) -> int:
+    """Index of ``s``'s first call among all sections' calls."""
+    k = next(i for i, t in enumerate(program.sections) if t is s)
+    return sum(len(t.calls) for t in program.sections[:k])
+
+
+def _differs(values: list) -> bool:
+    return len({repr(typed_key(v)) for v in values}) > 1
+
+
+ALIAS_CODES = {"": 0, "same": 1, "view": 2}
+# Writes to a program input between repeats, by mode (generators.ir.WRITES).
+WRITE_LINES = {"direct": "{}.mul_(-0.5)", "view": "{}[..., :1].add_(1.0)"}
+
+
 def _columns(program: Program, s: Section) -> list[tuple[str, list[str]]]:
     """(loop variable, per-call source) for everything that differs between calls."""
     b = program.block
     cols: list[tuple[str, list[str]]] = []
-    if not b.attrs:
+    over_values = s.structure in ("for_values", "for_tuple")
+    if b.pack and b.args and (over_values or any(_differs([c.args[j] for c in s.calls]) for j in range(len(b.args)))):
+        start = _offset(program, s)
+        cols.append((PACKED, [pack_ref(program, start + i) for i in range(len(s.calls))]))
+    elif not b.attrs:
         for j, name in enumerate(b.args):
             values = [c.args[j] for c in s.calls]
-            if s.structure in ("for_values", "for_tuple") or len({repr(typed_key(v)) for v in values}) > 1:
+            if over_values or _differs(values):
                 cols.append((name, [literal(v) for v in values]))
+    for name in dict(s.calls[0].sets):
+        values = [dict(c.sets)[name] for c in s.calls]
+        if over_values or _differs(values):
+            cols.append((f"set_{name}", [literal(v) for v in values]))
     tensors = [_tensor_expr(c) for c in s.calls]
     if len(set(tensors)) > 1:
         cols.append(("t", tensors))
+    if len({c.alias for c in s.calls}) > 1:
+        cols.append(("al", [str(ALIAS_CODES[c.alias]) for c in s.calls]))
     for f in fields(Context):
         values = [getattr(c.context, f.name) for c in s.calls]
         if len(set(values)) > 1:
@@ -332,28 +427,50 @@ def _context_lines(call: Call, cols: set[str]) -> tuple[list[str], list[str], li
     return items, before, after
 
 
-def _call_lines(program: Program, s: Section, call: Call, callee: str, cols: dict[str, str]) -> list[str]:
-    """The statements for one repeat; ``cols`` maps varying things to loop variables."""
+def _extra_inputs(program: Program, call: Call, primary: str, cols: dict[str, str]) -> list[str]:
+    """The extra tensor arguments of one call, as the block receives them."""
+    b = program.block
+    extras = list(b.inputs[1:])
+    if extras and "al" in cols:
+        extras[0] = f"({primary} if al == 1 else {primary}[..., :1] if al == 2 else {extras[0]})"
+    elif extras and call.alias:
+        extras[0] = primary if call.alias == "same" else f"{primary}[..., :1]"
+    if b.extras == "list" and extras:
+        return [f"[{', '.join(extras)}]"]
+    if b.extras == "dict" and extras:
+        return ["{" + ", ".join(f"{n!r}: {e}" for n, e in zip(b.inputs[1:], extras)) + "}"]
+    return extras
+
+
+def _call_lines(program: Program, s: Section, call: Call, callee: str, cols: dict[str, str], j: int) -> list[str]:
+    """The statements for one repeat (repeat ``j`` over all sections); ``cols``
+    maps varying things to loop variables."""
     b = program.block
     primary = "t" if "t" in cols else (_tensor_expr(call) or "h")
-    tensors = [primary, *b.inputs[1:]]
+    tensors = [primary, *_extra_inputs(program, call, primary, cols)]
     if b.kind == "function":
         tensors += [f"self.{n}" for n, _ in (*b.weights, *b.buffers)]
     pyargs: list[str] = []
-    if not b.attrs:
-        for j, name in enumerate(b.args):
-            value = name if name in cols else literal(call.args[j])
+    if b.pack:
+        pyargs.append(PACKED if PACKED in cols else pack_ref(program, j))
+    elif not b.attrs:
+        for i, name in enumerate(b.args):
+            value = name if name in cols else literal(call.args[i])
             pyargs.append(f"{name}={value}" if s.keywords else value)
     pyargs += [f"{f.name}={f.name}" for f in frees_at(program, "argument")]
     expr = f"{callee}({', '.join(tensors + pyargs)})"
     flow = {"chain": f"h = {expr}", "residual": f"h = h + {expr}", "fanout": f"outs.append({expr})"}[s.flow]
     items, before, after = _context_lines(call, set(cols))
-    lines = [*before]
+    lines = [f"{set_target(program, n, callee)} = {f'set_{n}' if f'set_{n}' in cols else literal(v)}"
+             for n, v in call.sets]
+    lines += before
     if items:
         lines += [f"with {', '.join(items)}:", IND + flow]
     else:
         lines.append(flow)
     lines += after
+    if s.write:
+        lines.append(WRITE_LINES[s.write[1]].format(s.write[0]))
     if s.interleave:
         lines += list(INTERLUDES[s.interleave].lines)
     return lines
@@ -363,11 +480,12 @@ def _render_section(program: Program, k: int, s: Section) -> list[str]:
     b = program.block
     attr = instance_attr(program, k, s)
     shared = "block" if b.kind == "function" else "self.block"
+    start = _offset(program, s)
     if s.structure == "calls":
         lines = []
         for i, call in enumerate(s.calls):
-            callee = f"self.{attr}_{i}" if attr else shared
-            lines += _call_lines(program, s, call, callee, {})
+            callee = f"self.{attr}_{i}" if attr else f"{INSTANCES}[{start + i}]" if b.attrs else shared
+            lines += _call_lines(program, s, call, callee, {}, start + i)
         return lines
 
     cols = _columns(program, s)
@@ -383,7 +501,7 @@ def _render_section(program: Program, k: int, s: Section) -> list[str]:
 
     def body(callee: str, index: str | None) -> list[str]:
         pick = [f"{unpack} = {table()}[{index}]"] if cols and index else []
-        return pick + _call_lines(program, s, s.calls[0], callee, names)
+        return pick + _call_lines(program, s, s.calls[0], callee, names, start)
 
     n = len(s.calls)
     if s.structure == "module_list":
@@ -409,7 +527,12 @@ def _render_section(program: Program, k: int, s: Section) -> list[str]:
 def _render_forward(program: Program) -> list[str]:
     names = [n for n, _ in program.inputs]
     names += [f"{f.name}={literal(f.value)}" for f in frees_at(program, "argument")]
-    lines = [f"def forward(self, {', '.join(names)}):", f"{IND}h = {program.inputs[0][0]}"]
+    lines = [f"def forward(self, {', '.join(names)}):"]
+    rebound = sorted({global_name(n) for c in program.repeats() for n, _ in c[1].sets
+                      if next(f.home for f in program.frees if f.name == n) == "global"})
+    if rebound:
+        lines.append(f"{IND}global {', '.join(rebound)}")
+    lines.append(f"{IND}h = {program.inputs[0][0]}")
     fanout = any(s.flow == "fanout" for s in program.sections)
     if fanout:
         lines.append(f"{IND}outs = []")
@@ -460,12 +583,22 @@ def compile_kwargs(program: Program) -> dict:
     return kwargs
 
 
+def header(program: Program) -> str:
+    """The imports: torch, and the standard library modules the program's objects need."""
+    extra = []
+    if program.block.pack == "dataclass" or frees_at(program, "dataclass"):
+        extra.append("from dataclasses import dataclass")
+    if frees_at(program, "namespace"):
+        extra.append("import types")
+    return "\n".join([*extra, HEADER])
+
+
 def render(program: Program) -> str:
     """Python source for ``program``; raises MalformedProgram if it is invalid."""
     check(program)
     forward = _render_forward(program)
     parts = [
-        HEADER,
+        header(program),
         "\n".join(_render_globals(program)),
         *("\n".join(_render_sub(program, b)) for b in reversed(program.subs)),
         "\n".join(_render_block(program)),

@@ -36,7 +36,18 @@ LAYOUTS = ("contiguous", "transposed", "strided", "expanded")
 # Call-site views of a per-repeat tensor: how the argument expression is written.
 VIEWS = ("none", "transpose", "narrow", "contiguous")
 # Where a free value lives (see FreeVar): what a guard must watch to see it change.
-HOMES = ("global", "closure", "class_attr", "argument")
+HOMES = ("global", "closure", "class_attr", "argument", "dataclass", "namespace")
+# Homes a forward can rebind inside one call, between two repeats (Call.sets).
+SETTABLE = ("global", "dataclass", "namespace", "class_attr")
+# How a block receives its extra tensor inputs: as parameters, or packed in one list or dict.
+EXTRAS = ("positional", "list", "dict")
+# How a block receives its Python arguments: one by one, or as fields of one user object.
+PACKS = ("", "dataclass", "module")
+# What a repeat passes as the block's first extra input (Call.alias): its own
+# program input, the primary tensor itself, or a view of the primary.
+ALIASES = ("", "same", "view")
+# In-place writes a forward makes to a program input after each repeat (Section.write).
+WRITES = ("direct", "view")
 # How a module block holds the instances of its module children.
 HOLDERS = ("attr", "module_list", "module_dict", "sequential")
 CHILD = "block"  # the op of a statement that calls a sub-block
@@ -71,16 +82,32 @@ class DType:
     name: str
 
 
-Value = Union[int, float, bool, str, None, tuple, PyList, PySlice, DType]
+@dataclass(frozen=True)
+class Fn:
+    """A callable passed as a Python value, written as its dotted name
+    (``torch.sin``, ``torch.Tensor.neg``)."""
+
+    name: str
+
+
+Value = Union[int, float, bool, str, None, tuple, PyList, PySlice, DType, Fn]
+
+
+# The one NaN object programs hold: the IR's frozen dataclasses compare fields
+# as tuples, which find NaN equal to itself only by identity.
+NAN = float("nan")
 
 
 def typed_key(value: Any) -> Any:
-    """A key under which two values are equal only if they trace the same:
-    ``1``, ``1.0`` and ``True`` differ, and so do ``(1,)`` and ``[1]``."""
+    """A key under which two values are equal only if they compute the same:
+    ``1``, ``1.0`` and ``True`` differ, and so do ``(1,)`` and ``[1]``; floats
+    compare bitwise (``0.0`` and ``-0.0`` differ, every NaN is the same)."""
     if isinstance(value, tuple):
         return ("tuple", tuple(typed_key(v) for v in value))
     if isinstance(value, PyList):
         return ("list", tuple(typed_key(v) for v in value.items))
+    if isinstance(value, float):
+        return ("float", repr(value))
     return (type(value).__name__, value)
 
 
@@ -158,6 +185,8 @@ class Block:
     attrs: bool = False  # module blocks: Python arguments are constructor attributes
     name: str = ""  # "" for the layer block; a sub-block's name (Program.subs)
     holder: str = "attr"  # module blocks: how module children are held (HOLDERS)
+    extras: str = "positional"  # how extra tensor inputs are passed (EXTRAS)
+    pack: str = ""  # how Python arguments are passed (PACKS)
 
     def children(self) -> list[tuple[str, int]]:
         """(sub-block, instance slot) of each child call, in body order."""
@@ -216,6 +245,8 @@ class Call:
     view: str = "none"  # how ``tensor`` is passed, see VIEWS
     context: Context = Context()
     frozen: bool = False  # this module instance's parameters have requires_grad=False
+    sets: tuple[tuple[str, Value], ...] = ()  # free values the forward rebinds just before this repeat
+    alias: str = ""  # what is passed as the block's first extra input (ALIASES)
 
 
 @dataclass(frozen=True)
@@ -226,6 +257,7 @@ class Section:
     outer: int = 1  # "nested": the outer loop's trip count; the inner loop runs ``calls``
     interleave: Optional[str] = None  # an interlude run after every call (INTERLUDES)
     keywords: bool = False  # Python arguments passed by keyword
+    write: Optional[tuple[str, str]] = None  # (program input, WRITES mode) written in place after every call
 
     @property
     def count(self) -> int:
@@ -321,7 +353,8 @@ class Program:
         spec = dict(self.inputs).get(call.tensor) if call.tensor else None
         tensor = None if spec is None else (spec.shape, spec.dtype, spec.requires_grad, spec.layout)
         ambient = tuple(ambient_state(call.context).values())
-        return (tuple(typed_key(v) for v in call.args), tensor, call.view, ambient, call.frozen)
+        sets = tuple((n, typed_key(v)) for n, v in sorted(call.sets))
+        return (tuple(typed_key(v) for v in call.args), tensor, call.view, ambient, call.frozen, sets, call.alias)
 
     def identical_repeats(self) -> list[list[int]]:
         """Groups of repeat indices (execution order) that are semantically identical."""
@@ -333,8 +366,12 @@ class Program:
     def variations(self) -> dict[str, list[str]]:
         """What differs between repeats, by kind: ``{"arg:float": ["s0"], ...}``.
 
-        Kinds: ``arg:<type>`` (a Python argument), ``tensor:<attribute>`` (shape,
-        dtype, requires_grad, layout, view), ``context:<field>`` and ``frozen``.
+        Kinds: ``arg:<type>`` (a Python argument), ``set:<home>:<type>`` (a
+        free value the forward rebinds between repeats), ``tensor:<attribute>``
+        (shape, dtype, requires_grad, layout, view), ``alias`` (an extra input
+        that is, or views, the primary in some repeats), ``context:<field>``
+        and ``frozen``. Types name edge floats apart (``float(-0.0)``,
+        ``float(nan)``, see ``value_kind``).
         """
         calls = [c for _, c in self.repeats()]
         out: dict[str, list[str]] = {}
@@ -359,6 +396,14 @@ class Program:
                 out[f"context:{f.name}"] = [f.name]
         if differs([c.frozen for c in calls]):
             out["frozen"] = ["frozen"]
+        homes = {f.name: f.home for f in self.frees}
+        for name in sorted({n for c in calls for n, _ in c.sets}):
+            values = [dict(c.sets).get(name) for c in calls]
+            if differs(values):
+                kinds = sorted({value_kind(v) for v in values if v is not None})
+                out.setdefault(f"set:{homes.get(name, '?')}:{'/'.join(kinds)}", []).append(name)
+        if differs([c.alias for c in calls]):
+            out["alias"] = sorted({c.alias or "own" for c in calls})
         return out
 
     def is_random(self) -> bool:
@@ -389,6 +434,26 @@ def ambient_state(ctx: Context) -> dict[str, Any]:
     }
 
 
+def edge_kind(v: Value) -> str:
+    """The edge a number sits on ("" for an ordinary one): what a compiler
+    that compares values with ``==`` or in 32 bits gets wrong."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return ""
+    if isinstance(v, int):
+        return "int64" if not -2**31 <= v < 2**31 else ""
+    if v != v:
+        return "nan"
+    if v in (float("inf"), float("-inf")):
+        return "inf"
+    if v == 0.0:
+        return "-0.0" if repr(v) == "-0.0" else ""
+    if abs(v) < 1.2e-38:
+        return "subnormal"
+    if abs(v) > 1e18:
+        return "huge"
+    return ""
+
+
 def value_kind(v: Value) -> str:
     if isinstance(v, PyList):
         return "list"
@@ -396,7 +461,10 @@ def value_kind(v: Value) -> str:
         return "slice"
     if isinstance(v, DType):
         return "dtype"
-    return type(v).__name__
+    if isinstance(v, Fn):
+        return "callable"
+    edge = edge_kind(v)
+    return f"{type(v).__name__}({edge})" if edge else type(v).__name__
 
 
 # --- JSON encoding -------------------------------------------------------------
@@ -412,6 +480,8 @@ def enc_value(v: Value) -> Any:
         return {"slice": [v.start, v.stop, v.step]}
     if isinstance(v, DType):
         return {"dtype": v.name}
+    if isinstance(v, Fn):
+        return {"fn": v.name}
     if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
         return {"float": repr(v)}
     return v
@@ -430,8 +500,11 @@ def dec_value(v: Any) -> Value:
             return PySlice(*x)
         if tag == "dtype":
             return DType(x)
+        if tag == "fn":
+            return Fn(x)
         if tag == "float":
-            return float(x)
+            value = float(x)
+            return NAN if value != value else value
         raise MalformedProgram(f"unknown value encoding {v!r}")
     if isinstance(v, list):
         raise MalformedProgram(f"bare JSON lists are not values: {v!r}")
@@ -490,6 +563,10 @@ def _enc_call(c: Call) -> dict:
         d["context"] = ctx
     if c.frozen:
         d["frozen"] = True
+    if c.sets:
+        d["sets"] = [[n, enc_value(v)] for n, v in c.sets]
+    if c.alias:
+        d["alias"] = c.alias
     return d
 
 
@@ -500,6 +577,8 @@ def _dec_call(d: dict) -> Call:
         view=d.get("view", "none"),
         context=Context(**d.get("context", {})),
         frozen=bool(d.get("frozen", False)),
+        sets=tuple((str(n), dec_value(v)) for n, v in d.get("sets", [])),
+        alias=str(d.get("alias", "")),
     )
 
 
@@ -519,6 +598,10 @@ def _enc_block(b: Block) -> dict:
         d["name"] = b.name
     if b.holder != "attr":
         d["holder"] = b.holder
+    if b.extras != "positional":
+        d["extras"] = b.extras
+    if b.pack:
+        d["pack"] = b.pack
     return d
 
 
@@ -535,6 +618,8 @@ def _dec_block(b: dict) -> Block:
         attrs=bool(b.get("attrs", False)),
         name=str(b.get("name", "")),
         holder=str(b.get("holder", "attr")),
+        extras=str(b.get("extras", "positional")),
+        pack=str(b.get("pack", "")),
     )
 
 
@@ -550,6 +635,7 @@ def to_dict(p: Program) -> dict:
                 "outer": s.outer,
                 "interleave": s.interleave,
                 "keywords": s.keywords,
+                **({"write": list(s.write)} if s.write else {}),
             }
             for s in p.sections
         ],
@@ -587,6 +673,7 @@ def from_dict(d: Any) -> Program:
                     outer=int(s.get("outer", 1)),
                     interleave=s.get("interleave"),
                     keywords=bool(s.get("keywords", False)),
+                    write=tuple(s["write"]) if s.get("write") else None,
                 )
                 for s in d["sections"]
             ),

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from itertools import permutations
 from typing import Callable, Union
 
-from .ir import FLOATS, DType, PyList, PySlice, Shape, Value
+from .ir import FLOATS, NAN, DType, Fn, PyList, PySlice, Shape, Value, typed_key
 
 
 class Reject(ValueError):
@@ -62,9 +62,45 @@ class W:
 
 @dataclass(frozen=True)
 class S:
-    """A Python value; it may be a literal or a per-repeat block argument."""
+    """A Python value; it may be a literal or a per-repeat block argument.
+    ``edges`` says which edge values (EDGES) the op also takes: "float",
+    "number" (floats and ints), or none."""
 
     choices: Callable[[TT], tuple[Value, ...]]
+    edges: str = ""
+
+
+# Numbers at the edges of equality and precision, simplest first: signed
+# zeros, NaN, infinities, subnormal and huge floats, ints beyond 32 bits, and
+# values equal under ``==`` but of other types.
+EDGES: dict[str, tuple[Value, ...]] = {
+    "float": (-0.0, 0.0, NAN, float("inf"), float("-inf"), 1e-40, 5e-324, 1e30),
+    "number": (-0.0, 0.0, NAN, float("inf"), float("-inf"), 1e-40, 5e-324, 1e30,
+               2**33 + 1, -(2**40), 1, 1.0, True, 0, False),
+}
+_HALF_MAX = 65504.0
+
+
+def edge_values(slot: "S", t: "TT") -> tuple[Value, ...]:
+    """The edge values ``slot`` takes for a primary of type ``t`` (finite
+    values beyond float16's range are left out for float16 primaries: a fill
+    there is an error, not an edge)."""
+    found = EDGES.get(slot.edges, ())
+    if t.dtype == "float16":
+        found = tuple(v for v in found if not (isinstance(v, (int, float)) and v == v and _HALF_MAX < abs(v) < float("inf")))
+    return found
+
+
+def slot_values(slot: "S", t: "TT") -> tuple[Value, ...]:
+    """Everything ``slot`` accepts: its choices, then its edge values."""
+    base = slot.choices(t)
+    keys = {repr(typed_key(v)) for v in base}
+    return base + tuple(v for v in edge_values(slot, t) if repr(typed_key(v)) not in keys)
+
+
+def accepts(slot: "S", t: "TT", value: Value) -> bool:
+    """Membership by identity of computation: -0.0 is not 0.0, NaN is NaN."""
+    return repr(typed_key(value)) in {repr(typed_key(v)) for v in slot_values(slot, t)}
 
 
 @dataclass(frozen=True)
@@ -492,6 +528,10 @@ def _merge_last_two(s: Shape) -> Value:
 
 
 _ANY = ("float32", "float64", "bfloat16", "float16", "int64", "bool")
+# Unary functions and tensor methods that map a floating tensor to one of its
+# type: what ``apply`` calls, and what a closure may capture.
+CALLABLES = (Fn("torch.sin"), Fn("torch.tanh"), Fn("torch.Tensor.neg"), Fn("torch.cos"), Fn("torch.Tensor.abs"),
+             Fn("torch.sigmoid"))
 _EXACT = ("float32", "float64")  # for ops whose result jumps with rounding noise
 _u = (T(),)
 _bin = (T(), T())
@@ -524,7 +564,8 @@ _ENTRIES = [
     # activations with their keyword options
     _op("relu", "activation", "F.relu({0})", saves_output=True),
     _op("gelu", "activation", "F.gelu({0}, approximate={1})", (T(), S(lambda t: ("none", "tanh")))),
-    _op("leaky_relu", "activation", "F.leaky_relu({0}, negative_slope={1})", (T(), S(lambda t: (0.01, 0.2, 0.1)))),
+    _op("leaky_relu", "activation", "F.leaky_relu({0}, negative_slope={1})",
+        (T(), S(lambda t: (0.01, 0.2, 0.1), "float"))),
     _op("elu", "activation", "F.elu({0}, alpha={1})", (T(), S(lambda t: (1.0, 0.5, 2.0))), saves_output=True),
     _op("celu", "activation", "F.celu({0}, alpha={1})", (T(), S(lambda t: (1.0, 0.5))), saves_output=True),
     _op("selu", "activation", "F.selu({0})", saves_output=True),
@@ -548,20 +589,23 @@ _ENTRIES = [
     _op("lerp", "binary", "torch.lerp({0}, {1}, {2})", (T(), T(relation="same"), S(lambda t: (0.5, 0.25, 0.9))),
         _binary, same_dtype=True),
     # Python scalars
-    _op("mul_scalar", "scalar", "{0} * {1}", (T(), S(lambda t: (2.0, 0.5, -1.0, 1.5, 3, True))), _scalar),
-    _op("add_scalar", "scalar", "{0} + {1}", (T(), S(lambda t: (1.0, 2, 0.5, -3))), _scalar, saves_inputs=False),
-    _op("rsub_scalar", "scalar", "{1} - {0}", (T(), S(lambda t: (1.0, 2, -0.5))), _scalar, saves_inputs=False),
-    _op("div_scalar", "scalar", "{0} / {1}", (T(), S(lambda t: (2.0, 4, -0.5))), _scalar),
+    _op("mul_scalar", "scalar", "{0} * {1}", (T(), S(lambda t: (2.0, 0.5, -1.0, 1.5, 3, True), "number")), _scalar),
+    _op("add_scalar", "scalar", "{0} + {1}", (T(), S(lambda t: (1.0, 2, 0.5, -3), "number")), _scalar,
+        saves_inputs=False),
+    _op("rsub_scalar", "scalar", "{1} - {0}", (T(), S(lambda t: (1.0, 2, -0.5), "number")), _scalar,
+        saves_inputs=False),
+    _op("div_scalar", "scalar", "{0} / {1}", (T(), S(lambda t: (2.0, 4, -0.5), "number")), _scalar),
     _op("pow_scalar", "scalar", "{0}.abs().pow({1})", (T(), S(lambda t: (2, 3, 1.5)))),
     _op("clamp", "scalar", "{0}.clamp(min={1}, max={2})",
         (T(), S(lambda t: (None, -1.0, -0.5)), S(lambda t: (None, 1.0, 2.0))), _clamp),
     # comparisons and where
     _op("gt", "compare", "{0} > {1}", _bin, _compare, differentiable=False),
-    _op("lt_scalar", "compare", "{0} < {1}", (T(), S(lambda t: (0.0, 0.5, -1))), _compare, differentiable=False),
+    _op("lt_scalar", "compare", "{0} < {1}", (T(), S(lambda t: (0.0, 0.5, -1), "number")), _compare,
+        differentiable=False),
     _op("logical_not", "compare", "torch.logical_not({0} > 0)", _u, _compare, differentiable=False),
     _op("where", "compare", "torch.where({1} > 0, {0}, {2})", _bin + (T(),), _where),
     _op("masked_fill", "compare", "{0}.masked_fill({0} > {1}, {2})",
-        (T(), S(lambda t: (0.0, 0.5)), S(lambda t: (0.0, -1.0, 1.0)))),
+        (T(), S(lambda t: (0.0, 0.5)), S(lambda t: (0.0, -1.0, 1.0), "float"))),
     # reductions with dim and keepdim
     _op("sum", "reduce", "{0}.sum(dim={1}, keepdim={2})", (T(), S(_dims_or_all), S(_keep)), _reduce(),
         saves_inputs=False),
@@ -625,6 +669,16 @@ _ENTRIES = [
     _op("dropout", "random", "F.dropout({0}, p={1}, training=True)", (T(), S(lambda t: (0.0, 0.5, 0.25))),
         random=True, view=True),
     _op("rand_like", "random", "{0} + torch.rand_like({0})", random=True, saves_inputs=False),
+    # where the sign of zero, NaN and infinities show in the result
+    _op("copysign", "sign", "torch.copysign({0}, {1})", (T(), S(lambda t: (-1.0, 1.0, -0.0, 0.0), "number"))),
+    _op("copysign_t", "sign", "torch.copysign({0}, {1})", _bin, _binary),
+    _op("reciprocal", "sign", "torch.reciprocal({0})", saves_output=True),
+    _op("div_raw", "sign", "{0} / {1}", _bin, _binary),
+    _op("signbit", "sign", "torch.signbit({0})", _u, _dtype("bool"), differentiable=False),
+    _op("nan_to_num", "sign", "torch.nan_to_num({0}, nan={1}, posinf={2}, neginf={3})",
+        (T(), S(lambda t: (0.0, -0.0, 1.0)), S(lambda t: (None, 1e4, 0.0)), S(lambda t: (None, -1e4, -0.0)))),
+    # a callable passed as a value: the same code computes another function
+    _op("apply", "callable", "{1}({0})", (T(), S(lambda t: CALLABLES)), saves_output=True),
     # joining and splitting
     _op("cat", "join", "torch.cat([{0}, {1}], dim={2})", (T(), T(relation="same"), S(_dims)), _join(False),
         saves_inputs=False),
@@ -685,12 +739,13 @@ _ENTRIES = [
     _op("arange", "factory", "{0} + torch.arange({1}, device={0}.device) / 4", (T(), D(lambda s: float(_last(s)))),
         _with_rank(1, _factory_add), saves_inputs=False),
     _op("full", "factory", "{0} * torch.full({1}, {2}, device={0}.device)",
-        (T(), D(lambda s: s), S(lambda t: (0.5, 2.0, -1.0))), _factory_add),
+        (T(), D(lambda s: s), S(lambda t: (0.5, 2.0, -1.0), "float")), _factory_add),
     _op("zeros_like", "factory", "torch.zeros_like({0}) + {0} * 2"),
     _op("ones_like", "factory", "{0} - torch.ones_like({0})", saves_inputs=False),
     # in-place variants, and writes through a view that mutate the base
     _op("add_", "inplace", "{0}.add_({1})", _bin, _inplace(_binary), inplace=True, saves_inputs=False),
-    _op("mul_", "inplace", "{0}.mul_({1})", (T(), S(lambda t: (2.0, 0.5, -1.0))), _inplace(_scalar), inplace=True),
+    _op("mul_", "inplace", "{0}.mul_({1})", (T(), S(lambda t: (2.0, 0.5, -1.0), "float")), _inplace(_scalar),
+        inplace=True),
     _op("clamp_", "inplace", "{0}.clamp_(min={1})", (T(), S(lambda t: (-1.0, 0.0, -0.5))), _inplace(same),
         inplace=True),
     _op("relu_", "inplace", "{0}.relu_()", _u, _inplace(same), inplace=True, saves_output=True),
@@ -699,7 +754,7 @@ _ENTRIES = [
         saves_inputs=False),
     _op("slice_mul_", "inplace", "{out} = {0}\n{out}[..., :1].mul_({1})", (T(), S(lambda t: (2.0, 0.5, -1.0))),
         _inplace(_with_rank(1, _scalar)), inplace=True),
-    _op("setitem", "inplace", "{out} = {0}\n{out}[..., 0] = {1}", (T(), S(lambda t: (0.0, 1.0, -2.0))),
+    _op("setitem", "inplace", "{out} = {0}\n{out}[..., 0] = {1}", (T(), S(lambda t: (0.0, 1.0, -2.0), "float")),
         _inplace(_with_rank(1, _scalar)), inplace=True, saves_inputs=False),
     # residual merges: how a chained block brings its result back to the carried value
     _op("merge_add", "merge", "{0} + {1}", (T(), T(relation="any")), _merge_same, saves_inputs=False),

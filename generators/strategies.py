@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from .check import (
     PER_INSTANCE,
     SubTyper,
+    alias_type,
     broadcasts_to,
     check,
     env_of,
@@ -34,9 +35,12 @@ from .interludes import INTERLUDES
 from .ir import (
     CHILD,
     FLOWS,
+    EXTRAS,
     HOLDERS,
     HOMES,
     MAX_DEPTH,
+    SETTABLE,
+    Fn,
     Arg,
     Block,
     Call,
@@ -56,7 +60,7 @@ from .ir import (
     typed_key,
     called,
 )
-from .ops import CALL_VIEWS, MERGES, OPS, TT, D, Env, OpSpec, Reject, S, T, W
+from .ops import CALL_VIEWS, MERGES, OPS, TT, D, Env, OpSpec, Reject, S, T, W, edge_values
 
 MAX_DIM = 5
 # Loop structures a block kind can be repeated by, simplest first.
@@ -159,6 +163,8 @@ class _Builder:
     allow_buffers: bool
     python_values: bool = True  # Python slots may be per-repeat arguments or free values (else literals)
     allow_weights: bool = True
+    module: bool = False  # the block is an nn.Module (a callable class attribute would bind to it)
+    no_mutate: tuple[str, ...] = ()  # inputs that may alias the primary: never written in place
     subs: Optional[SubTyper] = None  # types calls of sub-blocks drawn so far
     tensors: list[str] = field(default_factory=list)  # values ops may read
     weights: list[tuple[str, TensorSpec]] = field(default_factory=list)
@@ -166,6 +172,7 @@ class _Builder:
     args: list[str] = field(default_factory=list)
     arg_rows: list[list[Value]] = field(default_factory=list)  # per arg, per call
     frees: list[FreeVar] = field(default_factory=list)
+    set_rows: dict[str, list[Value]] = field(default_factory=dict)  # frees rebound before each call
     body: list[Stmt] = field(default_factory=list)
 
     @property
@@ -179,7 +186,8 @@ class _Builder:
 
     def rows(self) -> list[dict[str, Value]]:
         frees = {f.name: f.value for f in self.frees}
-        return [frees | {a: self.arg_rows[j][i] for j, a in enumerate(self.args)} for i in range(self.n)]
+        return [frees | {n: v[i] for n, v in self.set_rows.items()}
+                | {a: self.arg_rows[j][i] for j, a in enumerate(self.args)} for i in range(self.n)]
 
     def block(self, kind: str = "function", result: str | None = None) -> Block:
         return Block(
@@ -202,8 +210,9 @@ def _per_call_values(draw, choices: tuple[Value, ...], n: int) -> list[Value]:
     return [first] + [draw(st.sampled_from(choices)) if _likely(draw, 1) else first for _ in range(n - 1)]
 
 
-def _common_choices(slot: S, primaries: list[TT]) -> tuple[Value, ...]:
-    sets = [slot.choices(p) for p in primaries]
+def _common_choices(slot: S, primaries: list[TT], edges: bool = False) -> tuple[Value, ...]:
+    """Values valid in every repeat: the slot's choices, or its edge values."""
+    sets = [edge_values(slot, p) if edges else slot.choices(p) for p in primaries]
     keys = [{repr(typed_key(v)) for v in s} for s in sets[1:]]
     return tuple(v for v in sets[0] if all(repr(typed_key(v)) in k for k in keys))
 
@@ -213,7 +222,8 @@ def _may_mutate(b: _Builder, name: str) -> bool:
     a contiguous float32 input without grad, or a fresh, unread intermediate."""
     if name in b.inputs:
         spec = b.specs[name]
-        return name != b.inputs[0] and not spec.requires_grad and spec.layout == "contiguous"
+        return (name != b.inputs[0] and name not in b.no_mutate and not spec.requires_grad
+                and spec.layout == "contiguous")
     made = next((s for s in b.body if s.out == name), None)
     if made is None or OPS[made.op].view or OPS[made.op].saves_output:
         return False
@@ -265,17 +275,27 @@ def _draw_operands(draw, b: _Builder, op: OpSpec):
             operands.append(Const(_agreed([_shape_rule(slot.value, p.shape) for p in primaries])))
         elif isinstance(slot, S):
             choices = _common_choices(slot, primaries)
+            edges = _common_choices(slot, primaries, edges=True) if slot.edges else ()
+            if edges and _rarely(draw, 2):  # an edge value: signed zero, NaN, inf, huge, int64, 1 vs True
+                choices = edges + choices[:1]
             if not choices:
                 raise Reject("no value valid in every repeat")
             if not b.python_values:
                 operands.append(Const(draw(st.sampled_from(choices))))
             elif b.n > 1 and _likely(draw, 1):
-                name = f"s{len(b.args) + sum(not isinstance(a, FreeVar) for a in new_args)}"
+                name = f"s{len(b.args) + sum(isinstance(a[0], str) for a in new_args if isinstance(a, tuple))}"
                 new_args.append((name, draw(_per_call_values(choices, b.n))))
                 operands.append(Arg(name))
-            elif _rarely(draw, 2):  # read at run time from a global, closure, class or argument
-                name = f"p{len(b.frees) + sum(isinstance(a, FreeVar) for a in new_args)}"
-                new_args.append(FreeVar(name, draw(st.sampled_from(choices)), draw(st.sampled_from(HOMES))))
+            elif _rarely(draw, 2):  # read at run time from a global, closure, class, object or argument
+                name = f"p{len(b.frees) + sum(not (isinstance(a, tuple) and isinstance(a[0], str)) for a in new_args)}"
+                value = draw(st.sampled_from(choices))
+                homes = [h for h in HOMES if not (h == "class_attr" and b.module and isinstance(value, Fn))]
+                free = FreeVar(name, value, draw(st.sampled_from(homes)))
+                if free.home in SETTABLE and b.n > 1 and _rarely(draw, 2):  # rebound before every call
+                    values = draw(_per_call_values(choices, b.n))
+                    new_args.append((replace(free, value=values[0]), values))
+                else:
+                    new_args.append(free)
                 operands.append(Free(name))
             else:
                 operands.append(Const(draw(st.sampled_from(choices))))
@@ -285,9 +305,10 @@ def _draw_operands(draw, b: _Builder, op: OpSpec):
 def _add_stmt(b: _Builder, stmt: Stmt, op: OpSpec, new_state=(), new_args=()) -> None:
     """Type-check ``stmt`` in every repeat and commit it, or raise Reject."""
     state_types = {n: TT(spec.shape, spec.dtype) for n, spec, _ in new_state}
-    new_frees = [a for a in new_args if isinstance(a, FreeVar)]
-    new_args = [a for a in new_args if not isinstance(a, FreeVar)]
-    arg_values = dict(new_args) | {f.name: [f.value] * b.n for f in new_frees}
+    new_sets = [a for a in new_args if isinstance(a, tuple) and isinstance(a[0], FreeVar)]
+    new_frees = [a for a in new_args if isinstance(a, FreeVar)] + [f for f, _ in new_sets]
+    new_args = [a for a in new_args if isinstance(a, tuple) and isinstance(a[0], str)]
+    arg_values = dict(new_args) | {f.name: [f.value] * b.n for f in new_frees} | {f.name: v for f, v in new_sets}
     out_types = []
     for i, (types, row, env) in enumerate(zip(b.types, b.rows(), b.envs)):
         out_types.append(
@@ -309,6 +330,7 @@ def _add_stmt(b: _Builder, stmt: Stmt, op: OpSpec, new_state=(), new_args=()) ->
         b.args.append(name)
         b.arg_rows.append(values)
     b.frees.extend(new_frees)
+    b.set_rows.update({f.name: v for f, v in new_sets})
     if op.inplace:
         target = stmt.operands[0].name
         b.tensors.remove(target)
@@ -515,6 +537,7 @@ class _SectionPlan:
     outer: int
     contexts: list[Context]
     tensors: list[tuple[str | None, str]]  # (program input, view) per call
+    aliases: list[str]  # what each call passes as the first extra input (generators.ir.ALIASES)
     frozen: list[bool]
     keywords: bool
     interleave: str | None
@@ -551,13 +574,13 @@ def programs(
 
     n_sections = 1 + (max_sections > 1 and _rarely(draw, 4))
     compile_region = HAS_NESTED_COMPILE_REGION and _rarely(draw, 4)
-    attrs = kind == "module" and _rarely(draw)
+    attrs = _rarely(draw, 3 if kind == "module" else 6)  # per-repeat instances: attributes, or closures of a factory
     interludes_allowed = [name for name, i in INTERLUDES.items() if breaks or not i.breaks]
     plans: list[_SectionPlan] = []
     for k in range(n_sections):
         structures = STRUCTURES_BY_KIND[kind]
         if attrs:
-            structures = tuple(s for s in structures if s in PER_INSTANCE)
+            structures = tuple(s for s in structures if s in PER_INSTANCE) if kind == "module" else ("calls",)
         structure = draw(st.sampled_from(structures))
         flow = draw(st.sampled_from(FLOWS))
         n = 2
@@ -585,7 +608,11 @@ def programs(
         if kind == "module" and structure in PER_INSTANCE and _rarely(draw):
             frozen = [False] + [draw(st.booleans()) for _ in range(n - 1)]
         interleave = draw(st.sampled_from(interludes_allowed)) if _rarely(draw, 4) else None
-        plans.append(_SectionPlan(structure, flow, n, outer, contexts, tensors, frozen, draw(st.booleans()), interleave))
+        aliases = [""] * n
+        if extras and _rarely(draw, 3):  # the primary (or a view of it) passed again as the first extra
+            aliases = draw(_per_call_values(("same", "view", ""), n))
+        plans.append(_SectionPlan(structure, flow, n, outer, contexts, tensors, aliases, frozen, draw(st.booleans()),
+                                  interleave))
 
     inference = any(c.inference for p in plans for c in p.contexts)
     all_calls = [(p, i) for p in plans for i in range(p.n)]
@@ -595,8 +622,15 @@ def programs(
         tensor, view = p.tensors[i]
         primary = carried if tensor is None else CALL_VIEWS[view][1](spec_type(specs[tensor]))
         envs.append(env_of(p.contexts[i]))
-        types.append({"x": primary, **{n: spec_type(specs[n]) for n in extras}})
-    b = _Builder(envs, types, specs, ["x", *extras], allow_inplace=not inference, allow_buffers=not inference)
+        scope = {"x": primary, **{n: spec_type(specs[n]) for n in extras}}
+        if p.aliases[i]:
+            if not primary.shape and p.aliases[i] == "view":
+                p.aliases[i] = "same"
+            scope[extras[0]] = alias_type(p.aliases[i], primary)
+        types.append(scope)
+    aliased = tuple(extras[:1]) if any(a for p in plans for a in p.aliases) else ()
+    b = _Builder(envs, types, specs, ["x", *extras], allow_inplace=not inference, allow_buffers=not inference,
+                 module=kind == "module", no_mutate=aliased)
     b.tensors = ["x", *extras]
     h = None
     if hierarchy and _likely(draw, 2):
@@ -625,6 +659,11 @@ def programs(
     if no_grad and returns_view(b.block()):
         _add_stmt(b, Stmt(b.fresh(), "clone", (Ref(b.body[-1].out),)), OPS["clone"])
     block = replace(b.block(kind), compile_region=compile_region, attrs=attrs)
+    if len(block.inputs) > 1 and _rarely(draw):
+        block = replace(block, extras=draw(st.sampled_from(EXTRAS[1:])))
+    if block.args and not attrs and _rarely(draw):
+        block = replace(block, pack=draw(st.sampled_from(("dataclass", "module"))))
+    read = {o.name for st_ in block.body for o in st_.operands if isinstance(o, Free)}
     if h is not None:
         block = _held(draw, block, h)
     subs = called(block, h.subs) if h is not None else ()  # dead code may have dropped a call
@@ -636,7 +675,9 @@ def programs(
         for i in range(p.n):
             tensor, view = p.tensors[i]
             args = tuple(b.arg_rows[a][j] for a in range(len(b.args)))
-            calls.append(Call(args, tensor, view, p.contexts[i], p.frozen[i] and has_weights))
+            sets = tuple((f, b.set_rows[f][j]) for f in b.set_rows if f in read)
+            alias = p.aliases[i] if len(b.inputs) > 1 else ""
+            calls.append(Call(args, tensor, view, p.contexts[i], p.frozen[i] and has_weights, sets, alias))
             j += 1
         sections.append(Section(p.structure, p.flow, tuple(calls), p.outer, p.interleave, p.keywords and bool(b.args)))
 
@@ -653,13 +694,31 @@ def programs(
         interludes=tuple(interludes),
         outputs=outputs,
         seed=draw(st.integers(0, 2**16)),
-        frees=tuple(f for f in b.frees if any(Free(f.name) in s.operands for s in block.body)),
+        frees=tuple(f for f in b.frees if f.name in read),
         subs=subs,
     )
     program = _fix_loops(program)
+    program = _draw_writes(draw, program)
     program = replace(program, options=draw(_options(program)))
     check(program)  # valid by construction; a failure here is a generator bug
     return program
+
+
+def _draw_writes(draw, program: Program) -> Program:
+    """Maybe write an extra input in place after every call of a section (the
+    repeats after it read new values), where eager allows it."""
+    sections = list(program.sections)
+    for k, s in enumerate(sections):
+        if len(program.block.inputs) > 1 and _rarely(draw, 3):
+            write = (draw(st.sampled_from(program.block.inputs[1:])), draw(st.sampled_from(("direct", "view"))))
+            candidate = replace(program, sections=tuple(replace(t, write=write) if i == k else t
+                                                        for i, t in enumerate(sections)))
+            try:
+                check(candidate)
+            except MalformedProgram:
+                continue
+            sections[k] = candidate.sections[k]
+    return replace(program, sections=tuple(sections))
 
 
 def _fix_loops(program: Program) -> Program:

@@ -24,9 +24,9 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Callable, Optional
 
 from .check import check
-from .codegen import SETTINGS, global_name, input_expr, instance_attr, literal
+from .codegen import SETTINGS, free_read, global_name, input_expr, instance_attr, literal
 from .ir import FLOATS, LAYOUTS, Arg, Free, MalformedProgram, Program, TensorSpec, Value, typed_key
-from .ops import OPS, S
+from .ops import OPS, S, slot_values
 
 PRELUDE = '''\
 def cell(fn, name):
@@ -98,6 +98,8 @@ def _free_target(program: Program, name: str) -> str:
         "closure": f"cell({'Block.forward' if module else 'block'}, {name!r}).cell_contents",
         "class_attr": f"{'Block' if module else SETTINGS}.{name}",
         "argument": f"kwargs[{name!r}]",
+        "dataclass": free_read(program, name),
+        "namespace": free_read(program, name),
     }[home]
 
 
@@ -117,8 +119,9 @@ def _slot_choices(program: Program, operand) -> list[Value]:
             op = OPS[stmt.op]
             for slot, o in zip(op.slots, stmt.operands):
                 if o == operand and isinstance(slot, S):
-                    choices = list(slot.choices(scope[stmt.operands[0].name]))
-                    found = choices if found is None else [v for v in found if v in choices]
+                    choices = list(slot_values(slot, scope[stmt.operands[0].name]))
+                    keys = {repr(typed_key(v)) for v in choices}
+                    found = choices if found is None else [v for v in found if repr(typed_key(v)) in keys]
     return found or []
 
 
