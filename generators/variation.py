@@ -27,6 +27,11 @@ def _equalize_call(program: Program, kind: str, names: list[str], call: Call, fi
         return replace(call, context=replace(call.context, **{field: getattr(first.context, field)}))
     if kind == "frozen":
         return replace(call, frozen=False)
+    if kind.startswith("set:"):
+        fixed = dict(first.sets)
+        return replace(call, sets=tuple((n, fixed[n] if n in names else v) for n, v in call.sets))
+    if kind == "alias":
+        return replace(call, alias=first.alias)
     raise ValueError(f"unknown variation kind {kind!r}")
 
 

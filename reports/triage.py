@@ -101,7 +101,9 @@ def triage(outcome: Outcome, verdict: Verdict) -> Finding:
     elif "label" in verdict.details:  # structural oracles name the difference themselves
         detail = ":".join([verdict.details["label"], *tags(program)])
     else:
-        trigger = _trigger(program, config, oracle) if culprit == "dedup" else ""
+        trigger = _trigger(program, config, oracle) if culprit == "dedup" or program.variations() else ""
+        if culprit != "dedup" and trigger in ("identical-repeats", "combined"):
+            trigger = ""  # a backend failing on identical repeats: nothing between repeats to name
         # Wrong inputs or buffers after the run are a class of their own, and
         # so is a wrong call after a change (guards: the kind of change).
         where = ["state"] if verdict.where.startswith("state[") or verdict.details.get("value", "").startswith("state[") else []
@@ -151,7 +153,10 @@ def _triage_region(outcome: Outcome, verdict: Verdict, config: RunConfig) -> Fin
         if label.endswith(":later_call") and _first_call_fails(program, config, verdict):
             label = label.removesuffix(":later_call") + ":first_call"
         # every program this oracle fails has a decorated block: that tag says nothing here
-        detail = ":".join(dict.fromkeys([*label.split(":"), *(t for t in tags(program) if t != "compile_region")]))
+        trigger = _trigger(program, config, compile_region.check) if program.variations() else ""
+        trigger = "" if trigger in ("identical-repeats", "combined") else trigger
+        detail = ":".join(dict.fromkeys([*label.split(":"), *([trigger] if trigger else []),
+                                         *(t for t in tags(program) if t != "compile_region")]))
     signature = ":".join(p for p in (verdict.oracle, verdict.kind, culprit, detail) if p)
     return Finding(signature, verdict, program, config, culprit, "", outcome.source, extra)
 

@@ -83,7 +83,7 @@ def test_planted_region_reuse_fails_and_aot_eager_passes(dedup):
     assert verdict.failed and verdict.kind == "mismatch", verdict
     assert verdict.details["label"] == "removed:level1:later_call" and verdict.details["dedup"] is False
     finding = triage(outcome, verdict)
-    assert finding.signature == "compile_region:mismatch:compile_region:removed:level1:later_call", finding.signature
+    assert finding.signature == "compile_region:mismatch:compile_region:removed:level1:later_call:arg:float", finding.signature
     # with deduplication on, the program itself crashes in Dynamo (KI-003,
     # the differential oracle's): the pairs without deduplication decide
     honest = _run(HIERARCHY, "aot_eager", dedup)
