@@ -1,9 +1,17 @@
 """Compare one compiled value with eager, using a float64 run as the referee.
 
-A value passes if it is close to eager. Otherwise it still passes when its
+Finite values pass if close to eager. Otherwise they still pass when their
 error against float64 is within a small multiple of eager's own error, both as
 RMSE (as torch._dynamo.utils.same does) and at the worst element (so a single
 corrupted element in a large tensor is not averaged away).
+
+Edge values are exact where the referee backs eager: where eager and float64
+agree on NaN, on an infinity or on a signed zero, the program determines the
+value and compiled must reproduce it (kinds "nan", "inf", "signed_zero").
+Where they disagree (eager overflows or underflows where float64 does not) the
+position is float noise and left out. A compiled NaN or infinity where both
+are finite fails, unless eager is near the dtype's overflow range. Without a
+referee, edge-value differences are inconclusive, never failures.
 """
 
 from __future__ import annotations
@@ -18,7 +26,10 @@ from .tolerance import for_dtype
 
 @dataclass(frozen=True)
 class Difference:
-    kind: str  # "dtype", "shape", "requires_grad", "type", "value", "mismatch", "missing", "unexpected", "non_finite_reference"
+    # "dtype", "shape", "requires_grad", "type", "value", "mismatch", "missing",
+    # "unexpected", "nan", "inf", "signed_zero"; "non_finite_reference": an
+    # edge value no float64 referee settles (inconclusive)
+    kind: str
     message: str
     details: dict[str, Any] = field(default_factory=dict)
 
@@ -62,36 +73,131 @@ def _compare_tensors(exp: torch.Tensor, act: torch.Tensor, ref: Optional[torch.T
             return None
         bad = (exp != act).nonzero()
         return Difference("mismatch", f"{len(bad)} of {exp.numel()} elements differ (exact dtype)", {"index": bad[0].tolist()})
-    if not torch.isfinite(exp).all() or (isinstance(ref, torch.Tensor) and not torch.isfinite(ref).all()):
-        return Difference("non_finite_reference", "NaN/Inf in the eager or float64 reference")
     tol = for_dtype(exp.dtype)
     if floor is not None and for_dtype(floor).atol > tol.atol:
         tol = for_dtype(floor)
-    if torch.isfinite(act).all() and torch.allclose(exp, act, atol=tol.atol, rtol=tol.rtol):
-        return None
-    if not isinstance(ref, torch.Tensor) or ref.shape != exp.shape:
-        # No float64 run to referee with (the program cannot run in float64):
-        # the tolerance alone decides.
-        ref = exp
-    ref64 = ref.to(torch.float64)
-    err_act = (act.to(torch.float64) - ref64).abs()
-    err_exp = (exp.to(torch.float64) - ref64).abs()
-    rmse_act, rmse_exp = _rmse(act.double(), ref64), _rmse(exp.double(), ref64)
-    max_act, max_exp = err_act.max().item(), err_exp.max().item()
-    within_rmse = rmse_act <= tol.multiplier * rmse_exp + tol.atol / 10
-    within_max = max_act <= tol.multiplier * max_exp + tol.atol
-    if torch.isfinite(act).all() and within_rmse and within_max:
-        return None
-    worst = int(torch.nan_to_num(err_act, nan=float("inf")).flatten().argmax())
-    index = list(torch.unravel_index(torch.tensor(worst), exp.shape)) if exp.dim() else []
-    index = [int(i) for i in index]
-    at = tuple(index)
+    if not isinstance(ref, torch.Tensor) or ref.shape != exp.shape or ref.is_complex() != exp.is_complex() \
+            or not (ref.is_floating_point() or ref.is_complex()):
+        ref = None  # no float64 run to referee with (the program cannot run in float64)
+    if exp.is_complex():  # real and imaginary parts, each a float of its own
+        exp, act = _as_real(exp), _as_real(act)
+        ref = _as_real(ref) if ref is not None else None
+    big = torch.finfo(exp.dtype).max
+    if floor is not None and floor.is_floating_point:
+        big = min(big, torch.finfo(floor).max)
+    return _compare_floats(exp, act, ref, tol, big / 4)
+
+
+def _as_real(t: torch.Tensor) -> torch.Tensor:
+    return torch.view_as_real(t.resolve_conj())
+
+
+def _compare_floats(exp: torch.Tensor, act: torch.Tensor, ref: Optional[torch.Tensor], tol, overflow: float
+                    ) -> Optional[Difference]:
+    """Edge values first (NaN, infinities, signed zeros), then closeness over
+    the positions where eager and the referee are both finite.
+    ``overflow``: eager values beyond it may turn non-finite in compiled."""
+    shape = tuple(exp.shape)
+    e, a = exp.flatten(), act.flatten()
+    e_fin, a_fin = torch.isfinite(e), torch.isfinite(a)
+    if ref is None:
+        r = e.double()
+        # Without a referee, eager's value decides nothing at an edge value.
+        finite = e_fin
+        unsettled = ~(e_fin & a_fin) & ~_same_value(e, a)
+        flipped = (e == 0) & (a == 0) & (torch.signbit(e) != torch.signbit(a))
+    else:
+        r = ref.flatten().to(torch.float64)
+        ed = e.double()
+        finite = e_fin & torch.isfinite(r)
+        # Determined values: eager and float64 agree on them exactly.
+        bad = torch.isnan(e) & torch.isnan(r) & ~torch.isnan(a)
+        if bad.any():
+            return _edge("nan", "NaN", bad, e, a, r, shape)
+        bad = torch.isinf(e) & (ed == r) & (a != e)
+        if bad.any():
+            return _edge("inf", "infinity", bad, e, a, r, shape)
+        wild = finite & ~a_fin & ~(e.abs() > overflow)
+        if wild.any():
+            first = int(wild.nonzero()[0])
+            kind = "nan" if torch.isnan(a[first]) else "inf"
+            return _edge(kind, "finite value", wild, e, a, r, shape)
+        unsettled = torch.zeros_like(e_fin)
+        zero = (e == 0) & (r == 0) & (torch.signbit(e) == torch.signbit(r))
+        flipped = zero & (a == 0) & (torch.signbit(a) != torch.signbit(e))
+    diff = _closeness(e, a, r, finite & a_fin, tol, shape)
+    if diff is not None:
+        return diff
+    if ref is not None and flipped.any():
+        return _edge("signed_zero", "signed zero", flipped, e, a, r, shape)
+    if unsettled.any() or flipped.any():
+        where = unsettled if unsettled.any() else flipped
+        what = "NaN/Inf" if unsettled.any() else "sign of zero"
+        d = _edge("non_finite_reference", what, where, e, a, None, shape)
+        return Difference(d.kind, f"{d.message}; no float64 referee to settle it", d.details)
+    return None
+
+
+def _same_value(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Elementwise: equal, NaN equal to NaN (0.0 equal to -0.0)."""
+    return (a == b) | (torch.isnan(a) & torch.isnan(b))
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Elementwise: equal with the same sign bit, NaN equal to NaN."""
+    return ((a == b) & (torch.signbit(a) == torch.signbit(b))) | (torch.isnan(a) & torch.isnan(b))
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
+    index = []
+    for n in reversed(shape):
+        index.append(flat % n)
+        flat //= n
+    return index[::-1]
+
+
+def _edge(kind: str, what: str, bad: torch.Tensor, e: torch.Tensor, a: torch.Tensor, r: Optional[torch.Tensor],
+          shape: tuple[int, ...]) -> Difference:
+    first = int(bad.nonzero()[0])
+    index = _unravel(first, shape)
     details = {
         "index": index,
-        "expected": exp[at].item() if exp.dim() else exp.item(),
-        "actual": act[at].item() if act.dim() else act.item(),
-        "float64": ref64[at].item() if ref64.dim() else ref64.item(),
-        "max_abs_diff": (act.double() - exp.double()).abs().max().item(),
+        "expected": e[first].item(),
+        "actual": a[first].item(),
+        "float64": None if r is None else r[first].item(),
+        "count": int(bad.sum()),
+    }
+    fp64 = "" if r is None else f" (fp64 {details['float64']:.6g})"
+    return Difference(
+        kind,
+        f"{details['count']} of {e.numel()} elements differ at a {what}; first at {index}: "
+        f"expected {details['expected']:.6g}, got {details['actual']:.6g}{fp64}",
+        details,
+    )
+
+
+def _closeness(e: torch.Tensor, a: torch.Tensor, r64: torch.Tensor, keep: torch.Tensor, tol,
+               shape: tuple[int, ...]) -> Optional[Difference]:
+    """The tolerance, then the float64 referee, over the ``keep`` positions."""
+    at = keep.nonzero().squeeze(1)
+    e, a, r64 = e[at], a[at], r64[at]
+    if torch.allclose(e, a, atol=tol.atol, rtol=tol.rtol):
+        return None
+    err_act = (a.double() - r64).abs()
+    err_exp = (e.double() - r64).abs()
+    rmse_act, rmse_exp = _rmse(a.double(), r64), _rmse(e.double(), r64)
+    within_rmse = rmse_act <= tol.multiplier * rmse_exp + tol.atol / 10
+    within_max = err_act.max().item() <= tol.multiplier * err_exp.max().item() + tol.atol
+    if within_rmse and within_max:
+        return None
+    worst = int(err_act.argmax())
+    index = _unravel(int(at[worst]), shape)
+    details = {
+        "index": index,
+        "expected": e[worst].item(),
+        "actual": a[worst].item(),
+        "float64": r64[worst].item(),
+        "max_abs_diff": (a.double() - e.double()).abs().max().item(),
         "rmse_compiled_vs_fp64": rmse_act,
         "rmse_eager_vs_fp64": rmse_exp,
         "tolerance": {"atol": tol.atol, "rtol": tol.rtol, "multiplier": tol.multiplier},
@@ -111,9 +217,14 @@ def _describe(x: Any) -> str:
 
 
 def bitwise_equal(a: Any, b: Any) -> bool:
-    """Exact equality, with NaN equal to NaN: the nondeterminism gate."""
+    """Exact equality, 0.0 apart from -0.0 and NaN equal to NaN: the
+    nondeterminism gate, and the ``exact`` mode of differential.compare_runs."""
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         if a.dtype != b.dtype or a.shape != b.shape:
             return False
-        return torch.equal(a, b) or (a.is_floating_point() and bool(torch.isclose(a, b, 0, 0, equal_nan=True).all()))
+        if a.is_complex():
+            a, b = _as_real(a), _as_real(b)
+        if not a.is_floating_point():
+            return torch.equal(a, b)
+        return bool(_same_bits(a, b).all())
     return type(a) is type(b) and a == b

@@ -36,6 +36,24 @@ drop_gradient = _wrap(lambda t: t.detach())
 not_a_backend = 42
 
 
+def _wrap_all(transform):
+    """Like ``_wrap``, but ``transform`` applies to every floating output."""
+    def backend(gm: torch.fx.GraphModule, example_inputs):
+        def run(*args):
+            return [transform(t) if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+                    for t in gm(*args)]
+
+        return run
+
+    return backend
+
+
+# -0.0 becomes +0.0, nothing else changes: only the signed-zero rule sees it.
+zero_sign_lost = _wrap_all(lambda t: t + 0.0)
+# NaN becomes 0.0, infinities kept: only the NaN rule sees it.
+nan_zeroed = _wrap_all(lambda t: torch.nan_to_num(t, nan=0.0, posinf=float("inf"), neginf=float("-inf")))
+
+
 def corrupt_every_third_invoke_subgraph(gm: torch.fx.GraphModule, example_inputs):
     """Adds 1.0 to the first result of the 3rd, 6th, ... invoke_subgraph call
     of each graph, then runs the graph like the ``eager`` backend: a bug only

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from generators.ir import Block, Call, Program, Ref, Section, Stmt, TensorSpec
+from generators.ir import Block, Call, Const, Program, Ref, Section, Stmt, TensorSpec
 from harness.outcome import Execution, Failure, Outcome, RunConfig, Capture
 from harness.pipeline import run_program
 from oracles import differential
@@ -49,7 +49,10 @@ def test_one_element_off_by_1e_3_fails_even_in_a_large_tensor():
         (None, _x(1.0), "unexpected"),
         (torch.tensor([1, 2]), torch.tensor([1, 3]), "mismatch"),
         (torch.tensor([True]), torch.tensor([False]), "mismatch"),
-        (_x(1.0, 2.0), _x(1.0, float("nan")), "mismatch"),
+        (_x(1.0, 2.0), _x(1.0, float("nan")), "nan"),
+        (_x(1.0, float("nan")), _x(1.0, 2.0), "nan"),
+        (_x(float("-inf")), _x(float("inf")), "inf"),
+        (_x(-0.0, 1.0), _x(0.0, 1.0), "signed_zero"),
         (_x(1.0), 1.0, "type"),
         (3, 4, "value"),
     ],
@@ -64,9 +67,168 @@ def test_integers_compare_exactly():
     assert compare(torch.tensor([1, 2]), torch.tensor([1, 2]), torch.tensor([1, 2])) is None
 
 
-def test_non_finite_reference_is_inconclusive_not_a_pass():
-    diff = compare(_x(1.0, float("inf")), _x(1.0, 5.0), _x(1.0, float("inf")).double())
-    assert diff is not None and diff.inconclusive
+# --- edge values: NaN, infinities and signed zeros, judged by float64 --------
+
+NAN, INF = float("nan"), float("inf")
+
+
+def test_nan_where_eager_and_fp64_agree_is_determined():
+    exp, ref = _x(1.0, NAN, 3.0), _x(1.0, NAN, 3.0).double()
+    assert compare(exp, _x(1.0, NAN, 3.0), ref) is None
+    diff = compare(exp, _x(1.0, 0.0, 3.0), ref)
+    assert diff.kind == "nan" and not diff.inconclusive
+    assert diff.details["index"] == [1] and diff.details["actual"] == 0.0
+    assert diff.details["expected"] != diff.details["expected"] and diff.details["float64"] != diff.details["float64"]
+
+
+def test_infinity_where_eager_and_fp64_agree_must_keep_its_sign():
+    exp = _x(INF, -INF, 2.0)
+    ref = exp.double()
+    assert compare(exp, exp.clone(), ref) is None
+    for act in (_x(INF, INF, 2.0), _x(INF, NAN, 2.0), _x(INF, -3e38, 2.0)):
+        diff = compare(exp, act, ref)
+        assert diff.kind == "inf" and diff.details["index"] == [1], act
+
+
+def test_signed_zero_where_eager_and_fp64_agree_must_keep_its_sign():
+    exp = torch.tensor([[-0.0, 0.0], [1.0, -0.0]])
+    ref = exp.double()
+    assert compare(exp, exp.clone(), ref) is None
+    diff = compare(exp, exp.abs(), ref)
+    assert diff.kind == "signed_zero" and diff.details["index"] == [0, 0] and diff.details["count"] == 2
+    diff = compare(exp, torch.tensor([[-0.0, -0.0], [1.0, -0.0]]), ref)
+    assert diff.kind == "signed_zero" and diff.details["index"] == [0, 1]
+
+
+def test_a_nonzero_compiled_value_at_a_signed_zero_is_judged_by_tolerance():
+    """Only a zero can have the wrong sign; a tiny nonzero value (an FMA's
+    residue) is closeness business."""
+    exp = _x(-0.0, 1.0)
+    assert compare(exp, _x(1e-9, 1.0), exp.double()) is None
+    assert compare(exp, _x(0.5, 1.0), exp.double()).kind == "mismatch"
+
+
+def test_float32_underflow_to_zero_leaves_the_sign_undetermined():
+    exp = _x(-0.0, 0.0, 1.0)  # float32 underflowed; float64 did not
+    ref = torch.tensor([-1e-50, 1e-50, 1.0], dtype=torch.float64)
+    assert compare(exp, _x(0.0, -0.0, 1.0), ref) is None
+    # eager and float64 zeros of opposite signs settle nothing either
+    assert compare(_x(-0.0), _x(0.0), torch.tensor([0.0], dtype=torch.float64)) is None
+
+
+def test_eager_non_finite_where_fp64_is_finite_is_noise_not_a_failure():
+    ref = torch.tensor([1.0, 2.0, 3.0e38, 4.0], dtype=torch.float64)
+    exp = _x(1.0, NAN, INF, 4.0)  # eager lost precision; float64 did not
+    assert compare(exp, _x(1.0, 2.0, 3.0e38, 4.0), ref) is None
+    assert compare(exp, _x(1.0, -7.0, -INF, 4.0), ref) is None  # left out of every comparison
+    # and the rest is still compared
+    assert compare(exp, _x(1.0, 2.0, 3.0e38, 4.5), ref).details["index"] == [3]
+
+
+def test_fp64_non_finite_where_eager_is_finite_is_noise_not_a_failure():
+    ref = torch.tensor([1.0, INF, NAN], dtype=torch.float64)
+    assert compare(_x(1.0, 3.0e38, 5.0), _x(1.0, INF, 0.0), ref) is None
+    # eager +inf where float64 says NaN: not determined either
+    assert compare(_x(1.0, INF, 5.0), _x(1.0, NAN, 5.0), torch.tensor([1.0, NAN, 5.0], dtype=torch.float64)) is None
+
+
+def test_compiled_non_finite_where_both_are_finite_fails():
+    exp = _x(1.0, 2.0, 3.0)
+    assert compare(exp, _x(1.0, NAN, 3.0), exp.double()).kind == "nan"
+    diff = compare(exp, _x(1.0, 2.0, -INF), exp.double())
+    assert diff.kind == "inf" and diff.details["index"] == [2]
+
+
+def test_compiled_overflow_near_the_dtype_range_is_noise():
+    big = torch.tensor([1.0, 1.0e38], dtype=torch.bfloat16)  # bfloat16 max is about 3.4e38
+    assert compare(big, torch.tensor([1.0, INF], dtype=torch.bfloat16), big.double()) is None
+    assert compare(big, torch.tensor([1.0, NAN], dtype=torch.bfloat16), big.double()) is None
+    assert compare(big, torch.tensor([INF, 1.0e38], dtype=torch.bfloat16), big.double()).kind == "inf"
+
+
+def test_overflow_range_follows_the_precision_floor():
+    """A float32 value computed through float16 may overflow near float16's range."""
+    exp = _x(1.0, 2.0e4)
+    act = _x(1.0, INF)
+    assert compare(exp, act, exp.double()).kind == "inf"
+    assert compare(exp, act, exp.double(), floor=torch.float16) is None
+
+
+def test_closeness_is_over_the_finite_positions_only():
+    exp = torch.tensor([[1.0, NAN], [-INF, 4.0]])
+    ref = exp.double()
+    assert compare(exp, exp + 1e-6, ref) is None
+    act = exp.clone()
+    act[1, 1] += 1e-2
+    diff = compare(exp, act, ref)
+    assert diff.kind == "mismatch" and diff.details["index"] == [1, 1]
+    assert diff.details["expected"] == 4.0
+
+
+def test_nothing_left_to_compare_passes():
+    exp = _x(NAN, NAN)
+    assert compare(exp, _x(NAN, NAN), exp.double()) is None
+    assert compare(exp, _x(5.0, -1.0), torch.tensor([1.0, 2.0], dtype=torch.float64)) is None
+    assert compare(_x(), _x(), _x().double()) is None
+
+
+@pytest.mark.parametrize(
+    "exp, act",
+    [
+        (_x(1.0, INF), _x(1.0, 5.0)),  # eager non-finite, compiled differs
+        (_x(1.0, NAN), _x(1.0, 0.0)),
+        (_x(1.0, 2.0), _x(1.0, NAN)),  # compiled non-finite where eager is finite
+        (_x(-0.0, 2.0), _x(0.0, 2.0)),  # a signed zero
+    ],
+)
+def test_without_a_float64_reference_edge_values_are_inconclusive(exp, act):
+    for ref in (None, _x(1.0, 2.0, 3.0).double()):  # none, or of another shape
+        diff = compare(exp, act, ref)
+        assert diff is not None and diff.kind == "non_finite_reference" and diff.inconclusive, (ref, diff)
+
+
+def test_without_a_float64_reference_the_finite_positions_still_fail():
+    assert compare(_x(1.0, NAN), _x(1.0, NAN), None) is None
+    assert compare(_x(1.0, NAN, -0.0), _x(1.0 + 1e-6, NAN, -0.0), None) is None
+    diff = compare(_x(1.0, NAN), _x(2.0, 0.0), None)
+    assert diff.kind == "mismatch" and diff.details["index"] == [0]
+
+
+def test_complex_values_are_judged_per_real_and_imaginary_part():
+    exp = torch.tensor([1 + 1j, complex(0.0, NAN)], dtype=torch.complex64)
+    ref = exp.to(torch.complex128)
+    assert compare(exp, exp.clone(), ref) is None
+    diff = compare(exp, torch.tensor([1 + 1j, 0j], dtype=torch.complex64), ref)
+    assert diff.kind == "nan" and diff.details["index"] == [1, 1]
+
+
+def test_bitwise_equal_tells_signed_zeros_apart_and_nan_equal():
+    from oracles.compare import bitwise_equal
+
+    assert not bitwise_equal(_x(0.0), _x(-0.0))
+    assert bitwise_equal(_x(-0.0, NAN, 1.0), _x(-0.0, NAN, 1.0))
+    assert not bitwise_equal(_x(NAN), _x(1.0))
+    assert not bitwise_equal(torch.tensor([-0.0], dtype=torch.bfloat16), torch.tensor([0.0], dtype=torch.bfloat16))
+    assert bitwise_equal(torch.tensor([1, 2]), torch.tensor([1, 2]))
+    assert not bitwise_equal(torch.tensor([1, 2]), torch.tensor([1, 3]))
+    assert not bitwise_equal(torch.tensor([complex(-0.0, 1.0)]), torch.tensor([complex(0.0, 1.0)]))
+
+
+def test_exact_mode_settles_edge_values_bitwise():
+    """compare_runs(exact=...) (a rewrite without a float64 run): bitwise
+    agreement passes what the tolerance alone leaves inconclusive, a flipped
+    zero sign fails."""
+    same = differential.compare_runs("t", _run(_x(1.0, NAN)), _run(_x(1.0, NAN)), None, exact=("output",))
+    assert [v.status for v in same] == [Status.PASS]
+    flipped = differential.compare_runs("t", _run(_x(-0.0, 1.0)), _run(_x(0.0, 1.0)), None, exact=("output",))
+    assert flipped[0].failed and flipped[0].kind == "mismatch"
+    loose = differential.compare_runs("t", _run(_x(-0.0, 1.0)), _run(_x(0.0, 1.0)), None)
+    assert loose[0].status is Status.INCONCLUSIVE
+
+
+def test_nondeterminism_gate_sees_a_flipped_zero_sign():
+    v = differential.check(_outcome(_run(_x(-0.0)), _run(_x(0.0)), _run(_x(-0.0))))
+    assert v.status is Status.INCONCLUSIVE and v.kind == "nondeterministic"
 
 
 def _outcome(eager, again, compiled, ref=None) -> Outcome:
@@ -152,6 +314,39 @@ def test_honest_backend_passes_the_planted_program():
     outcome = run_program(PLANTED_PROGRAM, RunConfig(backend="aot_eager"))
     assert differential.check(outcome).status is Status.PASS
     assert outcome.capture.deduplicated and outcome.capture.region_groups
+
+
+# -0.0 where x > 0 (sin(x) * -0.0), NaN elsewhere (x * nan): edge values the
+# computation determines, as float64 agrees.
+EDGE_PROGRAM = Program(
+    inputs=(("x", TensorSpec((3, 4), "float32", False)),),
+    block=Block("function", ("x",), (), (), (), (
+        Stmt("v0", "sin", (Ref("x"),)),
+        Stmt("v1", "mul_scalar", (Ref("v0"), Const(-0.0))),
+        Stmt("v2", "mul_scalar", (Ref("x"), Const(float("nan")))),
+        Stmt("v3", "where", (Ref("v1"), Ref("x"), Ref("v2"))),
+    ), "v3"),
+    sections=(Section("calls", "fanout", (Call(), Call())),),
+    outputs="tuple",
+)
+
+
+@pytest.mark.parametrize(
+    "backend, kind",
+    [("suites.planted:zero_sign_lost", "signed_zero"), ("suites.planted:nan_zeroed", "nan")],
+)
+def test_planted_edge_value_faults_are_caught(backend, kind):
+    outcome = run_program(EDGE_PROGRAM, RunConfig(backend=backend, dedup=False))
+    out = outcome.eager.outputs[-1]
+    assert torch.signbit(out[out == 0]).any() and out.isnan().any()  # the program has both edge values
+    verdict = differential.check(outcome)
+    assert verdict.failed and verdict.kind == kind, verdict
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_honest_backends_pass_the_edge_value_program(backend):
+    verdict = differential.check(run_program(EDGE_PROGRAM, RunConfig(backend=backend)))
+    assert verdict.status is Status.PASS, verdict
 
 
 def test_precision_floor_loosens_only_to_the_least_precise_step():
