@@ -569,6 +569,19 @@ def broadcasts_to(small, big) -> bool:
         return False
 
 
+# Ops that sum (or pick among) values, where the sign of a zero result is the
+# implementation's choice: whether a sum of -0.0s starts from +0.0.
+SUMMING = ("reduce", "linalg", "norm", "softmax")
+
+
+@functools.lru_cache(maxsize=64)
+def zero_signs_determined(program: Program) -> bool:
+    """Whether the sign of every zero the program computes follows from IEEE
+    rules alone (no summing op and no lerp: see SUMMING)."""
+    return not any(OPS[s.op].category in SUMMING or s.op in ("merge_mean", "lerp")
+                   for b in program.blocks() for s in b.body)
+
+
 MANTISSA_BITS = {"bfloat16": 8, "float16": 11, "float32": 24, "float64": 53}
 
 

@@ -42,12 +42,16 @@ def _rmse(a: torch.Tensor, b: torch.Tensor) -> float:
     return torch.sqrt(torch.mean(torch.square(a - b))).item() if a.numel() else 0.0
 
 
-def compare(expected: Any, actual: Any, reference: Any, floor: Optional[torch.dtype] = None) -> Optional[Difference]:
+def compare(expected: Any, actual: Any, reference: Any, floor: Optional[torch.dtype] = None,
+            signed_zeros: bool = True) -> Optional[Difference]:
     """None if ``actual`` is acceptable as a compiled version of ``expected``.
 
     ``floor`` is the least precise dtype the value passed through (a float64
     result of a float32 reduction is only float32-accurate, and so is the
-    float64 run of the same program): tolerances are never tighter than its."""
+    float64 run of the same program): tolerances are never tighter than its.
+    ``signed_zeros=False`` leaves the sign of zeros unjudged: where a value
+    may come from a reduction, whether a sum of -0.0s starts from +0.0 is the
+    implementation's choice (eager's sum gives +0.0, inductor's -0.0)."""
     if expected is None or actual is None:
         if expected is None and actual is None:
             return None
@@ -59,11 +63,11 @@ def compare(expected: Any, actual: Any, reference: Any, floor: Optional[torch.dt
         if type(expected) is not type(actual) or expected != actual:
             return Difference("value", f"expected {expected!r}, got {actual!r}")
         return None
-    return _compare_tensors(expected, actual, reference, floor)
+    return _compare_tensors(expected, actual, reference, floor, signed_zeros)
 
 
 def _compare_tensors(exp: torch.Tensor, act: torch.Tensor, ref: Optional[torch.Tensor],
-                     floor: Optional[torch.dtype] = None) -> Optional[Difference]:
+                     floor: Optional[torch.dtype] = None, signed_zeros: bool = True) -> Optional[Difference]:
     if exp.dtype != act.dtype:
         return Difference("dtype", f"expected dtype {exp.dtype}, got {act.dtype}")
     if exp.shape != act.shape:
@@ -85,15 +89,15 @@ def _compare_tensors(exp: torch.Tensor, act: torch.Tensor, ref: Optional[torch.T
     big = torch.finfo(exp.dtype).max
     if floor is not None and floor.is_floating_point:
         big = min(big, torch.finfo(floor).max)
-    return _compare_floats(exp, act, ref, tol, big / 4)
+    return _compare_floats(exp, act, ref, tol, big / 4, signed_zeros)
 
 
 def _as_real(t: torch.Tensor) -> torch.Tensor:
     return torch.view_as_real(t.resolve_conj())
 
 
-def _compare_floats(exp: torch.Tensor, act: torch.Tensor, ref: Optional[torch.Tensor], tol, overflow: float
-                    ) -> Optional[Difference]:
+def _compare_floats(exp: torch.Tensor, act: torch.Tensor, ref: Optional[torch.Tensor], tol, overflow: float,
+                    signed_zeros: bool = True) -> Optional[Difference]:
     """Edge values first (NaN, infinities, signed zeros), then closeness over
     the positions where eager and the referee are both finite.
     ``overflow``: eager values beyond it may turn non-finite in compiled."""
@@ -125,6 +129,8 @@ def _compare_floats(exp: torch.Tensor, act: torch.Tensor, ref: Optional[torch.Te
         unsettled = torch.zeros_like(e_fin)
         zero = (e == 0) & (r == 0) & (torch.signbit(e) == torch.signbit(r))
         flipped = zero & (a == 0) & (torch.signbit(a) != torch.signbit(e))
+    if not signed_zeros:
+        flipped = torch.zeros_like(flipped)
     diff = _closeness(e, a, r, finite & a_fin, tol, shape)
     if diff is not None:
         return diff

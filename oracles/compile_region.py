@@ -50,7 +50,7 @@ from harness.pipeline import region_twins
 from generators.ir import Program
 from generators.regions import levels, marked
 
-from .differential import compare_runs, nondeterministic, precision_floor
+from .differential import compare_runs, nondeterministic, numerics
 from .verdict import Status, Verdict, combine
 
 NAME = "compile_region"
@@ -101,8 +101,8 @@ def _pair(original: Execution, twin: Execution, outcome: Outcome, details: dict)
                         message=f"output structure {original.treespec} with the decorator as drawn, "
                                 f"{twin.treespec} in the twin ({details['label']})")]
     # The twin is the expectation, the original the run under judgement.
-    floor = precision_floor(outcome)
-    found = compare_runs(NAME, twin, original, outcome.reference, floor=floor)
+    floor = numerics(outcome)
+    found = compare_runs(NAME, twin, original, outcome.reference, **floor)
     if any(v.failed for v in found) and _agrees(outcome.eager, original, outcome, floor) \
             and not _agrees(outcome.eager, twin, outcome, floor):
         # The decorated program computes what eager does; its twin does not:
@@ -115,7 +115,7 @@ def _pair(original: Execution, twin: Execution, outcome: Outcome, details: dict)
 
 
 def _agrees(eager: Execution, run: Execution, outcome: Outcome, floor) -> bool:
-    return not any(v.failed for v in compare_runs(NAME, eager, run, outcome.reference, floor=floor))
+    return not any(v.failed for v in compare_runs(NAME, eager, run, outcome.reference, **floor))
 
 
 def check(outcome: Outcome) -> Verdict:

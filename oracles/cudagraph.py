@@ -16,7 +16,7 @@ import re
 
 import torch
 
-from generators.check import lowest_precision
+from generators.check import lowest_precision, zero_signs_determined
 from harness.outcome import Execution
 from harness.replay import OVERWRITTEN, Held, ReplayOutcome, snapshots
 
@@ -39,10 +39,10 @@ def _failing(expected: Execution, actual: Execution | None, reference: Execution
     """Where ``actual`` disagrees with ``expected`` (None: it crashed)."""
     if actual is None or actual.failure is not None:
         return None
-    return {v.where for v in compare_runs(NAME, expected, actual, reference, floor=floor) if v.failed}
+    return {v.where for v in compare_runs(NAME, expected, actual, reference, **floor) if v.failed}
 
 
-def _judge_call(replay: ReplayOutcome, k: int, floor: torch.dtype) -> list[Verdict]:
+def _judge_call(replay: ReplayOutcome, k: int, floor: dict) -> list[Verdict]:
     call = replay.calls[k]
     runs = call.runs
     eager, graphed, plain, reference = runs["eager"], runs["graphed"], runs["plain"], runs["reference"]
@@ -62,7 +62,7 @@ def _judge_call(replay: ReplayOutcome, k: int, floor: torch.dtype) -> list[Verdi
         return [Verdict(NAME, Status.FAIL, kind="structure", where=f"call[{k}]:outputs", details=at,
                         message=f"expected output structure {eager.treespec}, got {graphed.treespec}")]
     out, plain_wrong, apart = [], None, None
-    for v in compare_runs(NAME, eager, graphed, reference, floor=floor):
+    for v in compare_runs(NAME, eager, graphed, reference, **floor):
         if v.status is Status.PASS:
             out.append(v)
             continue
@@ -138,7 +138,8 @@ def verdicts(replay: ReplayOutcome) -> list[Verdict]:
     that left dispatch state behind first (it breaks what runs after it)."""
     if replay.failure is not None:
         return [_crash(replay.failure)]
-    floor = getattr(torch, lowest_precision(replay.program))
+    floor = {"floor": getattr(torch, lowest_precision(replay.program)),
+             "signed_zeros": zero_signs_determined(replay.program)}
     return _leaks(replay) + [v for k in range(len(replay.calls)) for v in _judge_call(replay, k, floor)] + \
         _judge_held(replay)
 

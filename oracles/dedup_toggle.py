@@ -16,7 +16,7 @@ import re
 from harness.backends import resolve
 from harness.outcome import Outcome
 
-from .differential import compare_runs, nondeterministic, precision_floor
+from .differential import compare_runs, nondeterministic, numerics
 from .verdict import Status, Verdict, combine
 
 NAME = "dedup_toggle"
@@ -47,7 +47,7 @@ def check(outcome: Outcome) -> Verdict:
     if nondeterministic(outcome.eager, outcome.eager_again):
         return Verdict(NAME, Status.INCONCLUSIVE, kind="nondeterministic", message="eager disagrees with itself")
     exact = ("output", "state") if resolve(outcome.config.backend).bitwise else ()
-    verdicts = compare_runs(NAME, off_run, on, outcome.reference, exact=exact, floor=precision_floor(outcome))
+    verdicts = compare_runs(NAME, off_run, on, outcome.reference, exact=exact, **numerics(outcome))
     warm = outcome.companions.get("recapture")
     extra, missing = guard_difference((warm[1] if warm else outcome.capture).guards, off_capture.guards)
     if extra or missing:

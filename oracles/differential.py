@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from generators.check import lowest_precision
+from generators.check import lowest_precision, zero_signs_determined
 from harness.outcome import Execution, Outcome
 
 from .compare import Difference, bitwise_equal, compare
@@ -49,7 +49,13 @@ def check(outcome: Outcome) -> Verdict:
         return Verdict(NAME, Status.FAIL, kind="structure", where="outputs",
                        message=f"expected output structure {eager.treespec}, got {compiled.treespec}")
 
-    return combine(NAME, compare_runs(NAME, eager, compiled, outcome.reference, floor=precision_floor(outcome)))
+    return combine(NAME, compare_runs(NAME, eager, compiled, outcome.reference, **numerics(outcome)))
+
+
+def numerics(outcome: Outcome) -> dict:
+    """How values of this program are judged: its precision floor, and
+    whether the sign of a zero is the program's to decide (see compare)."""
+    return {"floor": precision_floor(outcome), "signed_zeros": zero_signs_determined(outcome.program)}
 
 
 def precision_floor(outcome: Outcome) -> torch.dtype:
@@ -58,7 +64,8 @@ def precision_floor(outcome: Outcome) -> torch.dtype:
 
 
 def compare_runs(oracle: str, expected: Execution, actual: Execution, reference: Execution | None,
-                 exact: tuple[str, ...] = (), floor: torch.dtype | None = None) -> list[Verdict]:
+                 exact: tuple[str, ...] = (), floor: torch.dtype | None = None,
+                 signed_zeros: bool = True) -> list[Verdict]:
     """One verdict per value (outputs, state, gradients) of two runs of one
     program. Values whose kind is in ``exact`` ("output", "state", "grad")
     must agree bitwise; the others are judged by ``compare``."""
@@ -69,7 +76,7 @@ def compare_runs(oracle: str, expected: Execution, actual: Execution, reference:
                                     message=f"expected requires_grad={rg_e}, got {rg_c}"))
     exp, act, ref = _pairs(expected), _pairs(actual), _pairs(reference)
     for where in sorted(exp.keys() | act.keys(), key=_order):
-        diff = compare(exp.get(where), act.get(where), ref.get(where), floor)
+        diff = compare(exp.get(where), act.get(where), ref.get(where), floor, signed_zeros)
         if where.split("[")[0] in exact and (diff is None or diff.kind == "mismatch" or diff.inconclusive):
             # Bitwise agreement settles what the tolerance cannot (an edge
             # value without a referee); anything less is a failure here.

@@ -23,7 +23,7 @@ import torch
 from harness.outcome import Outcome, VariantRun
 
 from .dedup_toggle import guard_difference
-from .differential import compare_runs, nondeterministic, precision_floor
+from .differential import compare_runs, nondeterministic, numerics
 from .tolerance import for_dtype
 from .verdict import Status, Verdict, combine
 
@@ -52,17 +52,18 @@ def _details(run: VariantRun, label: str | None = None) -> dict:
     }
 
 
-def _floor(outcome: Outcome, run: VariantRun) -> torch.dtype:
-    """The program's precision floor, or the less precise dtype the change
-    brings in (an input cast to bfloat16, autocast to bfloat16)."""
-    floor = precision_floor(outcome)
+def _floor(outcome: Outcome, run: VariantRun) -> dict:
+    """The program's numerics (differential.numerics) with its precision
+    floor lowered to the dtype the change brings in, if less precise (an
+    input cast to bfloat16, autocast to bfloat16)."""
+    num = numerics(outcome)
     brought = run.variant.get("dtype")
-    if brought and for_dtype(getattr(torch, brought)).atol > for_dtype(floor).atol:
-        return getattr(torch, brought)
-    return floor
+    if brought and for_dtype(getattr(torch, brought)).atol > for_dtype(num["floor"]).atol:
+        num["floor"] = getattr(torch, brought)
+    return num
 
 
-def _judge_call(run: VariantRun, floor: torch.dtype) -> Verdict:
+def _judge_call(run: VariantRun, floor: dict) -> Verdict:
     v = run.variant
     where = f"variant {v['kind']} ({v['description']})"
     if run.compiled.failure is not None:
@@ -76,7 +77,7 @@ def _judge_call(run: VariantRun, floor: torch.dtype) -> Verdict:
         bad = [Verdict(NAME, Status.FAIL, kind="structure", where="outputs",
                        message=f"expected {run.eager.treespec}, got {run.compiled.treespec}")]
     else:
-        bad = [x for x in compare_runs(NAME, run.eager, run.compiled, run.reference, floor=floor)
+        bad = [x for x in compare_runs(NAME, run.eager, run.compiled, run.reference, **floor)
                if x.status is not Status.PASS]
     failure = combine(NAME, bad) if bad else None
     if failure is None:
@@ -158,7 +159,7 @@ def check(outcome: Outcome) -> Verdict:
         return skipped
     runs, mode = judged_runs(outcome)
     first, _ = _first_call(outcome, mode)
-    wrong = [v for v in compare_runs(NAME, outcome.eager, first, outcome.reference, floor=precision_floor(outcome))
+    wrong = [v for v in compare_runs(NAME, outcome.eager, first, outcome.reference, **numerics(outcome))
              if v.status is not Status.PASS]
     if nondeterministic(outcome.eager, outcome.eager_again) or wrong or outcome.eager.treespec != first.treespec:
         # Every later call would repeat that failure: it is the differential

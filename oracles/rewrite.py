@@ -17,7 +17,7 @@ import torch
 
 from harness.outcome import Outcome
 
-from .differential import compare_runs, nondeterministic, precision_floor
+from .differential import compare_runs, nondeterministic, numerics
 from .verdict import Status, Verdict, combine
 
 NAME = "rewrite"
@@ -66,8 +66,9 @@ def check(outcome: Outcome) -> Verdict:
         shared = pre.state.keys() & post.state.keys()
         pre = replace(pre, state={k: v for k, v in pre.state.items() if k in shared},
                       grads={k: v for k, v in pre.grads.items() if k in post.grads or k in shared})
-        floor = precision_floor(outcome)
-        for v in compare_runs(NAME, pre, post, None, exact=("output", "state"), floor=floor):
+        num = numerics(outcome)
+        floor = num["floor"]
+        for v in compare_runs(NAME, pre, post, None, exact=("output", "state"), **num):
             if v.failed and v.kind == "mismatch" and v.where.startswith("grad[") \
                     and _summation_noise(pre.grads.get(v.where[5:-1]), post.grads.get(v.where[5:-1]), floor):
                 v = Verdict(NAME, Status.PASS, where=v.where)

@@ -372,3 +372,23 @@ def test_lowest_precision_sees_casts_inside_ops():
     assert lowest_precision(p) == "float32"
     plain = Program(p.inputs, Block("function", ("x",), (), (), (), (Stmt("v0", "sin", (Ref("x"),)),), "v0"), p.sections)
     assert lowest_precision(plain) == "float64"
+
+
+@pytest.mark.unit
+def test_zero_signs_of_summing_programs_are_left_unjudged():
+    """A sum of -0.0s is +0.0 in eager and -0.0 in inductor: IEEE leaves the
+    start of a sum open, so a program with a summing op has no say over the
+    sign of its zeros, while the same flip in a program without one fails."""
+    from generators.check import zero_signs_determined
+
+    def program(op: str, *extra) -> Program:
+        body = (Stmt("v0", op, (Ref("x"), *extra)),)
+        return Program((("x", TensorSpec((2, 3))),), Block("function", ("x",), (), (), (), body, "v0"),
+                       (Section("calls", "chain", (Call(), Call())),))
+
+    assert zero_signs_determined(program("neg"))
+    assert not zero_signs_determined(program("sum", Const(-1), Const(True)))
+    minus = torch.tensor([-0.0, 1.0])
+    plus = torch.tensor([0.0, 1.0])
+    assert compare(minus, plus, minus.double()).kind == "signed_zero"
+    assert compare(minus, plus, minus.double(), signed_zeros=False) is None
