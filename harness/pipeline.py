@@ -96,8 +96,10 @@ def _unwrap(fn):
 
 def _block_code(module: ModuleType):
     """The code object Dynamo inlines for each call of the program's block."""
-    fn = getattr(module, "block", None) or module.Block.forward
-    return _unwrap(fn).__code__
+    fn = getattr(module, "block", None) or getattr(module, "Block", None)
+    if fn is None:  # function instances made by one factory share one code object
+        fn = module.BLOCKS[0]
+    return _unwrap(getattr(fn, "forward", fn)).__code__
 
 
 def run_compiled(module: ModuleType, program: Program, config: RunConfig) -> tuple[Execution, Capture]:

@@ -184,7 +184,8 @@ COMPILE_KWARGS = {compile_kwargs!r}
 
 
 def block_lines():
-    fn = inspect.unwrap(globals()["block"] if "block" in globals() else Block.forward)
+    fn = globals().get("block") or globals().get("Block") or BLOCKS[0]  # BLOCKS: instances of one factory
+    fn = inspect.unwrap(getattr(fn, "forward", fn))
     lines, first = inspect.getsourcelines(fn)
     return range(first, first + len(lines))
 
