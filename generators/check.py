@@ -411,10 +411,15 @@ def _check_write(program: Program, where: str, write: tuple[str, str]) -> None:
             raise MalformedProgram(f"{where}: {stmt.out} = {stmt.op}({name}) keeps {name} for backward")
 
 
+# Homes whose in-call rebinding Dynamo cannot trace (SimpleNamespace.__setattr__): a graph break.
+BREAKING_SETS = ("namespace",)
+
+
 def has_graph_breaks(program: Program) -> bool:
+    homes = {f.name: f.home for f in program.frees}
     return any(
         INTERLUDES[n].breaks for n in (*program.interludes, *(s.interleave for s in program.sections)) if n
-    )
+    ) or any(homes.get(n) in BREAKING_SETS for _, c in program.repeats() for n, _ in c.sets)
 
 
 def live_values(b: Block) -> set[str]:

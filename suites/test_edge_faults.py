@@ -1,0 +1,124 @@
+"""Planted faults only the edge parts of the generator can catch (in-call
+rebinds, writes between repeats, aliased inputs, fields of user objects),
+each caught by the oracle that judges that part, while the honest pipeline
+passes the very same program."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from unittest import mock
+
+import pytest
+
+from generators.ir import Block, Call, Const, Free, FreeVar, Options, Program, Ref, Section, Stmt, TensorSpec
+from generators.variants import Variant
+from harness import recall
+from harness.outcome import RunConfig
+from harness.pipeline import run_program
+from oracles import differential, guards
+from oracles.verdict import Status
+
+from . import planted_edges
+
+pytestmark = pytest.mark.unit
+
+X = ("x", TensorSpec((3, 4)))
+Y = ("y0", TensorSpec((3, 4)))
+
+
+def _program(body, result, inputs=(X,), calls=(Call(), Call()), frees=(), write=None) -> Program:
+    block = Block("function", tuple(n for n, _ in inputs), (), (), (), tuple(Stmt(*s) for s in body), result)
+    return Program(inputs=inputs, block=block, sections=(Section("calls", "chain", calls, write=write),),
+                   options=Options(fullgraph=True), frees=frees)
+
+
+# CONFIG.p0 is rebound in the forward before each repeat: 2.0, then -1.0
+REBOUND = _program([("v0", "sin", (Ref("x"),)), ("v1", "mul_scalar", (Ref("v0"), Free("p0")))], "v1",
+                   frees=(FreeVar("p0", 2.0, "dataclass"),),
+                   calls=(Call(sets=(("p0", 2.0),)), Call(sets=(("p0", -1.0),))))
+# y0 is scaled in place after each repeat; the next repeat reads it
+WRITTEN = _program([("v0", "add", (Ref("x"), Ref("y0")))], "v0", inputs=(X, Y), write=("y0", "direct"))
+# block(x, y0) then block(x, x): the aliased call second (first is KI-028)
+ALIASED = Program(inputs=(X, Y),
+                  block=Block("function", ("x", "y0"), (), (), (),
+                              (Stmt("v0", "add", (Ref("x"), Ref("y0"))), Stmt("v1", "sin", (Ref("v0"),)),
+                               Stmt("v2", "mul", (Ref("v1"), Ref("y0")))), "v2"),
+                  sections=(Section("for_range", "fanout", (Call(tensor="x"), Call(tensor="x", alias="same"))),),
+                  outputs="tuple")
+# x * CONFIG.p0, CONFIG a dataclass instance
+FIELD = _program([("v0", "sin", (Ref("x"),)), ("v1", "mul_scalar", (Ref("v0"), Free("p0")))], "v1",
+                 frees=(FreeVar("p0", 3, "dataclass"),), calls=(Call(),))
+
+FIELD_CHANGED = Variant("object:dataclass", "CONFIG.p0", "CONFIG.p0: 3 -> 2",
+                        ("_saved = CONFIG.p0", "CONFIG.p0 = 2"), ("CONFIG.p0 = _saved",))
+
+
+def _differential(program: Program, backend: str = "aot_eager"):
+    return differential.check(run_program(program, RunConfig(backend=backend, dedup=False)))
+
+
+def _guards(program: Program, variant: Variant):
+    with mock.patch.object(recall, "select", lambda p, limit: [variant]):
+        return guards.check(run_program(program, RunConfig(backend="aot_eager", dedup=False, variants=1)))
+
+
+def test_a_frame_that_forgets_its_own_stores_is_caught_by_in_call_rebinds():
+    assert _differential(REBOUND).status is Status.PASS
+    with planted_edges.pending_stores_ignored():
+        verdict = _differential(REBOUND)
+    assert verdict.failed, verdict  # wrong values, or Dynamo trips over its own lost store
+
+
+def test_writes_moved_past_later_reads_are_caught_by_writes_between_repeats():
+    assert _differential(WRITTEN, "eager").status is Status.PASS
+    verdict = _differential(WRITTEN, "suites.planted_edges:writes_deferred")
+    assert verdict.failed and verdict.kind == "mismatch", verdict
+    # a program without a write between repeats gives the fault nothing to move
+    plain = _program([("v0", "add", (Ref("x"), Ref("y0")))], "v0", inputs=(X, Y))
+    assert _differential(plain, "suites.planted_edges:writes_deferred").status is Status.PASS
+
+
+def test_a_subgraph_built_from_another_region_is_caught_by_aliased_calls():
+    honest = run_program(ALIASED, RunConfig(backend="aot_eager"))
+    assert differential.check(honest).status is Status.PASS
+    with planted_edges.last_region_as_reference():
+        verdict = differential.check(run_program(ALIASED, RunConfig(backend="aot_eager")))
+    assert verdict.failed and verdict.kind == "mismatch", verdict
+    # the same calls without the alias: every region alike, nothing to tell apart
+    plain = replace(ALIASED, sections=(replace(ALIASED.sections[0], calls=(Call(tensor="x"), Call(tensor="x"))),))
+    with planted_edges.last_region_as_reference():
+        assert differential.check(run_program(plain, RunConfig(backend="aot_eager"))).status is Status.PASS
+
+
+def test_unguarded_object_fields_are_caught_by_changing_a_field_in_place():
+    assert _guards(FIELD, FIELD_CHANGED).status is Status.PASS
+    with planted_edges.object_fields_unguarded():
+        verdict = _guards(FIELD, FIELD_CHANGED)
+    assert verdict.failed and verdict.kind == "stale", verdict
+
+
+def _repro_exit(program: Program, backend: str, tmp_path) -> int:
+    """The standalone repro of the differential finding ``backend`` makes of ``program``."""
+    from reports.repro import render_repro
+    from reports.triage import triage
+
+    outcome = run_program(program, RunConfig(backend=backend, dedup=False))
+    verdict = differential.check(outcome)
+    assert verdict.failed, verdict
+    finding = triage(outcome, verdict)
+    path = tmp_path / "repro.py"
+    path.write_text(render_repro(program, outcome.config, finding.signature, "differential"))
+    root = Path(__file__).resolve().parents[1]  # the repro imports the planted backend from here
+    return subprocess.run([sys.executable, str(path)], cwd=root, capture_output=True, timeout=300).returncode
+
+
+@pytest.mark.parametrize("backend", ["suites.planted_edges:writes_deferred", "suites.planted:zero_sign_lost",
+                                     "suites.planted:nan_zeroed"])
+def test_a_planted_backend_finding_has_a_repro_that_exits_1(backend, tmp_path):
+    from .test_differential_oracle import EDGE_PROGRAM
+
+    program = WRITTEN if "writes" in backend else EDGE_PROGRAM
+    assert _repro_exit(program, backend, tmp_path) == 1
