@@ -15,6 +15,17 @@ passes ``check``. A ``neutral`` change (new tensor values, a parameter
 replaced by another of its shape) cannot change what the program computes,
 so it must not force a recompile; any other change may only reuse a cached
 graph if the guards prove it still right.
+
+A kind reads ``family:what[:qualifier]``. Python values change in every
+place they live (free values in each home, instance attributes, function
+instances' cells, fields of packed objects), each to another value, to one
+of another type, and at the edges (QUALIFIERS): the other signed zero and
+NaN (the "edge" family: what a guard comparing floats with ``==`` gets
+wrong), another length, another callable. Function objects are remade with
+the same code ("closure:remake"); module instances are replaced by every
+route Python offers ("module:replace:<route>") or loaded with new values
+("module:load_state_dict"); a program input is made the same tensor as, or
+a view of, input 0 ("input:alias:make", "input:alias:view").
 """
 
 from __future__ import annotations
@@ -23,9 +34,10 @@ import random
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Callable, Optional
 
-from .check import check
-from .codegen import SETTINGS, free_read, global_name, input_expr, instance_attr, literal
-from .ir import FLOATS, LAYOUTS, Arg, Free, MalformedProgram, Program, TensorSpec, Value, typed_key
+from .check import check, mutation_rules
+from .codegen import (CHILDREN, FACTORY, INSTANCES, OBJECTS, PACKED, SETTINGS, _columns, free_read, frees_at,
+                      global_name, input_expr, instance_attr, literal, pack_ref, sub_callable)
+from .ir import FLOATS, LAYOUTS, Arg, Fn, Free, FreeVar, MalformedProgram, Program, PyList, TensorSpec, Value, typed_key
 from .ops import OPS, S, slot_values
 
 PRELUDE = '''\
@@ -90,17 +102,23 @@ def _owner(program: Program) -> str:
     return found[-1] if found else "model"
 
 
-def _free_target(program: Program, name: str) -> str:
+def _free_targets(program: Program, name: str) -> list[str]:
+    """Where free value ``name`` is bound: one expression, or one per
+    function instance for a closure cell of function instances (each made
+    by its own factory call, so each has its own cell)."""
     home = next(f.home for f in program.frees if f.name == name)
-    module = program.block.kind == "module"
-    return {
+    b = program.block
+    module = b.kind == "module"
+    if home == "closure" and not module and b.attrs:
+        return [f"cell({INSTANCES}[{j}], {name!r}).cell_contents" for j in range(len(_calls(program)))]
+    return [{
         "global": global_name(name),
         "closure": f"cell({'Block.forward' if module else 'block'}, {name!r}).cell_contents",
         "class_attr": f"{'Block' if module else SETTINGS}.{name}",
         "argument": f"kwargs[{name!r}]",
         "dataclass": free_read(program, name),
         "namespace": free_read(program, name),
-    }[home]
+    }[home]]
 
 
 def valid(program: Program) -> bool:
@@ -125,17 +143,83 @@ def _slot_choices(program: Program, operand) -> list[Value]:
     return found or []
 
 
+# What a new value is, next to the old one: the last part of a kind.
+# "" another value of the same type; "type" a value of another type;
+# "sign" the other signed zero (0.0 <-> -0.0, equal under ==); "nan" NaN
+# (unequal even to itself); "length" a list or tuple of another length;
+# "callable" another function.
+QUALIFIERS = ("", "type", "sign", "nan", "length", "callable")
+EDGES = ("sign", "nan")  # the changes a guard comparing floats with == gets wrong
+
+
+def qualifier(old: Value, new: Value) -> str:
+    if type(new) is not type(old):
+        return "type"
+    if isinstance(old, Fn):
+        return "callable"
+    if isinstance(old, float) and old == old:
+        if new != new:
+            return "nan"
+        if old == 0.0 and new == 0.0:
+            return "sign"
+    if isinstance(old, (tuple, PyList)):
+        size = len(old.items if isinstance(old, PyList) else old)
+        if len(new.items if isinstance(new, PyList) else new) != size:
+            return "length"
+    return ""
+
+
 def _alternatives(program: Program, operand, old: Value, rebuild: Callable[[Value], Program]) -> dict[str, Value]:
-    """A new value of the same type ("") and of another type ("type"), each
-    one the program still type-checks with."""
+    """Per qualifier (QUALIFIERS), the first new value the slots reading
+    ``operand`` accept and the program still type-checks with."""
     out: dict[str, Value] = {}
     for v in _slot_choices(program, operand):
         if typed_key(v) == typed_key(old):
             continue
-        qualifier = "" if type(v) is type(old) else "type"
-        if qualifier not in out and valid(rebuild(v)):
-            out[qualifier] = v
-    return out
+        q = qualifier(old, v)
+        if q not in out and valid(rebuild(v)):
+            out[q] = v
+    return dict(sorted(out.items(), key=lambda item: QUALIFIERS.index(item[0])))
+
+
+def _kind(*parts: str) -> str:
+    return ":".join(p for p in parts if p)
+
+
+def _rebound(program: Program) -> set[str]:
+    """Free values the forward rebinds before every repeat (Call.sets): a
+    change to them is overwritten before anything reads it."""
+    return {n for _, c in program.repeats() for n, _ in c.sets}
+
+
+def _calls(program: Program) -> list[tuple[int, int]]:
+    """(section, call) of every call row, over all sections."""
+    return [(k, i) for k, s in enumerate(program.sections) for i in range(len(s.calls))]
+
+
+def _with_args(program: Program, rows: list[tuple[int, int]], j: int, v: Value) -> Program:
+    """``program`` with argument ``j`` of the call rows ``rows`` set to ``v``."""
+    sections = []
+    for k, s in enumerate(program.sections):
+        calls = tuple(replace(c, args=tuple(v if n == j else a for n, a in enumerate(c.args)))
+                      if (k, i) in rows else c for i, c in enumerate(s.calls))
+        sections.append(replace(s, calls=calls))
+    return replace(program, sections=tuple(sections))
+
+
+def _per_argument(program: Program, rows: list[tuple[int, int]]) -> dict[str, tuple[str, Value, Value]]:
+    """Per qualifier, the first block argument (name, old value, new value)
+    the call rows ``rows`` (which share one value source) can change to."""
+    k, i = rows[0]
+    call = program.sections[k].calls[i]
+    found: dict[str, tuple[str, Value, Value]] = {}
+    for j, name in enumerate(program.block.args):
+        def rebuild(v: Value, j=j) -> Program:
+            return _with_args(program, rows, j, v)
+
+        for q, new in _alternatives(program, Arg(name), call.args[j], rebuild).items():
+            found.setdefault(q, (name, call.args[j], new))
+    return dict(sorted(found.items(), key=lambda item: QUALIFIERS.index(item[0])))
 
 
 # --- the catalogue: one builder per kind ---------------------------------------
@@ -195,21 +279,51 @@ def _input_meta(program: Program) -> list[Variant]:
     return out
 
 
+def _assign_all(kind: str, targets: list[str], old: Value, new: Value) -> Variant:
+    if len(targets) == 1:
+        return _assign(kind, targets[0], old, new)
+    return Variant(kind, targets[0], f"{' and '.join(targets)}: {literal(old)} -> {literal(new)}",
+                   (f"_saved = [{', '.join(targets)}]", *(f"{t} = {literal(new)}" for t in targets)),
+                   tuple(f"{t} = _saved[{j}]" for j, t in enumerate(targets)))
+
+
+def _replace_object(program: Program, f: FreeVar, new: Value, qualifier: str) -> Variant:
+    """The object holding ``f`` (CONFIG, STATE) replaced by a new one that
+    holds ``new`` in ``f``'s field and the old object's other fields."""
+    obj, cls = OBJECTS[f.home]
+    make = cls or "types.SimpleNamespace"
+    fields_ = ", ".join(f"{g.name}={literal(new) if g is f else f'{obj}.{g.name}'}" for g in frees_at(program, f.home))
+    return Variant(_kind("free", f.home, qualifier), obj,
+                   f"{obj} replaced by a new {make} with {f.name}: {literal(f.value)} -> {literal(new)}",
+                   (f"_saved = {obj}", f"{obj} = {make}({fields_})"), (f"{obj} = _saved",))
+
+
 def _frees(program: Program) -> list[Variant]:
+    """Free values rebound (a global, a closure cell, a class attribute, a
+    ``forward`` argument, a new CONFIG or STATE object), or the field of
+    their object changed ("object:dataclass", "object:namespace")."""
     out = []
+    rebound = _rebound(program)
     for f in program.frees:
+        if f.name in rebound:
+            continue
+
         def rebuild(v: Value, f=f) -> Program:
             return replace(program, frees=tuple(replace(g, value=v) if g is f else g for g in program.frees))
 
-        target = _free_target(program, f.name)
-        for qualifier, new in _alternatives(program, Free(f.name), f.value, rebuild).items():
-            kind = ":".join(p for p in ("free", f.home, qualifier) if p)
+        targets = _free_targets(program, f.name)
+        for q, new in _alternatives(program, Free(f.name), f.value, rebuild).items():
+            if f.home in OBJECTS:
+                out.append(_assign(_kind("object", f.home, q), targets[0], f.value, new))
+                out.append(_replace_object(program, f, new, q))
+                continue
+            kind = _kind("free", f.home, q)
             if f.home == "argument":
-                out.append(Variant(kind, target, f"argument {f.name}: {literal(f.value)} -> {literal(new)}",
-                                   (f"{target} = {literal(new)}",), ("kwargs.clear()",)))
+                out.append(Variant(kind, targets[0], f"argument {f.name}: {literal(f.value)} -> {literal(new)}",
+                                   (f"{targets[0]} = {literal(new)}",), ("kwargs.clear()",)))
             else:
-                out.append(_assign(kind, target, f.value, new))
-            if f.home == "class_attr" and program.block.kind == "module" and not qualifier:
+                out.append(_assign_all(kind, targets, f.value, new))
+            if f.home == "class_attr" and program.block.kind == "module" and not q:
                 inst = instances(program)[-1]
                 out.append(Variant("free:class_attr:shadow", f"{inst}.{f.name}",
                                    f"{inst}.{f.name} = {literal(new)} shadows Block.{f.name} = {literal(f.value)}",
@@ -218,30 +332,184 @@ def _frees(program: Program) -> list[Variant]:
 
 
 def _attrs(program: Program) -> list[Variant]:
-    """Python arguments held as module-instance attributes: change one instance's."""
+    """Python arguments held as module-instance attributes: change one
+    instance's (the last one's), one variant per qualifier."""
     b = program.block
-    if not b.attrs or not b.args:
+    if not b.attrs or not b.args or b.kind != "module":
         return []
     out = []
-    calls = [(k, i) for k, s in enumerate(program.sections) for i in range(len(s.calls))]
-    k, i = calls[-1]
     inst = instances(program)[-1]
-    call = program.sections[k].calls[i]
-    for j, name in enumerate(b.args):
-        def rebuild(v: Value, j=j) -> Program:
-            args = tuple(v if n == j else a for n, a in enumerate(call.args))
-            s = program.sections[k]
-            new_calls = tuple(replace(c, args=args) if n == i else c for n, c in enumerate(s.calls))
-            return replace(program, sections=tuple(replace(s, calls=new_calls) if m == k else t
-                                                   for m, t in enumerate(program.sections)))
+    for q, (name, old, new) in _per_argument(program, _calls(program)[-1:]).items():
+        out.append(_assign(_kind("attr:instance", q), f"{inst}.{name}", old, new))
+        if not q:
+            out.append(_assign("attr:instance:dict", f"{inst}.__dict__[{name!r}]", old, new))
+    return out
 
-        for qualifier, new in _alternatives(program, Arg(name), call.args[j], rebuild).items():
-            kind = ":".join(p for p in ("attr:instance", qualifier) if p)
-            out.append(_assign(kind, f"{inst}.{name}", call.args[j], new))
-            if not qualifier:
-                target = f"{inst}.__dict__[{name!r}]"
-                out.append(_assign("attr:instance:dict", target, call.args[j], new))
-        break  # one argument is enough: each is guarded the same way
+
+def _closure_args(program: Program) -> list[Variant]:
+    """Python arguments captured by function instances (BLOCKS, one factory
+    call per repeat): change the last instance's cell."""
+    b = program.block
+    if not b.attrs or not b.args or b.kind != "function":
+        return []
+    j = len(_calls(program)) - 1
+    return [_assign(_kind("attr:closure", q), f"cell({INSTANCES}[{j}], {name!r}).cell_contents", old, new)
+            for q, (name, old, new) in _per_argument(program, _calls(program)[-1:]).items()]
+
+
+def _pack_rows(program: Program) -> list[tuple[int, int]]:
+    """The call rows whose repeats read the first packed object (ARGS[0],
+    self.args[0]): the first call; and every call of the first section when
+    its loop reads one object for all repeats (no per-repeat column)."""
+    s = program.sections[0]
+    if s.structure != "calls" and PACKED not in dict(_columns(program, s)):
+        return [(0, i) for i in range(len(s.calls))]
+    return [(0, 0)]
+
+
+def _packs(program: Program) -> list[Variant]:
+    """A field of a packed-arguments object changed, the object the same:
+    ``ARGS[0].s0 = new`` (a dataclass) or ``model.args[0].s0 = new`` (a module)."""
+    b = program.block
+    if not b.pack:
+        return []
+    obj = pack_ref(program, 0).replace("self.", "model.")
+    return [_assign(_kind("object:pack", b.pack, q), f"{obj}.{name}", old, new)
+            for q, (name, old, new) in _per_argument(program, _pack_rows(program)).items()]
+
+
+def _factory_call(program: Program, j: Optional[int]) -> str:
+    """The factory call codegen writes for the block (function instances:
+    for repeat ``j``), with the program's values."""
+    fixed = [literal(f.value) for f in frees_at(program, "closure")]
+    if j is not None:
+        k, i = _calls(program)[j]
+        fixed += [literal(v) for v in program.sections[k].calls[i].args]
+    return f"{FACTORY}({', '.join(fixed)})"
+
+
+def _closure_remake(program: Program) -> list[Variant]:
+    """A new function object with the same code and the same captured
+    values: ``block`` (or one of BLOCKS) rebound to a fresh factory call;
+    for a module block, a new ``Block`` class, whose instance (holding the
+    last instance's state) takes that instance's place. May recompile."""
+    b = program.block
+    instances_ = b.kind == "function" and b.attrs
+    if not frees_at(program, "closure") and not instances_:
+        return []
+    if instances_:
+        j = len(_calls(program)) - 1
+        made = _factory_call(program, j)
+        return [Variant("closure:remake", f"{INSTANCES}[{j}]", f"{INSTANCES}[{j}] rebound to a new {made}",
+                        (f"_saved = {INSTANCES}",
+                         f"{INSTANCES} = {INSTANCES}[:{j}] + ({made},) + {INSTANCES}[{j + 1}:]"),
+                        (f"{INSTANCES} = _saved",))]
+    made = _factory_call(program, None)
+    if b.kind == "function":
+        return [Variant("closure:remake", "block", f"block rebound to a new {made}",
+                        ("_saved = block", f"block = {made}"), ("block = _saved",))]
+    inst = instances(program)[-1]
+    parent, name, _ = _slot(inst)
+    new = _constructor(program, inst, "Block")
+    return [Variant("closure:remake", "Block",
+                    f"Block rebound to a new {made}; {inst} replaced by its instance with the same state",
+                    ("_saved_class = Block", f"_saved = {inst}", f"Block = {made}", f"_new = {new}",
+                     "_new.load_state_dict(_saved.state_dict())", *_same_flags(),
+                     f"{parent}._modules[{name!r}] = _new"),
+                    (f"{parent}._modules[{name!r}] = _saved", "Block = _saved_class"))]
+
+
+# --- module instances replaced, by every route Python offers --------------------
+
+
+def _slot(expr: str) -> tuple[str, str, str]:
+    """(parent, name in its _modules, container kind or "") of a module
+    expression: ``a.b`` -> (a, b, ""), ``a[1]`` -> (a, "1", "list"),
+    ``a['k']`` -> (a, k, "dict")."""
+    if expr.endswith("]"):
+        parent, key = expr[:-1].rsplit("[", 1)
+        if key.startswith("'"):
+            return parent, key.strip("'"), "dict"
+        return parent, key, "list"
+    parent, name = expr.rsplit(".", 1)
+    return parent, name, ""
+
+
+def _layer_args(program: Program, inst: str) -> tuple[Value, ...]:
+    """The constructor arguments of layer instance ``inst`` (attrs blocks)."""
+    if not program.block.attrs:
+        return ()
+    for k, s in enumerate(program.sections):
+        attr = instance_attr(program, k, s)
+        for i, c in enumerate(s.calls):
+            if inst in (f"model.{attr}[{i}]", f"model.{attr}_{i}"):
+                return c.args
+    return ()
+
+
+def _constructor(program: Program, inst: str, cls: str) -> str:
+    return f"{cls}({', '.join(literal(v) for v in _layer_args(program, inst))})"
+
+
+def _same_flags() -> tuple[str, ...]:
+    """Lines giving ``_new`` the frozen state and training flag of ``_saved``."""
+    return ("for _p, _q in zip(_new.parameters(), _saved.parameters()): _p.requires_grad_(_q.requires_grad)",
+            "_new.train(_saved.training)")
+
+
+def module_targets(program: Program) -> list[tuple[str, str]]:
+    """(expression, constructor) of the module instances a route may
+    replace: the block's last instance, and that instance's first module
+    child (a sub-block instance, held as ``Block.holder`` says)."""
+    b = program.block
+    if b.kind != "module":
+        return []
+    inst = instances(program)[-1]
+    out = [(inst, _constructor(program, inst, "Block"))]
+    modules = [i for i in b.instances() if program.sub(i[0]).kind == "module"]
+    if modules:
+        name, slot = modules[0]
+        attr = f"{name}_{slot}"
+        where = {"attr": f"{inst}.{attr}", "module_dict": f"{inst}.{CHILDREN}[{attr!r}]"}.get(
+            b.holder, f"{inst}.{CHILDREN}[0]")
+        out.append((where, f"{sub_callable(name, 'module')}()"))
+    return out
+
+
+def _routes(parent: str, name: str, container: str) -> dict[str, tuple[str, ...]]:
+    """Per route, the statements putting ``_new`` in ``parent``'s place ``name``."""
+    index = f"[{name!r}]" if container == "dict" else f"[{name}]"
+    out = {
+        "setattr": (f"{parent}.{name} = _new" if name.isidentifier() else f"setattr({parent}, {name!r}, _new)",),
+        "modules_dict": (f"{parent}._modules[{name!r}] = _new",),
+        "add_module": (f"{parent}.add_module({name!r}, _new)",),
+    }
+    if not container:  # a container's order is its meaning: delattr would move the child to the end
+        out["delattr"] = (f"delattr({parent}, {name!r})", f"setattr({parent}, {name!r}, _new)")
+    else:
+        out["container"] = (f"{parent}{index} = _new",)
+    return out
+
+
+def _modules(program: Program) -> list[Variant]:
+    """A module instance replaced by a fresh instance of its class (new
+    weights, the old one's frozen state and training flag), one kind per
+    route: setattr, ``_modules[name] =``, ``add_module``, ``delattr`` then
+    setattr, container item assignment; and ``load_state_dict`` of a fresh
+    instance's state (the same objects, all values new). Undo puts the old
+    instance back in its place (and ``_modules`` in its order)."""
+    out = []
+    for expr, ctor in module_targets(program):
+        parent, name, container = _slot(expr)
+        for route, lines in _routes(parent, name, container).items():
+            out.append(Variant(f"module:replace:{route}", expr, f"{expr} replaced by a fresh {ctor} via {lines[-1]}",
+                               ("_order = dict(" + parent + "._modules)", f"_saved = {expr}", f"_new = {ctor}",
+                                *_same_flags(), *lines),
+                               (f"{parent}._modules.clear()", f"{parent}._modules.update(_order)")))
+        out.append(Variant("module:load_state_dict", expr, f"{expr}.load_state_dict(a fresh {ctor}'s state)",
+                           (f"_saved = {{k: v.detach().clone() for k, v in {expr}.state_dict().items()}}",
+                            f"{expr}.load_state_dict({ctor}.state_dict())"),
+                           (f"{expr}.load_state_dict(_saved)",)))
     return out
 
 
@@ -279,6 +547,54 @@ def _params_and_buffers(program: Program) -> list[Variant]:
         out.append(Variant("buffer:mutate", r, f"{r} changed in place",
                            (f"_saved = {r}.detach().clone()", f"{r}.add_(1.0)"), (f"{r}.copy_(_saved)",), True))
     return out
+
+
+def _written(program: Program) -> set[str]:
+    """Program inputs written in place: by the block, or between repeats."""
+    b = program.block
+    return mutation_rules(b, dict(program.inputs)) | {s.write[0] for s in program.sections if s.write}
+
+
+def _view_of(spec: TensorSpec, shape: tuple[int, ...]) -> Optional[str]:
+    """An indexing of a tensor of ``spec`` that views it with ``shape``
+    (its trailing dims narrowed, leading ones indexed at 0), if one does."""
+    lead = len(spec.shape) - len(shape)
+    if not shape or lead < 0 or any(d > e for d, e in zip(shape, spec.shape[lead:])):
+        return None
+    return "[" + ", ".join(["0"] * lead + [f":{d}" for d in shape]) + "]"
+
+
+def _input_aliases(program: Program) -> list[Variant]:
+    """Program input ``i`` (the first that can) made the same tensor as
+    input 0 ("input:alias:make"), or a view of it ("input:alias:view"):
+    offered when the program type-checks with input ``i`` of input 0's
+    type (of the view's), writes neither in place, and input 0 needs no
+    gradient (see below). Fresh inputs are made
+    for every call, so nothing needs undoing."""
+    x_name, x = program.inputs[0]
+    if x.requires_grad:  # the float64 referee gets inputs copied one by one: an alias of a leaf with grad would
+        return []        # reach it as two leaves, and its gradients would differ from eager's
+    written = _written(program)
+    out: dict[str, Variant] = {}
+    for i, (name, spec) in enumerate(program.inputs[1:], 1):
+        if name in written or x_name in written:
+            continue
+
+        def rebuild(new: TensorSpec, i=i) -> Program:
+            return replace(program, inputs=tuple((n, new if j == i else s) for j, (n, s) in enumerate(program.inputs)))
+
+        if "input:alias:make" not in out and valid(rebuild(x)):
+            out["input:alias:make"] = Variant("input:alias:make", name, f"{name} is {x_name} (the same tensor)",
+                                              (f"inputs[{i}] = inputs[0]",))
+        index = _view_of(x, spec.shape)
+        if "input:alias:view" not in out and index is not None and x.layout != "expanded":
+            # a view of the same shape is as contiguous as input 0; a narrowed one is not
+            layout = x.layout if spec.shape == x.shape else "strided"
+            if valid(rebuild(replace(x, shape=spec.shape, layout=layout))):
+                out["input:alias:view"] = Variant("input:alias:view", name,
+                                                  f"{name} is a view of {x_name}: {x_name}{index}",
+                                                  (f"inputs[{i}] = inputs[0]{index}",))
+    return list(out.values())
 
 
 # Global state: (kind, the Context field it corresponds to, its value, apply,
@@ -321,7 +637,12 @@ CATALOGUE: dict[str, Callable[[Program], list[Variant]]] = {
     "module_attrs": _module_attrs,
     "frees": _frees,
     "attrs": _attrs,
+    "closure_args": _closure_args,
+    "packs": _packs,
+    "closure_remake": _closure_remake,
+    "modules": _modules,
     "global_state": _global_state,
+    "input_aliases": _input_aliases,
     "input_meta": _input_meta,
 }
 LAST = ("input:shape", "input:rank")  # may leave a dynamic entry that serves every later call
@@ -333,9 +654,16 @@ def variants(program: Program) -> list[Variant]:
     return [v for v in out if v.kind not in LAST] + [v for v in out if v.kind in LAST]
 
 
-# Families of non-neutral changes, the program's own first: its free values
-# and attributes are what a drawn program has that others do not.
-FAMILIES = ("free", "attr", "param", "buffer", "state", "input")
+# Families of non-neutral changes, the program's own first: a float crossing
+# the edges of == (a signed zero, NaN) in any home, then its free values,
+# attributes and objects, what is made of its functions and modules.
+FAMILIES = ("edge", "free", "attr", "object", "closure", "module", "param", "buffer", "state", "input")
+
+
+def family(kind: str) -> str:
+    """The family of a kind: "edge" for a change to the other signed zero or
+    to NaN, else the kind's first part."""
+    return "edge" if kind.rsplit(":", 1)[-1] in EDGES else kind.split(":")[0]
 
 
 def select(program: Program, limit: int) -> list[Variant]:
@@ -351,7 +679,7 @@ def select(program: Program, limit: int) -> list[Variant]:
     families: dict[str, list[Variant]] = {f: [] for f in FAMILIES}
     for v in found:
         if not v.neutral:
-            families.setdefault(v.kind.split(":")[0], []).append(v)
+            families.setdefault(family(v.kind), []).append(v)
     for members in families.values():
         rng.shuffle(members)
     chosen = neutral[:1]

@@ -4,7 +4,10 @@ program compiles, so the guard oracles can be shown to fire."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import math
+import weakref
 
 import torch
 from torch._dynamo.guards import GuardBuilder
@@ -65,3 +68,87 @@ def storage_guarded():
         return TENSOR_MATCH
 
     return _patched("TENSOR_MATCH", make)
+
+
+def float_guard_signless():
+    """Float constants are checked by order, ``not (x < v or x > v)``, in
+    place of ``x == v``: the same for every ordinary float, but NaN passes
+    it (every comparison with NaN is false), and so does the other signed
+    zero (as it passes ``==``: Dynamo's own guard, see
+    ``float_sign_guarded``). Only a change to NaN (or to the other zero) of
+    a float the program reads slips through."""
+
+    def make(original):  # type: ignore[no-untyped-def]
+        def EQUALS_MATCH(self, guard, *a, **k):  # type: ignore[no-untyped-def]
+            value = self.get(guard)
+            if type(value) is not float or value != value:
+                return original(self, guard, *a, **k)
+            self.get_guard_manager(guard).add_lambda_guard(
+                lambda x: not (x < value or x > value), [f"planted: not ({guard.name} < {value!r} or > {value!r})"],
+                guard.user_stack)
+
+        return EQUALS_MATCH
+
+    return _patched("EQUALS_MATCH", make)
+
+
+def float_sign_guarded():
+    """Not a fault: the guard Dynamo should have. Float constants are
+    checked with their sign (``x == v and copysign(1, x) == copysign(1, v)``),
+    so a graph compiled for 0.0 no longer serves -0.0 (torch 2.13 compares
+    with ``==`` alone: the guard oracle's "sign" changes find that)."""
+
+    def make(original):  # type: ignore[no-untyped-def]
+        def EQUALS_MATCH(self, guard, *a, **k):  # type: ignore[no-untyped-def]
+            value = self.get(guard)
+            original(self, guard, *a, **k)
+            if type(value) is float and value == 0.0:
+                sign = math.copysign(1.0, value)
+                self.get_guard_manager(guard).add_lambda_guard(
+                    lambda x: not isinstance(x, float) or math.copysign(1.0, x) == sign,
+                    [f"planted: copysign(1, {guard.name}) == {sign!r}"], guard.user_stack)
+
+        return EQUALS_MATCH
+
+    return _patched("EQUALS_MATCH", make)
+
+
+@contextlib.contextmanager
+def module_identity_dropped():
+    """Module tensors are baked into the graph as constants (Dynamo's own
+    ``install_free_tensors``), and the modules a program holds are taken to
+    change only through their ``__setattr__``, as Dynamo's old
+    MutationTracker had it: an entry checks that no module it compiled
+    against had an attribute set since, in place of checking which module
+    objects the program holds now. A new Parameter (``param:replace``) or a
+    submodule set as an attribute, through a ModuleList or a Sequential
+    recompiles; a submodule put in ``_modules`` directly, with
+    ``add_module`` or into a ModuleDict leaves the old one's weights in the
+    graph."""
+    watched: weakref.WeakSet = weakref.WeakSet()
+    setattrs = [0]  # __setattr__ calls on watched modules
+    original_setattr = torch.nn.Module.__setattr__
+
+    def counting_setattr(self, name, value):  # type: ignore[no-untyped-def]
+        if self in watched:
+            setattrs[0] += 1
+        original_setattr(self, name, value)
+
+    def make(original):  # type: ignore[no-untyped-def]
+        def TENSOR_MATCH(self, guard, value=None):  # type: ignore[no-untyped-def]
+            original(self, guard, value)
+            root = self.scope["L"].get("self")
+            if _on_module(guard) and isinstance(root, torch.nn.Module):
+                watched.update(root.modules())
+                seen = setattrs[0]
+                self.guard_manager.root.add_lambda_guard(
+                    lambda _: setattrs[0] == seen, [f"planted: no module attribute set since {seen}"], None)
+
+        return TENSOR_MATCH
+
+    torch.nn.Module.__setattr__ = counting_setattr  # type: ignore[method-assign]
+    try:
+        with torch._dynamo.config.patch(install_free_tensors=True), _patched("TENSOR_MATCH", make):
+            yield
+    finally:
+        torch.nn.Module.__setattr__ = original_setattr  # type: ignore[method-assign]

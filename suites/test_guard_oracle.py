@@ -7,6 +7,8 @@ from unittest import mock
 
 import pytest
 
+from dataclasses import replace
+
 from generators.ir import Arg, Block, Call, Const, Free, FreeVar, Options, Program, Ref, Section, Stmt, TensorSpec
 from generators.variants import variants
 from harness import recall
@@ -42,6 +44,18 @@ GLOBAL = _program([("v0", "sin", (Ref("x"),)), ("v1", "mul_scalar", (Ref("v0"), 
 ATTRS = _program([("v0", "sin", (Ref("x"),)), ("v1", "mul_scalar", (Ref("v0"), Arg("s0")))], "v1",
                  kind="module", args=("s0",), attrs=True, structure="module_list",
                  calls=(Call(args=(2.0,)), Call(args=(2.0,))))
+# copysign(sin(x), P0) + P0 with P0 = 0.0 a module global: both the sign of zero and NaN show in the result
+EDGE = _program([("v0", "sin", (Ref("x"),)), ("v1", "copysign", (Ref("v0"), Free("p0"))),
+                 ("v2", "add_scalar", (Ref("v1"), Free("p0")))], "v2",
+                frees=(FreeVar("p0", 0.0, "global"),), calls=(Call(),))
+# two Block instances (program attributes m0_0, m0_1) with a weight each, each holding a sub-block
+# instance with a weight of its own in a ModuleDict
+MLP = Block("module", ("x",), (("w0", TensorSpec((4, 4), requires_grad=True)),), (), (),
+            (Stmt("v0", "matmul", (Ref("x"), Ref("w0"))),), "v0", name="mlp")
+MODULES = replace(_program([("v0", "block", (Ref("x"), Const("mlp"), Const(0))),
+                            ("v1", "matmul", (Ref("v0"), Ref("w0")))], "v1", kind="module"), subs=(MLP,))
+MODULES = replace(MODULES, block=replace(MODULES.block, weights=(("w0", TensorSpec((4, 4), requires_grad=True)),),
+                                         holder="module_dict"))
 
 
 def _run(program, kind, backend="aot_eager", **config):
@@ -56,10 +70,14 @@ PLANTED = [
     (planted_guards.dtype_check_dropped, UPCAST, "input:dtype"),
     (planted_guards.constant_check_dropped, GLOBAL, "free:global"),
     (planted_guards.module_attribute_check_dropped, ATTRS, "attr:instance"),
+    (planted_guards.float_guard_signless, EDGE, "free:global:nan"),
+    (planted_guards.module_identity_dropped, MODULES, "module:replace:modules_dict"),
+    (planted_guards.module_identity_dropped, MODULES, "module:replace:add_module"),
+    (planted_guards.module_identity_dropped, MODULES, "module:replace:container"),  # the child in a ModuleDict
 ]
 
 
-@pytest.mark.parametrize("fault, program, kind", PLANTED, ids=[f[0].__name__ for f in PLANTED])
+@pytest.mark.parametrize("fault, program, kind", PLANTED, ids=[f"{f[0].__name__}-{f[2]}" for f in PLANTED])
 def test_a_dropped_guard_is_a_stale_result(fault, program, kind):
     honest = _run(program, kind)
     assert guards.check(honest).status is Status.PASS, guards.check(honest)
@@ -112,3 +130,41 @@ def test_variants_run_from_the_same_start():
     assert all(not r.invalid for r in runs.values()), [r.invalid for r in runs.values() if r.invalid]
     assert guards.check(outcome).status is Status.PASS
     assert guards.check_recompiles(outcome).status is Status.PASS
+
+
+# Changes that miss each fault above: what only the new changes catch.
+MISSED = [
+    (planted_guards.float_guard_signless, EDGE, ["free:global", "free:global:type"]),
+    (planted_guards.module_identity_dropped, MODULES,
+     ["param:replace", "module:replace:setattr", "module:replace:delattr", "module:load_state_dict"]),
+]
+
+
+@pytest.mark.parametrize("fault, program, kinds", MISSED, ids=[f[0].__name__ for f in MISSED])
+def test_only_the_edge_and_route_changes_catch_these_faults(fault, program, kinds):
+    """A float guard blind to NaN still rejects every ordinary new value; a
+    module whose changes are seen only through ``__setattr__`` recompiles
+    for a new Parameter, a submodule set as an attribute (delattr included)
+    and keeps right for load_state_dict (the same tensors, new values)."""
+    for kind in kinds:
+        with fault():
+            outcome = _run(program, kind)
+        verdict = guards.check(outcome)
+        assert verdict.status is Status.PASS, (kind, verdict)
+
+
+def test_torch_reuses_a_graph_compiled_for_0_0_when_a_float_turns_to_minus_0_0():
+    """A finding of the real torch 2.13 (KI-025): Dynamo guards floats with
+    ``==``, so after ``P0 = -0.0`` the entry compiled for ``P0 = 0.0`` is
+    reused and ``copysign`` returns the wrong sign. With the sign checked
+    too (``float_sign_guarded``) the same change recompiles and is right:
+    the guard alone is at fault. (Once Dynamo compares floats bitwise,
+    pytorch/pytorch#192604, the first half of this test fails: drop it.)"""
+    verdict = guards.check(_run(EDGE, "free:global:sign"))
+    assert verdict.failed and verdict.kind == "stale", verdict
+    assert verdict.details["label"] == "stale:free:global:sign"
+    assert verdict.details["original_accepts"] and not verdict.details["recompiled"]
+    with planted_guards.float_sign_guarded():
+        outcome = _run(EDGE, "free:global:sign")
+    assert guards.check(outcome).status is Status.PASS, guards.check(outcome)
+    assert outcome.capture.variants[0].recompiled
