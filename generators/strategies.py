@@ -95,6 +95,13 @@ def _rarely(draw, odds: int = 3) -> bool:
     return draw(st.integers(0, odds)) == odds
 
 
+def _edge(draw, focus: bool, odds: int) -> bool:
+    """A decision for one of the edge kinds (edge values, in-call rebinds,
+    aliasing, packing, writes): rare, or an even chance when the draw
+    ``focus``es on them."""
+    return _rarely(draw, 1 if focus else odds)
+
+
 # --- shapes and tensors ------------------------------------------------------------
 
 
@@ -164,6 +171,7 @@ class _Builder:
     python_values: bool = True  # Python slots may be per-repeat arguments or free values (else literals)
     allow_weights: bool = True
     module: bool = False  # the block is an nn.Module (a callable class attribute would bind to it)
+    edges: bool = False  # draw edge values and in-call rebinds often (see programs)
     no_mutate: tuple[str, ...] = ()  # inputs that may alias the primary: never written in place
     subs: Optional[SubTyper] = None  # types calls of sub-blocks drawn so far
     tensors: list[str] = field(default_factory=list)  # values ops may read
@@ -276,7 +284,7 @@ def _draw_operands(draw, b: _Builder, op: OpSpec):
         elif isinstance(slot, S):
             choices = _common_choices(slot, primaries)
             edges = _common_choices(slot, primaries, edges=True) if slot.edges else ()
-            if edges and _rarely(draw, 2):  # an edge value: signed zero, NaN, inf, huge, int64, 1 vs True
+            if edges and _edge(draw, b.edges, 2):  # an edge value: signed zero, NaN, inf, huge, int64, 1 vs True
                 choices = edges + choices[:1]
             if not choices:
                 raise Reject("no value valid in every repeat")
@@ -286,12 +294,12 @@ def _draw_operands(draw, b: _Builder, op: OpSpec):
                 name = f"s{len(b.args) + sum(isinstance(a[0], str) for a in new_args if isinstance(a, tuple))}"
                 new_args.append((name, draw(_per_call_values(choices, b.n))))
                 operands.append(Arg(name))
-            elif _rarely(draw, 2):  # read at run time from a global, closure, class, object or argument
+            elif _edge(draw, b.edges, 2):  # read at run time from a global, closure, class, object or argument
                 name = f"p{len(b.frees) + sum(not (isinstance(a, tuple) and isinstance(a[0], str)) for a in new_args)}"
                 value = draw(st.sampled_from(choices))
                 homes = [h for h in HOMES if not (h == "class_attr" and b.module and isinstance(value, Fn))]
                 free = FreeVar(name, value, draw(st.sampled_from(homes)))
-                if free.home in SETTABLE and b.n > 1 and _rarely(draw, 2):  # rebound before every call
+                if free.home in SETTABLE and b.n > 1 and _edge(draw, b.edges, 2):  # rebound before every call
                     values = draw(_per_call_values(choices, b.n))
                     new_args.append((replace(free, value=values[0]), values))
                 else:
@@ -552,9 +560,12 @@ def programs(
     max_sections: int = 2,
     breaks: bool = True,
     hierarchy: bool = True,
+    edges: bool = False,
 ) -> Program:
     """A valid program: a layer block (calling sub-blocks, when ``hierarchy``)
-    run by one or two repetition sections."""
+    run by one or two repetition sections. ``edges`` draws the edge kinds
+    (edge values, in-call rebinds, aliasing, packed inputs and arguments,
+    writes between repeats) at even odds instead of rarely."""
     by_category: dict[str, list[OpSpec]] = {}
     for name in ops or tuple(n for n in OPS if OPS[n].category not in ("merge", "block")):
         by_category.setdefault(OPS[name].category, []).append(OPS[name])
@@ -566,7 +577,7 @@ def programs(
         x = replace(x, layout=draw(st.sampled_from(_layouts(main, x_grad))))
     specs: dict[str, TensorSpec] = {"x": x}
     extras: list[str] = []
-    while len(extras) < 2 and _rarely(draw, 2):
+    while len(extras) < 2 and _edge(draw, edges, 2):
         grad = draw(st.booleans())
         name = f"y{len(extras)}"
         specs[name] = TensorSpec(draw(broadcastable_to(main)), "float32", grad)
@@ -609,7 +620,7 @@ def programs(
             frozen = [False] + [draw(st.booleans()) for _ in range(n - 1)]
         interleave = draw(st.sampled_from(interludes_allowed)) if _rarely(draw, 4) else None
         aliases = [""] * n
-        if extras and _rarely(draw, 3):  # the primary (or a view of it) passed again as the first extra
+        if extras and _edge(draw, edges, 3):  # the primary (or a view of it) passed again as the first extra
             aliases = draw(_per_call_values(("same", "view", ""), n))
         plans.append(_SectionPlan(structure, flow, n, outer, contexts, tensors, aliases, frozen, draw(st.booleans()),
                                   interleave))
@@ -630,7 +641,7 @@ def programs(
         types.append(scope)
     aliased = tuple(extras[:1]) if any(a for p in plans for a in p.aliases) else ()
     b = _Builder(envs, types, specs, ["x", *extras], allow_inplace=not inference, allow_buffers=not inference,
-                 module=kind == "module", no_mutate=aliased)
+                 module=kind == "module", no_mutate=aliased, edges=edges)
     b.tensors = ["x", *extras]
     h = None
     if hierarchy and _likely(draw, 2):
@@ -659,9 +670,9 @@ def programs(
     if no_grad and returns_view(b.block()):
         _add_stmt(b, Stmt(b.fresh(), "clone", (Ref(b.body[-1].out),)), OPS["clone"])
     block = replace(b.block(kind), compile_region=compile_region, attrs=attrs)
-    if len(block.inputs) > 1 and _rarely(draw):
+    if len(block.inputs) > 1 and _edge(draw, edges, 3):
         block = replace(block, extras=draw(st.sampled_from(EXTRAS[1:])))
-    if block.args and not attrs and _rarely(draw):
+    if block.args and not attrs and _edge(draw, edges, 3):
         block = replace(block, pack=draw(st.sampled_from(("dataclass", "module"))))
     read = {o.name for st_ in block.body for o in st_.operands if isinstance(o, Free)}
     if h is not None:
@@ -698,18 +709,18 @@ def programs(
         subs=subs,
     )
     program = _fix_loops(program)
-    program = _draw_writes(draw, program)
+    program = _draw_writes(draw, program, edges)
     program = replace(program, options=draw(_options(program)))
     check(program)  # valid by construction; a failure here is a generator bug
     return program
 
 
-def _draw_writes(draw, program: Program) -> Program:
+def _draw_writes(draw, program: Program, focus: bool = False) -> Program:
     """Maybe write an extra input in place after every call of a section (the
     repeats after it read new values), where eager allows it."""
     sections = list(program.sections)
     for k, s in enumerate(sections):
-        if len(program.block.inputs) > 1 and _rarely(draw, 3):
+        if len(program.block.inputs) > 1 and _edge(draw, focus, 3):
             write = (draw(st.sampled_from(program.block.inputs[1:])), draw(st.sampled_from(("direct", "view"))))
             candidate = replace(program, sections=tuple(replace(t, write=write) if i == k else t
                                                         for i, t in enumerate(sections)))

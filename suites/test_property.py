@@ -23,8 +23,8 @@ from reports.unmask import unmasked_runs
 pytestmark = pytest.mark.property
 
 
-def assert_only_known_findings(program, backend: str, variants: int | None = None) -> None:
-    config = run_config(backend, variants=variants)
+def assert_only_known_findings(program, backend: str, variants: int | None = None, **config_kwargs) -> None:
+    config = run_config(backend, variants=variants, **config_kwargs)
     crashes = _judge_known(program, config)
     # A known crash with triggers hides nothing: the program is judged again without each.
     for _, unmasked, unmasked_config in unmasked_runs(program, config, crashes):
@@ -78,6 +78,20 @@ def test_dedup_aot_eager_backend(half, program):
     # seeds), so two xdist workers share the suite's longest test.
     assume(program.seed % 2 == half)
     assert_only_known_findings(program, "aot_eager")
+
+
+# The edge space (edge values, in-call rebinds, aliasing, packed inputs and
+# arguments, writes between repeats) on a pipeline with nothing to get wrong
+# but Dynamo itself: deduplication off, the eager backend. Any failure here
+# is a false alarm of the harness, or a Dynamo bug the baseline must name.
+EDGES = max(10, settings.default.max_examples // 4)
+
+
+@pytest.mark.long(seconds=90)
+@settings(max_examples=EDGES)
+@given(programs(edges=True))
+def test_edge_space_has_no_false_alarms_on_a_correct_pipeline(program):
+    assert_only_known_findings(program, "eager", dedup=False)
 
 
 @pytest.mark.inductor
