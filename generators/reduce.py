@@ -14,6 +14,17 @@ sub-block call dropped (its readers read its input) or inlined into its
 caller, a sub-block flattened into every caller, the whole hierarchy
 flattened, each block's body cut like the layer's, decorators removed; every
 candidate loses the sub-blocks nothing calls any more, so it stays valid.
+
+The ways a repeat reaches its Python values and tensors shrink to the plainest
+one: a free value rebound inside the forward (``Call.sets``) becomes a plain
+free value, or is rebound to one value; a free value moves to a module
+global; an edge value (signed zero, NaN, huge, int64, ``True`` for ``1``...)
+becomes its slot's first ordinary choice; an extra input passed as the
+primary or a view of it (``Call.alias``) is passed as itself; packed extra
+inputs and Python arguments (``Block.extras``, ``Block.pack``) are passed one
+by one; function instances made by a factory (``Block.attrs``) become one
+function taking its arguments at the call; an in-place write between repeats
+(``Section.write``) goes, or writes directly instead of through a view.
 """
 
 from __future__ import annotations
@@ -22,7 +33,7 @@ from collections import Counter
 from dataclasses import fields, replace
 from typing import Iterator, Optional
 
-from .check import check, env_of, has_columns, live_values, spec_type, stmt_type
+from .check import alias_type, block_types, check, env_of, has_columns, live_values, spec_type, stmt_type, sub_scope
 from .ir import (
     CHILD,
     Arg,
@@ -37,9 +48,11 @@ from .ir import (
     Section,
     Stmt,
     TensorSpec,
+    Value,
     called,
+    typed_key,
 )
-from .ops import CALL_VIEWS, OPS, D, Reject, T, W
+from .ops import CALL_VIEWS, OPS, D, Reject, S, T, W
 
 # --- the measure ------------------------------------------------------------------
 
@@ -62,6 +75,10 @@ WEIGHTS = {
 # Structures ranked from the plainest repro (separate calls) up.
 _STRUCTURE_RANK = {"calls": 0, "for_range": 1, "for_values": 2, "for_tuple": 2, "while": 2, "module_list": 2, "nested": 3}
 _OUTPUT_RANK = {"single": 0, "tuple": 1, "dict": 2}
+# What a repeat passes as the first extra input, and how a section writes an
+# input between repeats, plainest first (None: no write).
+_ALIAS_RANK = {"": 0, "same": 1, "view": 2}
+_WRITE_RANK = {None: 0, "direct": 1, "view": 2}
 
 
 def measure(program: Program) -> dict[str, int]:
@@ -78,7 +95,13 @@ def measure(program: Program) -> dict[str, int]:
       instances, non-contiguous layouts, requires_grad and non-float32 inputs,
       structure rank, non-chain flow, output style rank, module blocks,
       compile_region (any block), attrs, holders other than attributes,
-      levels below the layer, keywords, fullgraph, dynamic, mark_dynamic);
+      levels below the layer, keywords, fullgraph, dynamic, mark_dynamic;
+      free values rebound in a call (one per call) and rebound to another
+      value than the first repeat's (two each: rebinding every repeat to the
+      first repeat's value may add an edge value), free values not held by
+      a global, alias rank (1 the primary, 2 a view), packed extras, packed
+      arguments, write rank (1 direct, 2 through a view), edge values
+      (``_edge_count``));
     - extent: sum of (d - 1) over every dim of every input, weight and buffer.
     """
     b = program.block
@@ -91,10 +114,14 @@ def measure(program: Program) -> dict[str, int]:
         flags += sum(getattr(c.context, f.name) is not None for f in fields(Context))
         flags += (c.view != "none") + c.frozen
         flags += 0 if c.tensor is None else (1 if c.tensor == first else 2)
+        flags += len(c.sets) + _ALIAS_RANK[c.alias]
+    flags += 2 * _set_spread(program) + sum(f.home != "global" for f in program.frees)
+    flags += (b.extras != "positional") + bool(b.pack) + _edge_count(program)
     flags += sum(spec.layout != "contiguous" for spec in specs)
     flags += sum(spec.requires_grad + (spec.dtype != "float32") for _, spec in program.inputs)
     for s in program.sections:
         flags += _STRUCTURE_RANK[s.structure] + (s.flow != "chain") + s.keywords
+        flags += _WRITE_RANK[s.write[1] if s.write else None]
     flags += _OUTPUT_RANK[program.outputs] + b.attrs
     flags += sum((x.kind == "module") + x.compile_region + (x.holder != "attr") for x in blocks)
     flags += _levels(program) - 1
@@ -207,6 +234,10 @@ def proposals(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
         yield "free_to_const", _inline_frees(p, {f.name for f in p.frees})
     for f in p.frees:
         yield "free_to_const", _inline_frees(p, {f.name})
+    yield from _set_cuts(p)
+    for f in p.frees:
+        if f.home != "global":
+            yield "free_home", replace(p, frees=tuple(replace(g, home="global") if g == f else g for g in p.frees))
     # Named tensors nothing uses.
     yield "unused_state", _tidy(p)
     for name, _ in p.inputs[1:]:
@@ -253,8 +284,18 @@ def proposals(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
     for blk in p.blocks():
         if blk.holder != "attr":
             yield "holder", _with_block(p, replace(blk, holder="attr"))
-    if b.attrs:
+    if b.attrs:  # module attributes or a factory's function instances: arguments passed at the call
         yield "attrs", replace(p, block=replace(b, attrs=False))
+    if b.extras != "positional":
+        yield "extras", replace(p, block=replace(b, extras="positional"))
+    if b.pack:
+        yield "pack", replace(p, block=replace(b, pack=""))
+    yield from _alias_cuts(p)
+    for k, s in enumerate(p.sections):
+        if s.write is not None:
+            yield "write", _with_section(p, k, replace(s, write=None))
+            if s.write[1] != "direct":
+                yield "write", _with_section(p, k, replace(s, write=(s.write[0], "direct")))
     # Compile options.
     o = p.options
     if o.fullgraph:
@@ -283,6 +324,8 @@ def proposals(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
             for j, c in enumerate(s.calls):
                 if c.view != "none":
                     yield "view", _with_call(p, k, j, replace(c, view="none"))
+    # Edge values: all at once, then one operand (or argument, or free value) at a time.
+    yield from _edge_cuts(p)
     # Tensor attributes of the program inputs.
     for i, (name, spec) in enumerate(p.inputs):
         if spec.layout != "contiguous":
@@ -303,6 +346,175 @@ def proposals(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
         for axis in range(1, len(spec.shape) + 1):
             if spec.shape[-axis] > 1:
                 yield "shape", _reshape(p, {name: _halve_axis(spec.shape, axis, spec.shape[-axis])})
+
+
+# --- Python values and how repeats pass things ----------------------------------------
+
+
+def _calls(p: Program) -> list[Call]:
+    return [c for s in p.sections for c in s.calls]
+
+
+def _set_names(p: Program) -> list[str]:
+    """The free values some call rebinds, in order of first rebinding."""
+    return list(dict.fromkeys(n for c in _calls(p) for n, _ in c.sets))
+
+
+def _set_spread(p: Program) -> int:
+    """How many rebindings give another value than the first repeat's."""
+    calls = _calls(p)
+    first = {n: typed_key(v) for n, v in calls[0].sets} if calls else {}
+    return sum(n not in first or typed_key(v) != first[n] for c in calls for n, v in c.sets)
+
+
+def _set_cuts(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
+    """Free values no longer rebound in the forward (all, then one at a
+    time), then each rebound to the first repeat's value in every repeat."""
+    names = _set_names(p)
+    if len(names) > 1:
+        yield "sets", _unset(p, set(names))
+    for name in names:
+        yield "sets", _unset(p, {name})
+    first = dict(p.sections[0].calls[0].sets)
+    for name in names:
+        if name in first:
+            yield "sets", _map_calls(p, lambda k, j, c, n=name: replace(
+                c, sets=tuple((m, first[n] if m == n else v) for m, v in c.sets)))
+
+
+def _unset(p: Program, names: set[str]) -> Program:
+    """Free values ``names`` no longer rebound in any call: plain free values
+    holding what the first repeat saw."""
+    first = dict(p.sections[0].calls[0].sets)
+    frees = tuple(replace(f, value=first[f.name]) if f.name in names and f.name in first else f for f in p.frees)
+    p = replace(p, frees=frees)
+    return _map_calls(p, lambda k, j, c: replace(c, sets=tuple((n, v) for n, v in c.sets if n not in names)))
+
+
+def _alias_cuts(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
+    """Every repeat passes its own extra input, then views of the primary
+    become the primary itself; then the same one repeat at a time. The
+    extra input's shape changes with it: shape literals follow (``_rederive``)."""
+    if not any(c.alias for c in _calls(p)):
+        return
+    yield "alias", _rederive(_map_calls(p, lambda k, j, c: replace(c, alias="")))
+    if any(c.alias == "view" for c in _calls(p)):
+        yield "alias", _rederive(_map_calls(p, lambda k, j, c: replace(c, alias="same") if c.alias == "view" else c))
+    for k, s in enumerate(p.sections):
+        for j, c in enumerate(s.calls):
+            if c.alias:
+                yield "alias", _rederive(_with_call(p, k, j, replace(c, alias="")))
+            if c.alias == "view":
+                yield "alias", _rederive(_with_call(p, k, j, replace(c, alias="same")))
+
+
+def _edge_slots(p: Program) -> dict[tuple[str, int, int], tuple[Value, ...]]:
+    """The ordinary choices (``S.choices``) of every Python slot that also
+    takes edge values, keyed (block name, statement index, operand index),
+    for the primary's type in the first repeat that runs the statement
+    (empty where the program does not type)."""
+    sites = [(b, i, j, slot) for b in p.blocks() for i, stmt in enumerate(b.body) if stmt.op != CHILD
+             for j, slot in enumerate(OPS[stmt.op].slots) if isinstance(slot, S) and slot.edges]
+    if not sites:
+        return {}
+    primaries: dict[tuple[str, int], object] = {}
+    try:
+        call = p.sections[0].calls[0]
+        env = env_of(call.context)
+        todo = [(p.block, block_types(p, call, spec_type(p.inputs[0][1])))]
+        seen = {""}
+        while todo:
+            b, scope = todo.pop()
+            for i, stmt in enumerate(b.body):
+                if stmt.op == CHILD:
+                    name = stmt.operands[1].value
+                    if name not in seen:
+                        seen.add(name)
+                        todo.append((p.sub(name), sub_scope(p, name, scope[stmt.operands[0].name], env)))
+                    continue
+                lead = next((o for slot, o in zip(OPS[stmt.op].slots, stmt.operands) if isinstance(slot, T)), None)
+                if isinstance(lead, Ref) and lead.name in scope:
+                    primaries[(b.name, i)] = scope[lead.name]
+    except (Reject, ValueError, KeyError, IndexError, TypeError, RecursionError):
+        return {}
+    out = {}
+    for b, i, j, slot in sites:
+        if (b.name, i) in primaries:
+            choices = slot.choices(primaries[(b.name, i)])
+            if choices:
+                out[(b.name, i, j)] = choices
+    return out
+
+
+def _is_edge(v: Value, choices: tuple[Value, ...]) -> bool:
+    """Whether ``v`` is none of the slot's ordinary choices (compared as
+    computations: -0.0 is not 0.0, True is not 1)."""
+    return repr(typed_key(v)) not in {repr(typed_key(c)) for c in choices}
+
+
+def _edge_reads(p: Program) -> list[tuple[tuple[str, int, int], Operand, tuple[Value, ...]]]:
+    """(site, operand, choices) for every literal in an edge-taking slot and
+    for the first such slot that reads each argument or free value."""
+    out, seen = [], set()
+    for site, choices in _edge_slots(p).items():
+        name, i, j = site
+        o = p.block_named(name).body[i].operands[j]
+        if isinstance(o, Const) or o not in seen:
+            seen.add(o)
+            out.append((site, o, choices))
+    return out
+
+
+def _edge_values(p: Program, o: Operand) -> list[Value]:
+    """Every value operand ``o`` takes: the literal, each repeat's argument,
+    or the free value and each repeat's rebinding of it."""
+    if isinstance(o, Const):
+        return [o.value]
+    if isinstance(o, Arg) and o.name in p.block.args:
+        j = p.block.args.index(o.name)
+        return [c.args[j] for c in _calls(p) if j < len(c.args)]
+    if isinstance(o, Free):
+        held = [f.value for f in p.frees if f.name == o.name]
+        return held + [v for c in _calls(p) for n, v in c.sets if n == o.name]
+    return []
+
+
+def _edge_count(p: Program) -> int:
+    """How many edge values the program holds (see ``_edge_reads``)."""
+    return sum(_is_edge(v, choices) for _, o, choices in _edge_reads(p) for v in _edge_values(p, o))
+
+
+def _edge_cuts(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
+    """Every edge value replaced by its slot's first ordinary choice, then
+    one operand, argument or free value at a time."""
+    reads = [r for r in _edge_reads(p) if any(_is_edge(v, r[2]) for v in _edge_values(p, r[1]))]
+    if len(reads) > 1:
+        q = p
+        for site, o, choices in reads:  # statements keep their places: every site stays valid
+            q = _unedge(q, site, o, choices)
+        yield "edge_value", q
+    for site, o, choices in reads:
+        yield "edge_value", _unedge(p, site, o, choices)
+
+
+def _unedge(p: Program, site: tuple[str, int, int], o: Operand, choices: tuple[Value, ...]) -> Program:
+    """Operand ``o`` (read at ``site``) with its edge values replaced by ``choices[0]``."""
+
+    def plain(v: Value) -> Value:
+        return choices[0] if _is_edge(v, choices) else v
+
+    if isinstance(o, Const):
+        name, i, j = site
+        b = p.block_named(name)
+        stmt = b.body[i]
+        stmt = replace(stmt, operands=stmt.operands[:j] + (Const(plain(o.value)),) + stmt.operands[j + 1:])
+        return _with_block(p, replace(b, body=b.body[:i] + (stmt,) + b.body[i + 1:]))
+    if isinstance(o, Arg):
+        j = p.block.args.index(o.name)
+        return _map_calls(p, lambda k, i, c: replace(c, args=c.args[:j] + (plain(c.args[j]),) + c.args[j + 1:]))
+    p = replace(p, frees=tuple(replace(f, value=plain(f.value)) if f.name == o.name else f for f in p.frees))
+    return _map_calls(p, lambda k, i, c: replace(
+        c, sets=tuple((n, plain(v) if n == o.name else v) for n, v in c.sets)))
 
 
 # --- the block hierarchy -----------------------------------------------------------
@@ -529,16 +741,32 @@ def _used(b: Block) -> set[str]:
 
 def _tidy(p: Program) -> Program:
     """Drop what the body no longer reads: free values (``check`` requires
-    every declared one to be read), weights, buffers and extra block inputs."""
+    every declared one to be read) and their rebindings, weights, buffers and
+    extra block inputs, with what passed them: their packing, an alias of a
+    first extra input that went, a write to an input the block no longer uses."""
     b = p.block
     used = _used(b)
+    inputs = b.inputs[:1] + tuple(n for n in b.inputs[1:] if n in used)
     block = replace(
         b,
-        inputs=b.inputs[:1] + tuple(n for n in b.inputs[1:] if n in used),
+        inputs=inputs,
         weights=tuple(w for w in b.weights if w[0] in used),
         buffers=tuple(w for w in b.buffers if w[0] in used),
+        extras=b.extras if len(inputs) > 1 else "positional",
     )
-    return replace(p, block=block, frees=tuple(f for f in p.frees if f.name in used))
+    frees = tuple(f for f in p.frees if f.name in used)
+    first_kept = inputs[1:2] == b.inputs[1:2]
+    live = live_values(block)
+
+    def tidy_call(c: Call) -> Call:
+        return replace(c, sets=tuple((n, v) for n, v in c.sets if n in used), alias=c.alias if first_kept else "")
+
+    sections = tuple(
+        replace(s, calls=tuple(map(tidy_call, s.calls)),
+                write=s.write if s.write is None or (s.write[0] in inputs[1:] and s.write[0] in live) else None)
+        for s in p.sections
+    )
+    return replace(p, block=block, frees=frees, sections=sections)
 
 
 def _substitute(b: Block, f) -> Block:
@@ -549,15 +777,19 @@ def _drop_arg(p: Program, j: int, name: str) -> Program:
     """Argument ``name`` removed; the body reads the first repeat's value."""
     first = p.sections[0].calls[0].args[j]
     block = _substitute(p.block, lambda o: Const(first) if o == Arg(name) else o)
-    block = replace(block, args=block.args[:j] + block.args[j + 1:])
+    args = block.args[:j] + block.args[j + 1:]
+    block = replace(block, args=args, pack=block.pack if args else "")
     p = replace(p, block=block)
     return _map_calls(p, lambda k, i, c: replace(c, args=c.args[:j] + c.args[j + 1:]))
 
 
 def _inline_frees(p: Program, names: set[str]) -> Program:
-    values = {f.name: f.value for f in p.frees}
+    """Free values ``names`` become literals of what the first repeat reads
+    (its rebinding, for a value rebound in the forward)."""
+    values = {f.name: f.value for f in p.frees} | dict(p.sections[0].calls[0].sets)
     block = _substitute(p.block, lambda o: Const(values[o.name]) if isinstance(o, Free) and o.name in names else o)
-    return replace(p, block=block, frees=tuple(f for f in p.frees if f.name not in names))
+    p = replace(p, block=block, frees=tuple(f for f in p.frees if f.name not in names))
+    return _map_calls(p, lambda k, j, c: replace(c, sets=tuple((n, v) for n, v in c.sets if n not in names)))
 
 
 def _drop_input(p: Program, name: str) -> Optional[Program]:
@@ -641,7 +873,9 @@ def _rederive(p: Program) -> Program:
         carried = spec_type(specs[p.inputs[0][0]])
         primary = carried if call.tensor is None else CALL_VIEWS[call.view][1](spec_type(specs[call.tensor]))
         scope = {b.inputs[0]: primary, **{n: spec_type(specs[n]) for n in b.inputs[1:]}}
-        row = {f.name: f.value for f in p.frees} | dict(zip(b.args, call.args))
+        if call.alias:
+            scope[b.inputs[1]] = alias_type(call.alias, primary)
+        row = {f.name: f.value for f in p.frees} | dict(call.sets) | dict(zip(b.args, call.args))
         block, _ = derive(b, scope, row, env_of(call.context))
     except (Reject, KeyError, IndexError, TypeError, ValueError, ZeroDivisionError, RecursionError):
         return p

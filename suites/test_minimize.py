@@ -44,7 +44,7 @@ def _big() -> Program:
         sections=(
             Section("for_values", "chain", (Call((0.5,), context=grad), Call((0.5,), context=grad),
                                             Call((2.0,), context=grad))),
-            Section("nested", "chain", (Call((1.0,)), Call((3.0,))), outer=2),
+            Section("nested", "chain", (Call((1.0,)), Call((1.5,))), outer=2),
         ),
         interludes=("tanh",),
         options=Options(dynamic=True),

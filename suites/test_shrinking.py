@@ -1,19 +1,26 @@
 """Hypothesis finds planted deduplication-shaped bugs and shrinks them to
-hand-sized repros: the generator's shrinking is part of the product."""
+hand-sized repros: the generator's shrinking is part of the product. The IR
+reducer (generators.reduce) shrinks what Hypothesis cannot (a program loaded
+from a file): each way a repeat reaches its values and tensors (rebinding in
+the forward, free-value homes, edge values, aliased, packed and written
+inputs, function instances) goes unless the failure needs it."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 from hypothesis import Phase, find, settings
 
+from generators.check import check
 from generators.codegen import render
+from generators.ir import NAN, Arg, Block, Call, Const, Free, FreeVar, Program, Ref, Section, Stmt, TensorSpec
+from generators.reduce import labeled_candidates, size
 from generators.strategies import programs
 from harness.outcome import RunConfig
 from harness.pipeline import run_program
 from oracles import differential
 from reports.minimize import minimize
-
-pytestmark = pytest.mark.property
 
 PLANTED = "suites.planted:corrupt_every_third_invoke_subgraph"
 
@@ -22,6 +29,7 @@ def _fails(program, backend: str, dedup: bool = True) -> bool:
     return differential.check(run_program(program, RunConfig(backend=backend, dedup=dedup, backward=False))).failed
 
 
+@pytest.mark.property
 def test_planted_invoke_subgraph_fault_is_found_and_shrunk():
     def caught(program) -> bool:
         # Only the planted fault counts: a program the honest backend also
@@ -54,6 +62,7 @@ def _nested_regions(program) -> bool:
                for b in program.blocks())
 
 
+@pytest.mark.property
 @pytest.mark.long(seconds=88)
 def test_planted_nested_region_fault_is_found_and_shrunk():
     # Deduplication off: nested regions with it on mostly crash the pass
@@ -78,3 +87,192 @@ def test_planted_nested_region_fault_is_found_and_shrunk():
     assert blocks <= 2 and depth <= 2 and max(stmts) <= 3, report
     assert caught(small) and _nested_regions(small), report
     print(report)
+
+
+# --- the IR reducer on the ways repeats reach their values ---------------------------
+# Synthetic predicates: no compiles, so these are unit tests.
+
+
+def _passing() -> Program:
+    """A function block that takes every indirection at once: an extra input
+    packed in a list, aliased to the primary (a view, then the primary itself)
+    and written through a view after every repeat; an argument packed in a
+    dataclass; a free value in a dataclass, rebound in the forward before
+    every repeat (NaN, 1.0, NaN); edge values (-0.0 as an argument, NaN as the
+    free value, True for 1 as a literal)."""
+    body = (
+        Stmt("v0", "add", (Ref("x"), Ref("y0"))),
+        Stmt("v1", "mul_scalar", (Ref("v0"), Arg("s0"))),
+        Stmt("v2", "copysign", (Ref("v1"), Free("p0"))),
+        Stmt("v3", "add_scalar", (Ref("v2"), Const(True))),
+        Stmt("v4", "sin", (Ref("v3"),)),
+    )
+    program = Program(
+        inputs=(("x", TensorSpec((4, 6))), ("y0", TensorSpec((6,)))),
+        block=Block("function", ("x", "y0"), (), (), ("s0",), body, "v4", extras="list", pack="dataclass"),
+        sections=(Section("calls", "chain", (
+            Call((-0.0,), sets=(("p0", NAN),), alias="view"),
+            Call((-0.0,), sets=(("p0", 1.0),), alias="same"),
+            Call((2.0,), sets=(("p0", NAN),)),
+        ), write=("y0", "view")),),
+        frees=(FreeVar("p0", NAN, "dataclass"),),
+    )
+    check(program)
+    return program
+
+
+def _instances() -> Program:
+    """``_passing`` with function instances made by a factory (one per
+    repeat, the argument in its closure) instead of a packed argument."""
+    program = _passing()
+    program = replace(program, block=replace(program.block, attrs=True, pack=""))
+    check(program)
+    return program
+
+
+def _calls(p: Program) -> list[Call]:
+    return [c for s in p.sections for c in s.calls]
+
+
+def _values(p: Program) -> list:
+    """Every Python value the program holds: literals, arguments, free values, rebindings."""
+    return ([o.value for s in p.block.body for o in s.operands if isinstance(o, Const)]
+            + [v for c in _calls(p) for v in c.args] + [f.value for f in p.frees]
+            + [v for c in _calls(p) for _, v in c.sets])
+
+
+def _is(v, edge) -> bool:
+    return repr(v) == repr(edge) and type(v) is type(edge)
+
+
+def _kinds(p: Program) -> set[str]:
+    """Which of the indirections ``p`` still takes."""
+    calls = _calls(p)
+    first = dict(calls[0].sets)
+    found = {
+        "sets": any(c.sets for c in calls),
+        "set_values": any(repr(v) != repr(first.get(n)) for c in calls for n, v in c.sets),
+        "home": any(f.home != "global" for f in p.frees),
+        "alias": any(c.alias for c in calls),
+        "view_alias": any(c.alias == "view" for c in calls),
+        "extras": p.block.extras != "positional",
+        "pack": bool(p.block.pack),
+        "instances": p.block.attrs,
+        "write": any(s.write for s in p.sections),
+        "view_write": any(s.write and s.write[1] == "view" for s in p.sections),
+        "nan": any(_is(v, NAN) for v in _values(p)),
+        "-0.0": any(_is(v, -0.0) for v in _values(p)),
+        "True": any(v is True for v in _values(p)),
+    }
+    return {k for k, v in found.items() if v}
+
+
+def _shape_kept(p: Program) -> bool:
+    """The skeleton every indirection hangs on, which no cut may remove: an
+    extra input, an argument and a free value read by the block, three repeats."""
+    read = {o for s in p.block.body for o in s.operands}
+    return {Ref("y0"), Arg("s0"), Free("p0")} <= read and len(p.repeats()) >= 3
+
+
+NEW_KINDS = {"sets", "free_home", "edge_value", "alias", "extras", "pack", "write"}
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("make", [_passing, _instances])
+def test_indirection_cuts_are_valid_renderable_and_smaller(make):
+    program = make()
+    limit = size(program)
+    labels = set()
+    for label, candidate in labeled_candidates(program):
+        check(candidate)
+        assert size(candidate) < limit
+        assert Program.from_json(candidate.to_json()) == candidate
+        render(candidate)
+        labels.add(label)
+    assert NEW_KINDS - ({"pack"} if make is _instances else set()) <= labels
+    assert ("attrs" in labels) == (make is _instances)
+
+
+def _by_label(program: Program, label: str) -> list[Program]:
+    return [c for lab, c in labeled_candidates(program) if lab == label]
+
+
+@pytest.mark.unit
+def test_each_indirection_has_its_plain_form():
+    program = _passing()
+    # a rebound free value becomes a plain one holding the first repeat's value;
+    # or every repeat rebinds it to that value
+    sets = _by_label(program, "sets")
+    assert any(not _kinds(c) & {"sets"} and _is(c.frees[0].value, NAN) for c in sets)
+    assert any([v for c in _calls(c) for _, v in c.sets] == [NAN] * 3 for c in sets)
+    assert [c.frees[0].home for c in _by_label(program, "free_home")] == ["global"]
+    # the alias goes, in every repeat or in one; a view of the primary becomes the primary
+    aliases = [[c.alias for c in _calls(c)] for c in _by_label(program, "alias")]
+    assert ["", "", ""] in aliases and ["same", "same", ""] in aliases and ["view", "", ""] in aliases
+    assert [c.block.extras for c in _by_label(program, "extras")] == ["positional"]
+    assert [c.block.pack for c in _by_label(program, "pack")] == [""]
+    assert [c.sections[0].write for c in _by_label(program, "write")] == [None, ("y0", "direct")]
+    # edge values: all at once, then each read (argument, free value, literal) to
+    # its slot's first ordinary choice
+    edges = [_kinds(c) & {"nan", "-0.0", "True"} for c in _by_label(program, "edge_value")]
+    assert edges == [set(), {"nan", "True"}, {"-0.0", "True"}, {"-0.0", "nan"}]
+    (plain,) = [c for c in _by_label(program, "edge_value") if "-0.0" not in _kinds(c) and "nan" in _kinds(c)]
+    assert [c.args for c in _calls(plain)] == [(2.0,), (2.0,), (2.0,)]  # mul_scalar's first choice
+    # a factory's function instances become one function taking its argument at the call
+    (called,) = _by_label(_instances(), "attrs")
+    assert not called.block.attrs and "block(h, [h[..., :1]], -0.0)" in render(called)
+    # a cut that leaves the extra input unread takes its packing, alias and write along
+    bare = [c for c in _by_label(program, "bypass_statement") if c.block.inputs == ("x",)]
+    assert bare and all(not _kinds(c) & {"extras", "alias", "write"} for c in bare)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("make", [_passing, _instances])
+def test_indirections_the_failure_does_not_need_are_cut(make):
+    from reports.minimize import minimize
+
+    result = minimize(make(), _shape_kept)
+    assert result.finished and _shape_kept(result.program)
+    assert _kinds(result.program) == set(), render(result.program)
+
+
+# What a predicate asks for (besides ``_shape_kept``), and what the fixpoint
+# keeps: the plainest form of that indirection and nothing else.
+KEEPS = {
+    "sets": {"sets"},  # rebound to one value, from a global
+    "set_values": {"sets", "set_values"},
+    "home": {"home"},
+    "alias": {"alias"},  # the primary itself, not a view
+    "view_alias": {"alias", "view_alias"},
+    "extras": {"extras"},
+    "pack": {"pack"},
+    "write": {"write"},  # written directly, not through a view
+    "view_write": {"write", "view_write"},
+    "nan": {"nan"},
+    "-0.0": {"-0.0"},
+    "True": {"True"},
+}
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("kind", sorted(KEEPS))
+def test_an_indirection_the_failure_needs_is_kept(kind):
+    from reports.minimize import minimize
+
+    def needs(p: Program) -> bool:
+        return _shape_kept(p) and kind in _kinds(p)
+
+    result = minimize(_passing(), needs)
+    assert result.finished and needs(result.program)
+    assert _kinds(result.program) == KEEPS[kind], render(result.program)
+
+
+@pytest.mark.unit
+def test_function_instances_the_failure_needs_are_kept():
+    from reports.minimize import minimize
+
+    def needs(p: Program) -> bool:
+        return _shape_kept(p) and p.block.attrs
+
+    result = minimize(_instances(), needs)
+    assert result.finished and _kinds(result.program) == {"instances"}, render(result.program)
