@@ -559,6 +559,9 @@ def _hierarchy_cuts(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
             if not (stmt.out == parent.result and x not in outs):  # a block does not return its input
                 cuts.append(("drop_block", _with_block(p, _bypass(parent, i, x))))
             cuts.append(("inline_block", _inline(p, parent.name, {i})))
+            cuts += [("redirect_call", _redirect(p, parent, i, sb)) for sb in p.subs
+                     if sb.name != stmt.operands[1].value and sb.name != parent.name]
+        cuts.append(("hoist_block", _hoist(p, parent)))
 
     def rank(cut: tuple[str, Optional[Program]]) -> int:
         try:
@@ -567,6 +570,37 @@ def _hierarchy_cuts(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
             return 0  # check turns it down soon enough
 
     yield from sorted(cuts, key=rank)  # stable: ties keep the order above
+
+
+def _hoist(p: Program, parent: Block) -> Optional[Program]:
+    """A block whose body only returns a child's call on its input becomes
+    that child: the child's body, weights, children and decorator move up a
+    level (a decorated layer calling decorated children, one block fewer)."""
+    if len(parent.body) != 1 or parent.body[0].op != CHILD or parent.result != parent.body[0].out:
+        return None
+    x, name, _ = parent.body[0].operands
+    child = p.sub(name.value)
+    if x != Ref(parent.inputs[0]) or child.inputs[0] != parent.inputs[0]:
+        return None
+    if child.kind == "module" and parent.kind == "function" and parent.name:
+        return None  # a function sub-block owns no weights or module children
+    up = replace(parent, body=child.body, result=child.result, weights=child.weights,
+                 compile_region=child.compile_region, holder=child.holder)
+    return _reachable(_with_block(p, up))
+
+
+def _redirect(p: Program, parent: Block, i: int, target: Block) -> Optional[Program]:
+    """The ``i``-th statement of ``parent`` calls ``target`` instead of the
+    sub-block it called: two sub-blocks become one where the failure needs
+    only a second call, not a second body (check rejects a cycle or a type
+    the call site cannot take)."""
+    if parent.kind == "function" and target.kind == "module":
+        return None
+    stmt = parent.body[i]
+    slots = [k for n, k in parent.children() if n == target.name]
+    slot = 0 if target.kind == "function" else max(slots, default=-1) + 1
+    call = Stmt(stmt.out, CHILD, (stmt.operands[0], Const(target.name), Const(slot)))
+    return _reachable(_with_block(p, replace(parent, body=parent.body[:i] + (call,) + parent.body[i + 1:])))
 
 
 def _with_block(p: Program, b: Block) -> Program:
