@@ -8,12 +8,21 @@ from __future__ import annotations
 from dataclasses import fields
 
 from .interludes import INTERLUDES
-from .ir import (CHILD, FLOWS, HOLDERS, LAYOUTS, MAX_DEPTH, OUTPUT_STYLES, STRUCTURES, VIEWS, Arg, Block, Const,
-                 Context, Program, Ref, value_kind)
-from .ops import OPS, W
+from .ir import (ALIASES, CHILD, EXTRAS, FLOWS, HOLDERS, HOMES, LAYOUTS, MAX_DEPTH, OUTPUT_STYLES, PACKS, SETTABLE,
+                 STRUCTURES, VIEWS, WRITES, Arg, Block, Const, Context, Fn, Free, Program, Ref, Value, edge_kind,
+                 value_kind)
+from .ops import EDGES, OPS, S, W
 
-PYTHON_KINDS = ("int", "float", "bool", "str", "NoneType", "tuple", "list", "slice", "dtype")
+PYTHON_KINDS = ("int", "float", "bool", "str", "NoneType", "tuple", "list", "slice", "dtype", "callable")
 TENSOR_VARIATIONS = ("shape", "dtype", "requires_grad", "layout", "view")
+# The edges of the values the ops' Python slots take (ops.EDGES), and values
+# equal under ``==`` but of different types (1, 1.0, True): a guard or cache
+# that compares with ``==`` or in 32 bits mistakes one for another.
+EDGE_KINDS = (*dict.fromkeys(k for values in EDGES.values() for v in values if (k := edge_kind(v))), "equal_types")
+# Where a Python value sits: a literal, a per-call argument (packed or not), a
+# free value (its binding or a rebinding in the forward), or per-instance state
+# (module attributes, closure cells of function instances).
+PLACES = ("const", "arg", "free", "attr")
 
 
 def universe() -> list[str]:
@@ -26,6 +35,12 @@ def universe() -> list[str]:
     out += [f"interlude:{k}" for k in INTERLUDES] + ["graph_break"]
     out += [f"python:{k}" for k in PYTHON_KINDS] + ["args:per_repeat", "args:keyword", "args:positional"]
     out += [f"varies:arg:{k}" for k in PYTHON_KINDS]
+    out += [f"edge:{k}" for k in EDGE_KINDS] + [f"edge_in:{p}" for p in PLACES]
+    out += [f"home:{h}" for h in HOMES] + [f"in_call:set:{h}" for h in SETTABLE] + ["in_call:attr"]
+    out += [f"in_call:write:{w}" for w in WRITES] + [f"varies:set:{h}" for h in SETTABLE] + ["varies:alias"]
+    out += [f"alias:{a}" for a in ALIASES if a] + [f"extras:{e}" for e in EXTRAS[1:]]
+    out += [f"alias:in_{e}" for e in EXTRAS[1:]] + [f"pack:{p}" for p in PACKS if p]
+    out += ["closure:instances", "closure:callable"]
     out += [f"varies:tensor:{k}" for k in TENSOR_VARIATIONS]
     out += [f"varies:context:{f.name}" for f in fields(Context)]
     out += [f"context:{f.name}" for f in fields(Context)] + ["varies:frozen"]
@@ -115,6 +130,89 @@ def hierarchy_features(program: Program) -> set[str]:
     return out
 
 
+def python_values(program: Program) -> list[tuple[str, object, list[Value]]]:
+    """Every Python operand of every block as (PLACES entry, slot, its value
+    in each repeat); a free value rebound in the forward has one per repeat.
+    A child call's name and slot are structure, not values, and are left out."""
+    b = program.block
+    calls = [c for _, c in program.repeats()]
+    frees = {f.name: f for f in program.frees}
+    out: list[tuple[str, object, list[Value]]] = []
+    for blk in program.blocks():
+        for stmt in blk.body:
+            if stmt.op == CHILD:
+                continue
+            for slot, o in zip(OPS[stmt.op].slots, stmt.operands):
+                if isinstance(o, Const):
+                    out.append(("const", slot, [o.value]))
+                elif isinstance(o, Arg) and blk is b:
+                    j = b.args.index(o.name)
+                    out.append(("attr" if b.attrs else "arg", slot, [c.args[j] for c in calls]))
+                elif isinstance(o, Free) and o.name in frees:
+                    sets = [dict(c.sets)[o.name] for c in calls if o.name in dict(c.sets)]
+                    out.append(("free", slot, [frees[o.name].value, *sets]))
+    return out
+
+
+def _equal_types(values: list[Value]) -> bool:
+    """Two numbers equal under ``==`` but of different types (1, 1.0, True; 0, -0.0, False)."""
+    numbers = [v for v in values if isinstance(v, (int, float))]
+    return any(a == c and type(a) is not type(c) for i, a in enumerate(numbers) for c in numbers[i + 1:])
+
+
+def value_features(program: Program) -> set[str]:
+    """The base type of every Python value (python:float for 1.0 and NaN
+    alike), the edge values and where they sit, and equal values of different
+    types: within one slot across repeats, or anywhere among the values of
+    slots that take numbers (S.edges; a dim of -1 beside a scale of -1.0 is
+    no edge)."""
+    out: set[str] = set()
+    numbers: list[Value] = []
+    for place, slot, values in python_values(program):
+        for v in values:
+            out.add(f"python:{value_kind(v).split('(')[0]}")
+            if edge_kind(v):
+                out |= {f"edge:{edge_kind(v)}", f"edge_in:{place}"}
+        if _equal_types(values):
+            out |= {"edge:equal_types", f"edge_in:{place}"}
+        if isinstance(slot, S) and slot.edges:
+            numbers += values
+    if _equal_types(numbers):
+        out.add("edge:equal_types")
+    return out
+
+
+def object_features(program: Program) -> set[str]:
+    """Where free values live, what the forward changes between two calls
+    (rebinding a free value, writing an extra input), how inputs alias and are
+    packed, and the user objects that carry Python values."""
+    b = program.block
+    calls = [c for _, c in program.repeats()]
+    homes = {f.name: f.home for f in program.frees}
+    out = {f"home:{h}" for h in homes.values()}
+    for name in {n for c in calls for n, _ in c.sets}:
+        out.add(f"in_call:set:{homes[name]}")
+        if homes[name] == "class_attr" and b.kind == "module":
+            out.add("in_call:attr")  # rebinds an instance attribute shadowing the class's
+    out |= {f"in_call:write:{s.write[1]}" for s in program.sections if s.write}
+    aliases = {c.alias for c in calls if c.alias}
+    out |= {f"alias:{a}" for a in aliases}
+    if b.extras != "positional":
+        out.add(f"extras:{b.extras}")
+        if aliases:
+            out.add(f"alias:in_{b.extras}")
+    if b.pack:
+        out.add(f"pack:{b.pack}")
+    if b.kind == "function" and b.attrs:
+        out.add("closure:instances")
+    held = [f.value for f in program.frees if f.home == "closure"]
+    if b.kind == "function" and b.attrs:
+        held += [v for c in calls for v in c.args]
+    if any(isinstance(v, Fn) for v in held):
+        out.add("closure:callable")
+    return out
+
+
 def features(program: Program) -> set[str]:
     b = program.block
     out: set[str] = {f"block:{b.kind}", f"outputs:{program.outputs}"}
@@ -122,7 +220,7 @@ def features(program: Program) -> set[str]:
     out |= {f"op:{name}" for name in ops}
     for s in program.sections:
         out |= {f"structure:{s.structure}", f"flow:{s.flow}"}
-        if b.args and not b.attrs:
+        if b.args and not b.attrs and not b.pack:
             out.add("args:keyword" if s.keywords else "args:positional")
         if s.interleave:
             out |= {f"interlude:{s.interleave}", "interleaved"}
@@ -143,7 +241,7 @@ def features(program: Program) -> set[str]:
             out |= {f"interlude:{name}", "interleaved"}
             if INTERLUDES[name].breaks:
                 out.add("graph_break")
-    if b.attrs:
+    if b.attrs and b.kind == "module":
         out.add("module:attributes")
     if b.buffers:
         out.add("module:buffers")
@@ -151,17 +249,12 @@ def features(program: Program) -> set[str]:
         out.add("nested_compile_region")
     if b.args:
         out.add("args:per_repeat")
-    rows = [c.args for _, c in program.repeats()]
-    for stmt in b.body:
-        for o in stmt.operands:
-            if isinstance(o, Const):
-                out.add(f"python:{value_kind(o.value)}")
-            if isinstance(o, Arg):
-                j = b.args.index(o.name)
-                out |= {f"python:{value_kind(r[j])}" for r in rows}
+    out |= value_features(program) | object_features(program)
     for kind in program.variations():
-        if kind.startswith("arg:"):
-            out |= {f"varies:arg:{k}" for k in kind[4:].split("/")}
+        if kind.startswith("arg:"):  # by base type: arg:float(nan)/float is a float argument
+            out |= {f"varies:arg:{k.split('(')[0]}" for k in kind[4:].split("/")}
+        elif kind.startswith("set:"):
+            out.add(f"varies:set:{kind.split(':')[1]}")
         else:
             out.add(f"varies:{kind}")
     for _, spec in program.inputs:

@@ -10,12 +10,16 @@ from hypothesis import given, settings
 from generators.check import check
 from generators.codegen import render
 from generators.ir import (
+    NAN,
     Arg,
     Block,
     Call,
     Const,
     Context,
     DType,
+    Fn,
+    Free,
+    FreeVar,
     MalformedProgram,
     Options,
     Program,
@@ -263,6 +267,136 @@ def test_every_feature_a_program_shows_is_in_the_reported_universe(program):
     from generators.features import features, universe
 
     assert features(program) <= set(universe())
+
+
+X_GRAD = ("x", TensorSpec((3, 4), "float32", True))
+Y_PLAIN = ("y0", TensorSpec((3, 4), "float32", False))
+
+
+def _edge_program() -> Program:
+    """Edge values in every place, a free value in every home, four of them rebound in the forward."""
+    body = (
+        Stmt("v0", "mul_scalar", (Ref("x"), Arg("s0"))),  # 1, True, 1.0: equal, of three types
+        Stmt("v1", "add_scalar", (Ref("v0"), Const(-0.0))),
+        Stmt("v2", "leaky_relu", (Ref("v1"), Free("p0"))),
+        Stmt("v3", "apply", (Ref("v2"), Free("p1"))),
+        Stmt("v4", "add_scalar", (Ref("v3"), Free("p2"))),
+        Stmt("v5", "mul_scalar", (Ref("v4"), Free("p3"))),
+        Stmt("v6", "div_scalar", (Ref("v5"), Free("p4"))),
+        Stmt("v7", "add_scalar", (Ref("v6"), Free("p5"))),
+    )
+    frees = (FreeVar("p0", NAN, "namespace"), FreeVar("p1", Fn("torch.sin"), "closure"),
+             FreeVar("p2", 2**33 + 1, "global"), FreeVar("p3", float("inf"), "dataclass"),
+             FreeVar("p4", 2.0, "class_attr"), FreeVar("p5", 1.0, "argument"))
+    rows = ((1, NAN, 2**33 + 1, float("inf")), (True, 1e30, -(2**40), float("-inf")),
+            (1.0, 1e-40, 2**33 + 1, float("inf")))
+    calls = tuple(Call((s0,), sets=(("p0", p0), ("p2", p2), ("p3", p3), ("p4", 2.0))) for s0, p0, p2, p3 in rows)
+    return Program(inputs=(X_GRAD,), block=Block("function", ("x",), (), (), ("s0",), body, "v7"),
+                   sections=(Section("for_values", "chain", calls),), frees=frees)
+
+
+def _alias_program(extras: str, pack: str, write: str) -> Program:
+    """A module block whose extra input is its own, the primary or a view of it, packed in a list or
+    dict; its argument packed in an object, a class attribute rebound per instance, and the extra
+    input written between calls."""
+    body = (Stmt("v0", "add", (Ref("x"), Ref("y0"))), Stmt("v1", "mul_scalar", (Ref("v0"), Arg("s0"))),
+            Stmt("v2", "add_scalar", (Ref("v1"), Free("p0"))))
+    calls = tuple(Call((s0,), alias=alias, sets=(("p0", p0),))
+                  for s0, alias, p0 in ((2.0, "", 1.0), (0.5, "same", 0.5), (2.0, "view", 1.0)))
+    block = Block("module", ("x", "y0"), (), (), ("s0",), body, "v2", extras=extras, pack=pack)
+    return Program(inputs=(X_GRAD, Y_PLAIN), block=block,
+                   sections=(Section("for_values", "chain", calls, write=("y0", write)),),
+                   frees=(FreeVar("p0", 1.0, "class_attr"),))
+
+
+def _instances_program() -> Program:
+    """Function instances from one factory, each closing over a callable and an edge float."""
+    body = (Stmt("v0", "apply", (Ref("x"), Arg("s0"))), Stmt("v1", "mul_scalar", (Ref("v0"), Arg("s1"))))
+    calls = (Call((Fn("torch.sin"), 5e-324)), Call((Fn("torch.tanh"), -0.0)))
+    return Program(inputs=(X_GRAD,), block=Block("function", ("x",), (), (), ("s0", "s1"), body, "v1", attrs=True),
+                   sections=(Section("calls", "chain", calls),))
+
+
+NEW_FAMILIES = ("edge", "edge_in", "home", "in_call", "alias", "extras", "pack", "closure")
+
+
+def _new_features() -> set[str]:
+    from generators.features import universe
+
+    return {f for f in universe() if f.split(":")[0] in NEW_FAMILIES or f.startswith(("varies:set:", "varies:alias"))
+            or f.endswith(":callable")}
+
+
+@pytest.mark.parametrize(
+    "program, expected, absent",
+    [
+        (_edge_program(),
+         {"edge:-0.0", "edge:nan", "edge:inf", "edge:subnormal", "edge:huge", "edge:int64", "edge:equal_types",
+          "edge_in:const", "edge_in:arg", "edge_in:free", "python:float", "python:int", "python:bool",
+          "python:callable", "varies:arg:int", "varies:arg:bool", "varies:arg:float",
+          *(f"home:{h}" for h in ("global", "closure", "class_attr", "argument", "dataclass", "namespace")),
+          *(f"in_call:set:{h}" for h in ("global", "dataclass", "namespace", "class_attr")),
+          "varies:set:global", "varies:set:dataclass", "varies:set:namespace", "closure:callable"},
+         # a function block's class attribute lives on a class of its own, no instance shadows it
+         {"in_call:attr", "varies:set:class_attr", "edge_in:attr", "closure:instances"}),
+        (_alias_program("list", "dataclass", "view"),
+         {"alias:same", "alias:view", "varies:alias", "extras:list", "alias:in_list", "pack:dataclass",
+          "home:class_attr", "in_call:set:class_attr", "in_call:attr", "varies:set:class_attr", "in_call:write:view"},
+         {"alias:in_dict", "extras:dict", "in_call:write:direct", "args:positional", "args:keyword"}),
+        (_alias_program("dict", "module", "direct"),
+         {"extras:dict", "alias:in_dict", "pack:module", "in_call:write:direct", "in_call:attr"},
+         {"alias:in_list", "in_call:write:view", "pack:dataclass"}),
+        (_instances_program(),
+         {"closure:instances", "closure:callable", "edge_in:attr", "edge:-0.0", "edge:subnormal",
+          "python:callable", "varies:arg:callable", "varies:arg:float"},
+         {"module:attributes", "edge_in:arg", "edge:equal_types"}),
+    ],
+    ids=["edges_and_homes", "alias_in_list", "alias_in_dict", "function_instances"],
+)
+def test_features_name_edge_values_in_call_changes_and_aliasing(program, expected, absent):
+    from generators.features import features, universe
+
+    render(program)  # a real program: check() accepts it
+    fs = features(program)
+    assert expected <= fs, expected - fs
+    assert not absent & fs, absent & fs
+    assert fs <= set(universe())
+    assert not any("(" in f for f in fs)  # python: and varies:arg: name base types, not edges
+
+
+def test_hand_built_programs_show_every_new_feature():
+    from generators.features import features
+
+    programs_ = (_edge_program(), _alias_program("list", "dataclass", "view"),
+                 _alias_program("dict", "module", "direct"), _instances_program())
+    shown = set().union(*(features(p) for p in programs_))
+    assert _new_features() - shown == set()
+
+
+def test_equal_types_are_equal_values_of_different_types_in_number_slots():
+    from generators.features import features
+
+    scales = (Stmt("v0", "mul_scalar", (Ref("x"), Arg("s0"))), Stmt("v1", "softmax", (Ref("v0"), Const(-1))))
+    # -1 as a dim beside a scale of -1.0 is no edge; a scale of 1.0 beside a shift of 1 is,
+    # and so are -0.0 and False passed to one slot in two repeats
+    dim = _program(calls=(Call((-1.0,)), Call((0.5,))), body=scales)
+    two_slots = _program(calls=(Call((1.0,)), Call((1.0,))),
+                         body=(scales[0], Stmt("v1", "add_scalar", (Ref("v0"), Const(1)))))
+    mixed = _program(calls=(Call((-0.0,)), Call((False,))), body=scales)
+    for p in (dim, two_slots, mixed):
+        check(p)
+    assert "edge:equal_types" not in features(dim)
+    assert "edge:equal_types" in features(two_slots)
+    assert {"edge:equal_types", "edge:-0.0", "edge_in:arg", "varies:arg:float", "varies:arg:bool"} <= features(mixed)
+
+
+def test_stats_floors_cover_every_new_feature():
+    from generators.features import universe
+    from harness.stats import FEATURE_FLOORS
+
+    assert set(FEATURE_FLOORS) <= set(universe())
+    assert _new_features() - set(FEATURE_FLOORS) == set()
+    assert all(0 < floor < 0.1 for floor in FEATURE_FLOORS.values())
 
 
 def test_stats_command_counts_features_and_rejects_bad_input():
