@@ -299,6 +299,7 @@ def mutation_rules(b: Block, specs: dict[str, TensorSpec], finished: bool = True
     readers: dict[str, int] = {}
     consumed: set[str] = set()
     mutated_inputs: set[str] = set()
+    written: set[str] = set()  # results of in-place writes to inputs: the next repeat writes them again
     weights = {n for n, _ in (*b.weights, *b.buffers)}
     for stmt in b.body:
         op = OPS[stmt.op]
@@ -318,6 +319,7 @@ def mutation_rules(b: Block, specs: dict[str, TensorSpec], finished: bool = True
                 if spec.requires_grad or spec.layout != "contiguous" or spec.dtype != "float32":
                     raise MalformedProgram(f"{where}: only contiguous float32 inputs without grad are mutated")
                 mutated_inputs.add(target)
+                written.add(stmt.out)  # the in-place result is the input itself
             else:
                 made_by = producer[target]
                 if made_by.view or made_by.saves_output:
@@ -331,7 +333,7 @@ def mutation_rules(b: Block, specs: dict[str, TensorSpec], finished: bool = True
     for stmt in b.body:
         op = OPS[stmt.op]
         for o in stmt.operands:
-            if isinstance(o, Ref) and o.name in mutated_inputs and op.saves_inputs and not op.inplace:
+            if isinstance(o, Ref) and o.name in mutated_inputs | written and op.saves_inputs and not op.inplace:
                 raise MalformedProgram(f"{stmt.out}: {op.name} saves {o.name} for backward, but the block mutates it")
     if finished:
         live = live_values(b)

@@ -203,8 +203,8 @@ def _render_globals(program: Program) -> list[str]:
     if held:
         obj, cls = OBJECTS["dataclass"]
         lines += ["", "@dataclass", f"class {cls}:"]
-        lines += [f"{IND}{f.name}: object = {literal(f.value)}" for f in held]
-        lines += ["", "", f"{obj} = {cls}()"]
+        lines += [f"{IND}{f.name}: object" for f in held]  # no defaults: a list or slice is not one
+        lines += ["", "", f"{obj} = {cls}({', '.join(f'{f.name}={literal(f.value)}' for f in held)})"]
     held = frees_at(program, "namespace")
     if held:
         items = ", ".join(f"{f.name}={literal(f.value)}" for f in held)

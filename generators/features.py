@@ -49,7 +49,7 @@ def universe() -> list[str]:
     out += ["mutates:input", "mutates:intermediate", "mutates:through_view", "mutates:buffer"]
     out += ["dynamic:compile", "dynamic:mark", "dynamic:maybe_mark", "fullgraph", "random", "identical_repeats",
             "differing_repeats"]
-    out += HIERARCHY
+    out += HIERARCHY + GUARDS
     return out
 
 
@@ -213,6 +213,29 @@ def object_features(program: Program) -> set[str]:
     return out
 
 
+# Changes between calls at the edges (generators.variants): a value crossing
+# to its other signed zero or to NaN, of another length or another callable
+# (in any home), a new function object of the same code, a submodule replaced
+# by each route, two inputs made one, a field of the same object changed.
+GUARD_QUALIFIERS = ("sign", "nan", "length", "callable")
+MODULE_ROUTES = ("setattr", "modules_dict", "add_module", "delattr", "container")
+GUARD_KINDS = ("closure:remake", *(f"module:replace:{r}" for r in MODULE_ROUTES), "module:load_state_dict",
+               "input:alias:make", "input:alias:view", "object:dataclass", "object:namespace",
+               "object:pack:dataclass", "object:pack:module")
+GUARDS = [*(f"guard:{q}" for q in GUARD_QUALIFIERS), *(f"guard:{k}" for k in GUARD_KINDS)]
+
+
+def guard_features(program: Program) -> set[str]:
+    """The edge changes between calls the program offers (variants it accepts)."""
+    from .variants import variants  # the changes a program offers are the generator's to say
+
+    out: set[str] = set()
+    for v in variants(program):
+        out |= {f"guard:{q}" for q in GUARD_QUALIFIERS if v.kind.endswith(f":{q}")}
+        out |= {f"guard:{k}" for k in GUARD_KINDS if v.kind == k or v.kind.startswith(f"{k}:")}
+    return out
+
+
 def features(program: Program) -> set[str]:
     b = program.block
     out: set[str] = {f"block:{b.kind}", f"outputs:{program.outputs}"}
@@ -285,7 +308,7 @@ def features(program: Program) -> set[str]:
         out.add("dynamic:mark" if strict else "dynamic:maybe_mark")
     if program.options.fullgraph:
         out.add("fullgraph")
-    out |= hierarchy_features(program)
+    out |= hierarchy_features(program) | guard_features(program)
     groups = program.identical_repeats()
     if any(len(g) > 1 for g in groups):
         out.add("identical_repeats")

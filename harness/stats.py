@@ -53,26 +53,37 @@ FEATURE_FLOORS = {
     "alias:same": 0.006, "alias:view": 0.01, "varies:alias": 0.008, "extras:list": 0.003, "extras:dict": 0.005,
     "alias:in_list": 0.001, "alias:in_dict": 0.001,
     "pack:dataclass": 0.005, "pack:module": 0.004, "closure:instances": 0.015, "closure:callable": 0.0005,
+    # changes between calls at the edges (guard variants a program offers)
+    "guard:sign": 0.006, "guard:nan": 0.02, "guard:length": 0.0025, "guard:callable": 0.01,
+    "guard:closure:remake": 0.025, "guard:module:replace:setattr": 0.05, "guard:module:replace:modules_dict": 0.05,
+    "guard:module:replace:add_module": 0.05, "guard:module:replace:delattr": 0.05,
+    "guard:module:replace:container": 0.05, "guard:module:load_state_dict": 0.05, "guard:input:alias:make": 0.05,
+    "guard:input:alias:view": 0.05, "guard:object:dataclass": 0.005, "guard:object:namespace": 0.01,
+    "guard:object:pack:dataclass": 0.012, "guard:object:pack:module": 0.008,
 }
 
 
 def draw(n: int, seed: int) -> list[str]:
-    """``n`` programs (as JSON) from the generator, reproducibly for ``seed``."""
+    """``n`` programs (as JSON) from the generator, reproducibly for ``seed``:
+    as a campaign draws them, half plain and half focused on the edge kinds
+    (``programs(edges=True)``)."""
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hseed
 
     from generators.strategies import programs
 
     drawn: list[str] = []
+    for k, edges in enumerate((False, True)):
+        want = n // 2 if not edges else n - n // 2
 
-    @hseed(seed)
-    @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
-    @given(programs())
-    def collect(program):
-        drawn.append(program.to_json())
+        @hseed(seed * 2 + k)
+        @settings(max_examples=want, database=None, deadline=None, phases=[Phase.generate],
+                  suppress_health_check=list(HealthCheck))
+        @given(programs(edges=edges))
+        def collect(program):
+            drawn.append(program.to_json())
 
-    collect()
+        collect()
     return drawn[:n]
 
 
