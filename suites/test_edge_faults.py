@@ -100,25 +100,42 @@ def test_unguarded_object_fields_are_caught_by_changing_a_field_in_place():
     assert verdict.failed and verdict.kind == "stale", verdict
 
 
-def _repro_exit(program: Program, backend: str, tmp_path) -> int:
-    """The standalone repro of the differential finding ``backend`` makes of ``program``."""
+def _repro_exit(program: Program, backend: str, tmp_path, variant: Variant | None = None, dedup: bool = False) -> int:
+    """Exit status of the standalone repro (differential, or guard with
+    ``variant``) of ``program`` compiled by ``backend``: a planted backend, or
+    a planted Dynamo fault entered in the repro's own process
+    (``suites.planted_edges:<fault>__<backend>``)."""
     from reports.repro import render_repro
-    from reports.triage import triage
 
-    outcome = run_program(program, RunConfig(backend=backend, dedup=False))
-    verdict = differential.check(outcome)
-    assert verdict.failed, verdict
-    finding = triage(outcome, verdict)
+    # a planted Dynamo fault must not be resolved here (it would stay entered in
+    # this process): render for the honest backend, then name the planted one
+    honest = backend.rpartition("__")[2] if "__" in backend else backend
+    text = render_repro(program, RunConfig(backend=honest, dedup=dedup), "planted",
+                        "guard" if variant else "differential", variant.to_dict() if variant else None)
+    if honest != backend:
+        text = text.replace(f"BACKEND = {honest!r}", f"BACKEND = {backend!r}")
     path = tmp_path / "repro.py"
-    path.write_text(render_repro(program, outcome.config, finding.signature, "differential"))
+    path.write_text(text)
     root = Path(__file__).resolve().parents[1]  # the repro imports the planted backend from here
     return subprocess.run([sys.executable, str(path)], cwd=root, capture_output=True, timeout=300).returncode
 
 
-@pytest.mark.parametrize("backend", ["suites.planted_edges:writes_deferred", "suites.planted:zero_sign_lost",
-                                     "suites.planted:nan_zeroed"])
-def test_a_planted_backend_finding_has_a_repro_that_exits_1(backend, tmp_path):
-    from .test_differential_oracle import EDGE_PROGRAM
+PLANTED_REPROS = [
+    ("suites.planted_edges:writes_deferred", "WRITTEN", None, False),
+    ("suites.planted:zero_sign_lost", "EDGE_PROGRAM", None, False),
+    ("suites.planted:nan_zeroed", "EDGE_PROGRAM", None, False),
+    ("suites.planted_edges:pending_stores_ignored__aot_eager", "REBOUND", None, False),
+    ("suites.planted_edges:last_region_as_reference__aot_eager", "ALIASED", None, True),
+    ("suites.planted_edges:object_fields_unguarded__aot_eager", "FIELD", FIELD_CHANGED, False),
+]
 
-    program = WRITTEN if "writes" in backend else EDGE_PROGRAM
-    assert _repro_exit(program, backend, tmp_path) == 1
+
+@pytest.mark.parametrize("backend, program, variant, dedup", PLANTED_REPROS, ids=[r[0].split(":")[1] for r in PLANTED_REPROS])
+def test_a_planted_fault_finding_has_a_repro_that_exits_1(backend, program, variant, dedup, tmp_path):
+    from . import test_differential_oracle
+
+    program = globals().get(program) or getattr(test_differential_oracle, program)
+    assert _repro_exit(program, backend, tmp_path, variant, dedup) == 1
+    # the same repro on the honest backend does not reproduce
+    assert _repro_exit(program, backend.rpartition("__")[2] if "__" in backend else "eager", tmp_path, variant,
+                       dedup) == 0
