@@ -56,7 +56,7 @@ def tags(program: Program) -> list[str]:
     (each region must draw what eager draws) and nested_compile_region
     (a body traced once and reused)."""
     out = []
-    if any(mutates(b) for b in program.blocks()):
+    if any(mutates(b) for b in program.blocks()) or any(s.write for s in program.sections):
         out.append("mutation")
     if any(c.context.default_dtype for _, c in program.repeats()):
         out.append("default_dtype")
