@@ -531,8 +531,10 @@ def _params_and_buffers(program: Program) -> list[Variant]:
     for name, spec in program.block.weights[:1]:
         p = f"{owner}.{name}"
         fresh = f"torch.randn({spec.shape!r}) * 0.5"
+        # a frozen parameter's replacement is frozen too: requires_grad is a change of its own
         out.append(Variant("param:replace", p, f"{p} replaced by a new Parameter",
-                           ("_saved = " + p, f"{p} = nn.Parameter({fresh})"), (f"{p} = _saved",), True))
+                           ("_saved = " + p, f"{p} = nn.Parameter({fresh}, requires_grad=_saved.requires_grad)"),
+                           (f"{p} = _saved",), True))
         out.append(Variant("param:mutate", p, f"{p} scaled in place",
                            (f"_saved = {p}.detach().clone()", f"with torch.no_grad(): {p}.mul_(-0.5)"),
                            (f"with torch.no_grad(): {p}.copy_(_saved)",), True))

@@ -102,7 +102,7 @@ def triage(outcome: Outcome, verdict: Verdict) -> Finding:
         detail = ":".join([verdict.details["label"], *tags(program)])
     else:
         trigger = _trigger(program, config, oracle) if culprit == "dedup" or program.variations() else ""
-        if culprit != "dedup" and trigger in ("identical-repeats", "combined"):
+        if culprit != "dedup" and (trigger in ("identical-repeats", "combined") or "+" in trigger):
             trigger = ""  # a backend failing on identical repeats: nothing between repeats to name
         # Wrong inputs or buffers after the run are a class of their own, and
         # so is a wrong call after a change (guards: the kind of change).
@@ -116,18 +116,24 @@ def triage(outcome: Outcome, verdict: Verdict) -> Finding:
 
 
 def _trigger(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict]) -> str:
-    """The kind of difference between repeats that alone brings the failure
-    out (e.g. ``arg:float``, ``context:autocast``, ``tensor:dtype``);
-    "identical-repeats" when it fails with no difference at all."""
+    """The kinds of difference between repeats the failure needs (e.g.
+    ``arg:float``, ``context:autocast``, ``tensor:dtype``; two or more joined
+    by ``+``), found by taking each kind away in turn and keeping it away if
+    the failure stays; "identical-repeats" when it fails with no difference
+    at all, "combined" when no kind can be taken away on its own."""
     kinds = sorted(program.variations())
     same = equalize(program, kinds)
     if not kinds or (same is not None and _fails(same, config, oracle)):
         return "identical-repeats"
+    needed = list(kinds)
     for kind in kinds:
-        candidate = equalize(program, [k for k in kinds if k != kind])
+        trial = [k for k in needed if k != kind]
+        candidate = equalize(program, [k for k in kinds if k not in trial])
         if candidate is not None and _fails(candidate, config, oracle):
-            return kind
-    return "combined"
+            needed = trial
+    if len(needed) == len(kinds) and len(kinds) > 1:
+        return "combined"
+    return "+".join(needed)
 
 
 def _triage_region(outcome: Outcome, verdict: Verdict, config: RunConfig) -> Finding:
@@ -154,7 +160,7 @@ def _triage_region(outcome: Outcome, verdict: Verdict, config: RunConfig) -> Fin
             label = label.removesuffix(":later_call") + ":first_call"
         # every program this oracle fails has a decorated block: that tag says nothing here
         trigger = _trigger(program, config, compile_region.check) if program.variations() else ""
-        trigger = "" if trigger in ("identical-repeats", "combined") else trigger
+        trigger = "" if trigger in ("identical-repeats", "combined") or "+" in trigger else trigger
         detail = ":".join(dict.fromkeys([*label.split(":"), *([trigger] if trigger else []),
                                          *(t for t in tags(program) if t != "compile_region")]))
     signature = ":".join(p for p in (verdict.oracle, verdict.kind, culprit, detail) if p)

@@ -1,0 +1,169 @@
+"""Repro: KI-030: A nested_compile_region method reused for a second module instance installs no guards on that instance's attributes: changing one reuses the stale graph
+
+Exit status 1: reproduced; 0: not reproduced. Needs only torch."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, s0):
+        super().__init__()
+        self.s0 = s0
+
+    @torch.compiler.nested_compile_region
+    def forward(self, x):
+        v0 = torch.sin(x)
+        v1 = v0 * self.s0
+        return v1
+
+
+class Program(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers0 = nn.ModuleList([Block(2.0), Block(2.0)])
+
+    def forward(self, x):
+        h = x
+        for blk in self.layers0:
+            h = blk(h)
+        return h
+
+
+def make_inputs(device="cpu"):
+    x = torch.randn((3, 4), dtype=torch.float32, device=device).requires_grad_(False)
+    return [x]
+
+
+# ---- how this repro compiles: the backend and the torch config of the run ----
+import importlib
+import os
+import sys
+
+import torch._dynamo
+
+BACKEND = 'aot_eager'  # a torch backend name, or package.module:callable
+TORCH_CONFIG = {}
+
+
+def backend():
+    if ":" not in BACKEND:
+        return BACKEND
+    sys.path.append(os.getcwd())  # a plugin imports as the campaign imported it: run from the same folder
+    module, _, name = BACKEND.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def configure(dedup):
+    """Deduplication on or off, and the torch config the finding was made under."""
+    import torch._inductor.config
+
+    torch._dynamo.config.use_graph_deduplication = dedup
+    for key, value in TORCH_CONFIG.items():
+        section, _, name = key.partition(".")
+        setattr(torch._dynamo.config if section == "dynamo" else torch._inductor.config, name, value)
+
+
+# ---- driver: compile, call, make one change, call again; exits 1 when the
+# second call crashes or disagrees with eager under the same change ----
+import sys
+import traceback
+
+import torch._dynamo.testing
+from torch.utils._pytree import tree_leaves
+
+DEDUP = False
+SEED = 0
+COMPILE_KWARGS = {'fullgraph': False}
+ATOL = RTOL = 0.0001
+CHANGE = 'model.layers0[1].s0: 2.0 -> 0.5'
+# "values": reproduced when the second call is wrong; "recompile": when it
+# recompiles although the change cannot alter the result
+EXPECT = 'values'
+APPLY = """
+_saved = model.layers0[1].s0
+model.layers0[1].s0 = 0.5
+"""
+UNDO = """
+model.layers0[1].s0 = _saved
+"""
+
+
+def cell(fn, name):
+    """The closure cell of ``fn`` (or of a function it wraps) holding ``name``."""
+    todo = [fn]
+    while todo:
+        f = todo.pop()
+        if name in f.__code__.co_freevars:
+            return f.__closure__[f.__code__.co_freevars.index(name)]
+        todo += [c.cell_contents for c in f.__closure__ or () if hasattr(c.cell_contents, "__code__")]
+    raise LookupError(name)
+
+
+
+def call(fn):
+    """fn on fresh inputs under the change; the model's values as they started."""
+    global inputs, kwargs
+    model.load_state_dict(START)
+    torch.set_rng_state(RNG)
+    inputs, kwargs = make_inputs(), {}
+    exec(APPLY, globals())
+    try:
+        return [o for o in tree_leaves(fn(*inputs, **kwargs)) if isinstance(o, torch.Tensor)]
+    finally:
+        exec(UNDO, globals())
+
+
+def main():
+    global model, RNG, START
+    torch.manual_seed(SEED)
+    model = Program()
+    RNG = torch.get_rng_state()
+    START = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    configure(DEDUP)
+    counter = torch._dynamo.testing.CompileCounterWithBackend(backend())
+    compiled = torch.compile(model, backend=counter, **COMPILE_KWARGS)
+    torch.set_rng_state(RNG)
+    compiled(*make_inputs())  # the first call compiles
+    print(f"change: {CHANGE}")
+    if EXPECT == "recompile":
+        before = counter.frame_count
+        call(compiled)
+        if counter.frame_count > before:
+            print(f"REPRODUCED: the change recompiled {counter.frame_count - before} frame(s) (torch {torch.__version__})")
+            return 1
+        print(f"not reproduced: no recompile after the change (torch {torch.__version__})")
+        return 0
+    expected = call(model)
+    try:
+        actual = call(compiled)
+    except Exception:
+        traceback.print_exc()
+        print(f"REPRODUCED: the call after the change raised (torch {torch.__version__})")
+        return 1
+    bad = []
+    for i, (e, a) in enumerate(zip(expected, actual)):
+        if (e.dtype, e.shape, e.requires_grad) != (a.dtype, a.shape, a.requires_grad):
+            bad.append(f"output[{i}]: expected {e.dtype}{tuple(e.shape)} requires_grad={e.requires_grad}, "
+                       f"got {a.dtype}{tuple(a.shape)} requires_grad={a.requires_grad}")
+        elif not torch.allclose(e.double(), a.double(), atol=ATOL, rtol=RTOL, equal_nan=True):
+            bad.append(f"output[{i}]: expected {e.flatten()[:4].tolist()}, got {a.flatten()[:4].tolist()}")
+    if len(expected) != len(actual):
+        bad.append(f"expected {len(expected)} outputs, got {len(actual)}")
+    for line in bad:
+        print(line)
+    if bad:
+        print(f"REPRODUCED: after the change the compiled function disagrees with eager (torch {torch.__version__})")
+        return 1
+    print(f"not reproduced: compiled matches eager after the change (torch {torch.__version__})")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        status = main()
+    except Exception:  # the failure did not show; something else went wrong
+        traceback.print_exc()
+        print("ERROR: the repro itself failed (exit 2), not the failure it checks for")
+        status = 2
+    sys.exit(status)
