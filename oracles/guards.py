@@ -104,10 +104,25 @@ def _against_dedup_off(outcome: Outcome) -> list[Verdict]:
     off = outcome.companions.get("dedup_off")
     if off is None or not off[1].variants:
         return []
+    # Guards follow values: a float the program hands Python (an .item() the
+    # frame resumes with) is specialized or not by whether it changed between
+    # calls, to the last bit. Once deduplication has changed the bits of a
+    # call's outputs (noise, or a wrong value other oracles report), later
+    # guards may differ for that reason alone.
+    num = numerics(outcome)
+
+    def differ(a: Execution, b: Execution) -> bool:
+        return a.failure is None and b.failure is None and any(
+            v.failed for v in compare_runs(NAME, a, b, None, exact=("output",), **num))
+
     out = []
+    if differ(off[0], outcome.compiled):
+        return out
     for on_run, off_run in zip(_ran(outcome.capture.variants), _ran(off[1].variants)):
         if on_run.variant != off_run.variant or on_run.compiled.failure or off_run.compiled.failure:
             continue
+        if differ(off_run.compiled, on_run.compiled):
+            break
         kind = on_run.variant["kind"]
         if on_run.recompiled != off_run.recompiled:
             out.append(Verdict(NAME, Status.FAIL, kind="dedup_guards", where=f"variant {kind}",

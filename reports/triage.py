@@ -67,10 +67,6 @@ def tags(program: Program) -> list[str]:
     return out
 
 
-def _fails(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict]) -> bool:
-    return oracle(run_program(program, config)).failed
-
-
 def alike(other: Verdict, like: Verdict) -> bool:
     """``other`` fails the way ``like`` did: same kind, and for a crash the
     same error. (A program may fail another way too, for another reason.)"""
@@ -101,8 +97,8 @@ def triage(outcome: Outcome, verdict: Verdict) -> Finding:
     elif "label" in verdict.details:  # structural oracles name the difference themselves
         detail = ":".join([verdict.details["label"], *tags(program)])
     else:
-        trigger = _trigger(program, config, oracle) if culprit == "dedup" or program.variations() else ""
-        if culprit != "dedup" and (trigger in ("identical-repeats", "combined") or "+" in trigger):
+        trigger = _trigger(program, config, oracle, verdict) if culprit == "dedup" or program.variations() else ""
+        if culprit != "dedup" and trigger in ("identical-repeats", "combined"):
             trigger = ""  # a backend failing on identical repeats: nothing between repeats to name
         # Wrong inputs or buffers after the run are a class of their own, and
         # so is a wrong call after a change (guards: the kind of change).
@@ -115,21 +111,23 @@ def triage(outcome: Outcome, verdict: Verdict) -> Finding:
     return Finding(signature, verdict, program, config, culprit, trigger, outcome.source)
 
 
-def _trigger(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict]) -> str:
+def _trigger(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict], like: Verdict) -> str:
     """The kinds of difference between repeats the failure needs (e.g.
     ``arg:float``, ``context:autocast``, ``tensor:dtype``; two or more joined
     by ``+``), found by taking each kind away in turn and keeping it away if
     the failure stays; "identical-repeats" when it fails with no difference
-    at all, "combined" when no kind can be taken away on its own."""
+    at all, "combined" when no kind can be taken away on its own. A program
+    that fails another way without a kind (another known crash) does not
+    count as failing."""
     kinds = sorted(program.variations())
     same = equalize(program, kinds)
-    if not kinds or (same is not None and _fails(same, config, oracle)):
+    if not kinds or (same is not None and fails_alike(same, config, oracle, like)):
         return "identical-repeats"
     needed = list(kinds)
     for kind in kinds:
         trial = [k for k in needed if k != kind]
         candidate = equalize(program, [k for k in kinds if k not in trial])
-        if candidate is not None and _fails(candidate, config, oracle):
+        if candidate is not None and fails_alike(candidate, config, oracle, like):
             needed = trial
     if len(needed) == len(kinds) and len(kinds) > 1:
         return "combined"
@@ -159,8 +157,8 @@ def _triage_region(outcome: Outcome, verdict: Verdict, config: RunConfig) -> Fin
         if label.endswith(":later_call") and _first_call_fails(program, config, verdict):
             label = label.removesuffix(":later_call") + ":first_call"
         # every program this oracle fails has a decorated block: that tag says nothing here
-        trigger = _trigger(program, config, compile_region.check) if program.variations() else ""
-        trigger = "" if trigger in ("identical-repeats", "combined") or "+" in trigger else trigger
+        trigger = _trigger(program, config, compile_region.check, verdict) if program.variations() else ""
+        trigger = "" if trigger in ("identical-repeats", "combined") else trigger
         detail = ":".join(dict.fromkeys([*label.split(":"), *([trigger] if trigger else []),
                                          *(t for t in tags(program) if t != "compile_region")]))
     signature = ":".join(p for p in (verdict.oracle, verdict.kind, culprit, detail) if p)
