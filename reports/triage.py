@@ -98,7 +98,7 @@ def triage(outcome: Outcome, verdict: Verdict) -> Finding:
         detail = ":".join([verdict.details["label"], *tags(program)])
     else:
         trigger = _trigger(program, config, oracle, verdict) if culprit == "dedup" or program.variations() else ""
-        if culprit != "dedup" and trigger in ("identical-repeats", "combined"):
+        if culprit != "dedup" and trigger == "identical-repeats":
             trigger = ""  # a backend failing on identical repeats: nothing between repeats to name
         # Wrong inputs or buffers after the run are a class of their own, and
         # so is a wrong call after a change (guards: the kind of change).
@@ -116,7 +116,7 @@ def _trigger(program: Program, config: RunConfig, oracle: Callable[[Outcome], Ve
     ``arg:float``, ``context:autocast``, ``tensor:dtype``; two or more joined
     by ``+``), found by taking each kind away in turn and keeping it away if
     the failure stays; "identical-repeats" when it fails with no difference
-    at all, "combined" when no kind can be taken away on its own. A program
+    at all. A program
     that fails another way without a kind (another known crash) does not
     count as failing."""
     kinds = sorted(program.variations())
@@ -129,9 +129,7 @@ def _trigger(program: Program, config: RunConfig, oracle: Callable[[Outcome], Ve
         candidate = equalize(program, [k for k in kinds if k not in trial])
         if candidate is not None and fails_alike(candidate, config, oracle, like):
             needed = trial
-    if len(needed) == len(kinds) and len(kinds) > 1:
-        return "combined"
-    return "+".join(needed)
+    return "+".join(needed)  # all of them, when none can be taken away alone
 
 
 def _triage_region(outcome: Outcome, verdict: Verdict, config: RunConfig) -> Finding:
@@ -158,7 +156,7 @@ def _triage_region(outcome: Outcome, verdict: Verdict, config: RunConfig) -> Fin
             label = label.removesuffix(":later_call") + ":first_call"
         # every program this oracle fails has a decorated block: that tag says nothing here
         trigger = _trigger(program, config, compile_region.check, verdict) if program.variations() else ""
-        trigger = "" if trigger in ("identical-repeats", "combined") else trigger
+        trigger = "" if trigger == "identical-repeats" else trigger
         detail = ":".join(dict.fromkeys([*label.split(":"), *([trigger] if trigger else []),
                                          *(t for t in tags(program) if t != "compile_region")]))
     signature = ":".join(p for p in (verdict.oracle, verdict.kind, culprit, detail) if p)
