@@ -18,12 +18,19 @@ STAGES: tuple[tuple[type, str], ...] = (
 )
 
 
-def failure(exc: BaseException, default_stage: str) -> Failure:
-    stage = next((s for cls, s in STAGES if isinstance(exc, cls)), default_stage)
+def first_line(exc: BaseException) -> str:
+    """The line of an exception's message that names the error (rendered
+    into crash repros too, so both read a crash alike)."""
     lines = str(exc).strip().splitlines()
     message = lines[0] if lines else ""
     if message.endswith("raised:") and len(lines) > 1:  # BackendCompilerFailed: the error is on the next line
         message = f"{message} {lines[1]}"
+    return message
+
+
+def failure(exc: BaseException, default_stage: str) -> Failure:
+    stage = next((s for cls, s in STAGES if isinstance(exc, cls)), default_stage)
+    message = first_line(exc)
     return Failure(
         stage=stage,
         type=type(exc).__qualname__,

@@ -40,6 +40,25 @@ class KnownIssue:
     # The backends it is known on; empty: any. A broad signature (a wrong
     # gradient) stays new on every other backend.
     backends: tuple[str, ...] = ()
+    # The crash the bug is: a glob over its normalized "Type: message"; None:
+    # wrong values. Its repro exits 3 when the program fails another way.
+    crash: Optional[str] = None
+
+    @property
+    def expect_crash(self) -> Optional[str]:
+        """What a strict repro (differential, guard) must see; None: any failure."""
+        if self.repro not in ("differential", "guard"):
+            return None
+        return "" if self.crash is None else self.crash
+
+    def render(self) -> str:
+        """Its standalone repro.py, as rendered from program.json."""
+        from harness.outcome import RunConfig
+
+        from .repro import render_repro
+
+        return render_repro(self.program(), RunConfig(backend=self.backend, dedup=self.dedup),
+                            f"{self.id}: {self.title}", self.repro, self.variant, expect_crash=self.expect_crash)
 
     def matches(self, signature: str) -> bool:
         return any(fnmatch.fnmatchcase(signature, p) for p in self.patterns)
@@ -67,6 +86,7 @@ def load(root: Path = ROOT) -> tuple[KnownIssue, ...]:
                 dedup=d.get("dedup", True),
                 triggers=tuple(d.get("triggers", ())),
                 backends=tuple(d.get("backends", ())),
+                crash=d.get("crash"),
             )
         )
     return tuple(issues)
@@ -89,17 +109,12 @@ def record(
     ``issue`` holds id, title, patterns, backend, description and code.
     """
     from generators.ir import to_dict
-    from harness.outcome import RunConfig
-
-    from .repro import render_repro
 
     folder = root / folder_name
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "issue.json").write_text(json.dumps(issue, indent=2) + "\n")
     (folder / "program.json").write_text(json.dumps(to_dict(program), indent=2, sort_keys=True) + "\n")
-    title = f"{issue['id']}: {issue['title']}"
-    (folder / "repro.py").write_text(
-        render_repro(program, RunConfig(backend=issue["backend"], dedup=issue.get("dedup", True)), title,
-                     issue.get("repro", "differential"), issue.get("variant")))
     load.cache_clear()
+    written = next(i for i in load(root) if i.folder == folder)
+    (folder / "repro.py").write_text(written.render())
     return folder

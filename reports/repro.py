@@ -8,6 +8,7 @@ and 0 when it does not, so it can bisect torch versions.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import replace
 
 from generators.check import zero_signs_determined
@@ -17,9 +18,12 @@ from generators.regions import with_regions
 from generators.replays import ReplayPlan, resized
 from generators.variants import PRELUDE
 from harness.backends import resolve
+from harness.execute import first_line
 from harness.outcome import RunConfig
 from harness.pipeline import torch_compile_kwargs
 from harness.replay import call_seed
+
+from .triage import normalize
 
 
 def _low_precision(program: Program) -> bool:
@@ -125,7 +129,42 @@ def bad(name, exp, act, ref):
 
 '''
 
-COMPARE = BAD + '''
+# Strict crash checks (differential and guard drivers): a repro exits 1 only
+# for the failure its finding is, 3 when the program fails another way.
+STRICT = '''
+import fnmatch
+import re
+
+# The failure this repro checks for: a crash (a glob over its normalized
+# "Type: message"), "" for wrong values (a crash then fails differently:
+# exit 3), None for any failure.
+EXPECT_CRASH = {expect_crash!r}
+
+{normalizer}
+
+{first_line}
+
+
+def crashed(e, what):
+    """The exit status for crash ``e`` of ``what``: 1 when it is the expected one."""
+    traceback.print_exc()
+    got = normalize(f"{{type(e).__qualname__}}: {{first_line(e)}}")
+    if EXPECT_CRASH is not None and not (EXPECT_CRASH and fnmatch.fnmatchcase(got, EXPECT_CRASH)):
+        print(f"FAILS DIFFERENTLY (exit 3): expected {{EXPECT_CRASH or 'wrong values'}}, got {{got}}")
+        return 3
+    print(f"REPRODUCED: {{what}} raised {{got}} (torch {{torch.__version__}})")
+    return 1
+
+
+def ran():
+    """3 when a crash was expected but the program ran (else None: judge values)."""
+    if EXPECT_CRASH:
+        print(f"FAILS DIFFERENTLY (exit 3): expected {{EXPECT_CRASH}}, but the compiled program ran")
+        return 3
+    return None
+'''
+
+COMPARE = BAD + STRICT + '''
 def main():
     expected = run(compiled=False)
     try:
@@ -134,10 +173,10 @@ def main():
         reference = {{}}
     try:
         actual = run(compiled=True)
-    except Exception:
-        traceback.print_exc()
-        print(f"REPRODUCED: torch.compile(backend={{BACKEND!r}}) raised (deduplication {{DEDUP}})")
-        return 1
+    except Exception as e:
+        return crashed(e, f"torch.compile(backend={{BACKEND!r}}, deduplication {{DEDUP}})")
+    if ran():
+        return 3
     failures = [(k, bad(k, expected[k], actual.get(k), reference.get(k))) for k in expected]
     failures = [(k, m) for k, m in failures if m]
     for k, m in failures:
@@ -257,7 +296,7 @@ if __name__ == "__main__":
 
 # For guard findings: one compiled function, called, then called again after
 # one change (the very statements the harness ran), against eager on the change.
-GUARD_DRIVER = '''
+GUARD_DRIVER = STRICT + '''
 
 # ---- driver: compile, call, make one change, call again; exits 1 when the
 # second call crashes or disagrees with eager under the same change ----
@@ -309,7 +348,12 @@ def main():
     counter = torch._dynamo.testing.CompileCounterWithBackend(backend())
     compiled = torch.compile(model, backend=counter, **COMPILE_KWARGS)
     torch.set_rng_state(RNG)
-    compiled(*make_inputs())  # the first call compiles
+    try:
+        compiled(*make_inputs())  # the first call compiles
+    except Exception as e:  # the failure comes before the change now
+        if EXPECT_CRASH is None:
+            raise
+        return crashed(e, "the first call")
     print(f"change: {{CHANGE}}")
     if EXPECT == "recompile":
         before = counter.frame_count
@@ -322,10 +366,10 @@ def main():
     expected = call(model)
     try:
         actual = call(compiled)
-    except Exception:
-        traceback.print_exc()
-        print(f"REPRODUCED: the call after the change raised (torch {{torch.__version__}})")
-        return 1
+    except Exception as e:
+        return crashed(e, "the call after the change")
+    if ran():
+        return 3
     bad = []
     for i, (e, a) in enumerate(zip(expected, actual)):
         if (e.dtype, e.shape, e.requires_grad) != (a.dtype, a.shape, a.requires_grad):
@@ -832,13 +876,17 @@ def driver_for(details: dict, severity: str, oracle: str = "", kind: str = "") -
 
 
 def render_repro(program: Program, config: RunConfig, title: str, check: str = "differential",
-                 variant: dict | None = None, lost: dict | None = None, replay: dict | None = None) -> str:
+                 variant: dict | None = None, lost: dict | None = None, replay: dict | None = None,
+                 expect_crash: str | None = None) -> str:
     """``variant`` (a ``generators.variants.Variant`` as a dict) is the
     change the "guard" driver makes between its two calls; ``lost`` (kind,
     timeout, memory_mb) what the "process" driver watches for; ``replay``
     (plan, device) the calls the "replay" driver makes; for "region_toggle",
     ``variant`` names the twin (``regions``: the blocks it decorates;
-    ``dedup``: whether both compile with deduplication)."""
+    ``dedup``: whether both compile with deduplication). ``expect_crash``
+    (differential and guard drivers): a glob over the normalized crash the finding is
+    ("" for wrong values); the repro exits 3 when the program fails another way, so
+    ``git bisect run`` stops at the right commit. None accepts any failure."""
     header = f'"""Repro: {title}\n\nExit status 1: reproduced; 0: not reproduced. Needs only torch."""\n'
     backend = resolve(config.backend)
     region = {}
@@ -864,6 +912,9 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         compile_kwargs={**torch_compile_kwargs(program, config), **backend.options},
         tol=1e-2 if _low_precision(program) else 1e-4,
         signed_zeros=zero_signs_determined(program),
+        expect_crash=expect_crash,
+        normalizer=inspect.getsource(normalize).strip(),
+        first_line=inspect.getsource(first_line).strip(),
         **_replay_fields(program, replay),
         **region,
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -37,7 +38,7 @@ from .known_issues import match
 from .localize import localize
 from .minimize import minimize_finding
 from .repro import driver_for, render_repro
-from .triage import Finding, known_issue, triage, triage_replay
+from .triage import Finding, known_issue, normalize, triage, triage_replay
 from .unmask import unmasked_runs
 from .worker_start import save_coverage
 
@@ -137,6 +138,20 @@ def _repro_dedup(outcome, verdict) -> bool:
     return outcome.config.dedup
 
 
+# The oracle each strict repro driver re-makes exactly.
+STRICT_ORACLES = {"differential": "differential", "guard": "guards"}
+
+
+def expected_crash(finding: Finding, check: str = "differential") -> str | None:
+    """What the ``check`` repro of a finding must see to reproduce it: its
+    crash (a glob matching just its normalized message), or wrong values
+    (""); None (any failure) where the driver rebuilds less than the oracle ran."""
+    v = finding.verdict
+    if STRICT_ORACLES.get(check) != v.oracle:
+        return None
+    return re.sub(r"([*?[])", r"[\1]", normalize(v.message)) if v.kind == "crash" else ""
+
+
 def _describe(finding: Finding, graphs: list[str], dedup: bool, layer: str = "", replay: dict | None = None) -> dict:
     """A finding as the campaign stores it: the entry, and its folder's files
     (``dedup``: whether its repro compiles with deduplication; ``replay``: the
@@ -158,7 +173,7 @@ def _describe(finding: Finding, graphs: list[str], dedup: bool, layer: str = "",
         "files": {
             "program.json": json.dumps(to_dict(finding.program), indent=2),
             "repro.py": render_repro(finding.program, replace(finding.config, dedup=dedup), finding.signature, check,
-                                     variant, replay=replay),
+                                     variant, replay=replay, expect_crash=expected_crash(finding, check)),
             "log.txt": "\n".join(log),
         },
     }

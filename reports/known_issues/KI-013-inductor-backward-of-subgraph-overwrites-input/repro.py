@@ -152,6 +152,50 @@ def bad(name, exp, act, ref):
     return f"expected {e[i].item():.6g}, got {a[i].item():.6g} (float64 {r[i].item():.6g})"
 
 
+import fnmatch
+import re
+
+# The failure this repro checks for: a crash (a glob over its normalized
+# "Type: message"), "" for wrong values (a crash then fails differently:
+# exit 3), None for any failure.
+EXPECT_CRASH = ''
+
+def normalize(message: str) -> str:
+    """Drop what varies between hits of one bug: numbers, names, addresses."""
+    message = re.sub(r"0x[0-9a-fA-F]+", "ADDR", message)
+    message = re.sub(r"/[\w./-]+\.py", "FILE", message)
+    message = re.sub(r"\b(gp_)?[0-9a-f]{16}\b", "ID", message)
+    message = re.sub(r"[-+]?\d+(\.\d+)?(e[-+]?\d+)?", "N", message)
+    return message[:200]
+
+def first_line(exc: BaseException) -> str:
+    """The line of an exception's message that names the error (rendered
+    into crash repros too, so both read a crash alike)."""
+    lines = str(exc).strip().splitlines()
+    message = lines[0] if lines else ""
+    if message.endswith("raised:") and len(lines) > 1:  # BackendCompilerFailed: the error is on the next line
+        message = f"{message} {lines[1]}"
+    return message
+
+
+def crashed(e, what):
+    """The exit status for crash ``e`` of ``what``: 1 when it is the expected one."""
+    traceback.print_exc()
+    got = normalize(f"{type(e).__qualname__}: {first_line(e)}")
+    if EXPECT_CRASH is not None and not (EXPECT_CRASH and fnmatch.fnmatchcase(got, EXPECT_CRASH)):
+        print(f"FAILS DIFFERENTLY (exit 3): expected {EXPECT_CRASH or 'wrong values'}, got {got}")
+        return 3
+    print(f"REPRODUCED: {what} raised {got} (torch {torch.__version__})")
+    return 1
+
+
+def ran():
+    """3 when a crash was expected but the program ran (else None: judge values)."""
+    if EXPECT_CRASH:
+        print(f"FAILS DIFFERENTLY (exit 3): expected {EXPECT_CRASH}, but the compiled program ran")
+        return 3
+    return None
+
 def main():
     expected = run(compiled=False)
     try:
@@ -160,10 +204,10 @@ def main():
         reference = {}
     try:
         actual = run(compiled=True)
-    except Exception:
-        traceback.print_exc()
-        print(f"REPRODUCED: torch.compile(backend={BACKEND!r}) raised (deduplication {DEDUP})")
-        return 1
+    except Exception as e:
+        return crashed(e, f"torch.compile(backend={BACKEND!r}, deduplication {DEDUP})")
+    if ran():
+        return 3
     failures = [(k, bad(k, expected[k], actual.get(k), reference.get(k))) for k in expected]
     failures = [(k, m) for k, m in failures if m]
     for k, m in failures:

@@ -58,6 +58,50 @@ def configure(dedup):
         section, _, name = key.partition(".")
         setattr(torch._dynamo.config if section == "dynamo" else torch._inductor.config, name, value)
 
+import fnmatch
+import re
+
+# The failure this repro checks for: a crash (a glob over its normalized
+# "Type: message"), "" for wrong values (a crash then fails differently:
+# exit 3), None for any failure.
+EXPECT_CRASH = 'RuntimeError: Inference tensors cannot be saved for backward*'
+
+def normalize(message: str) -> str:
+    """Drop what varies between hits of one bug: numbers, names, addresses."""
+    message = re.sub(r"0x[0-9a-fA-F]+", "ADDR", message)
+    message = re.sub(r"/[\w./-]+\.py", "FILE", message)
+    message = re.sub(r"\b(gp_)?[0-9a-f]{16}\b", "ID", message)
+    message = re.sub(r"[-+]?\d+(\.\d+)?(e[-+]?\d+)?", "N", message)
+    return message[:200]
+
+def first_line(exc: BaseException) -> str:
+    """The line of an exception's message that names the error (rendered
+    into crash repros too, so both read a crash alike)."""
+    lines = str(exc).strip().splitlines()
+    message = lines[0] if lines else ""
+    if message.endswith("raised:") and len(lines) > 1:  # BackendCompilerFailed: the error is on the next line
+        message = f"{message} {lines[1]}"
+    return message
+
+
+def crashed(e, what):
+    """The exit status for crash ``e`` of ``what``: 1 when it is the expected one."""
+    traceback.print_exc()
+    got = normalize(f"{type(e).__qualname__}: {first_line(e)}")
+    if EXPECT_CRASH is not None and not (EXPECT_CRASH and fnmatch.fnmatchcase(got, EXPECT_CRASH)):
+        print(f"FAILS DIFFERENTLY (exit 3): expected {EXPECT_CRASH or 'wrong values'}, got {got}")
+        return 3
+    print(f"REPRODUCED: {what} raised {got} (torch {torch.__version__})")
+    return 1
+
+
+def ran():
+    """3 when a crash was expected but the program ran (else None: judge values)."""
+    if EXPECT_CRASH:
+        print(f"FAILS DIFFERENTLY (exit 3): expected {EXPECT_CRASH}, but the compiled program ran")
+        return 3
+    return None
+
 
 # ---- driver: compile, call, make one change, call again; exits 1 when the
 # second call crashes or disagrees with eager under the same change ----
@@ -119,7 +163,12 @@ def main():
     counter = torch._dynamo.testing.CompileCounterWithBackend(backend())
     compiled = torch.compile(model, backend=counter, **COMPILE_KWARGS)
     torch.set_rng_state(RNG)
-    compiled(*make_inputs())  # the first call compiles
+    try:
+        compiled(*make_inputs())  # the first call compiles
+    except Exception as e:  # the failure comes before the change now
+        if EXPECT_CRASH is None:
+            raise
+        return crashed(e, "the first call")
     print(f"change: {CHANGE}")
     if EXPECT == "recompile":
         before = counter.frame_count
@@ -132,10 +181,10 @@ def main():
     expected = call(model)
     try:
         actual = call(compiled)
-    except Exception:
-        traceback.print_exc()
-        print(f"REPRODUCED: the call after the change raised (torch {torch.__version__})")
-        return 1
+    except Exception as e:
+        return crashed(e, "the call after the change")
+    if ran():
+        return 3
     bad = []
     for i, (e, a) in enumerate(zip(expected, actual)):
         if (e.dtype, e.shape, e.requires_grad) != (a.dtype, a.shape, a.requires_grad):

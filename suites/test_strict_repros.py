@@ -1,0 +1,63 @@
+"""Crash repros are strict: exit 1 only for the failure the finding is (its
+exception type and normalized message), 3 when the program fails another
+way, so ``git bisect run`` stops at the commit that changed *this* failure."""
+
+from __future__ import annotations
+
+import fnmatch
+import subprocess
+import sys
+
+import pytest
+
+from harness.outcome import RunConfig
+from harness.pipeline import run_program
+from oracles import differential
+from reports.known_issues import load
+from reports.repro import render_repro
+from reports.triage import normalize, triage
+from reports.worker import expected_crash
+
+pytestmark = pytest.mark.unit
+
+ISSUES = {i.id: i for i in load()}
+
+
+def _exit(issue_id: str, expect: str | None, tmp_path) -> int:
+    issue = ISSUES[issue_id]
+    path = tmp_path / "repro.py"
+    path.write_text(render_repro(issue.program(), RunConfig(backend=issue.backend, dedup=issue.dedup), issue_id,
+                                 issue.repro, issue.variant, expect_crash=expect))
+    return subprocess.run([sys.executable, str(path)], capture_output=True, timeout=300).returncode
+
+
+def test_a_crash_repro_exits_1_only_for_its_own_crash(tmp_path):
+    issue = ISSUES["KI-003"]  # a nested_compile_region called twice crashes the pass: KeyError: 'example_value'
+    outcome = run_program(issue.program(), RunConfig(backend=issue.backend, dedup=issue.dedup))
+    verdict = differential.check(outcome)
+    assert verdict.kind == "crash", verdict
+    own = expected_crash(triage(outcome, verdict))
+    assert fnmatch.fnmatchcase(normalize(verdict.message), own)
+    assert _exit("KI-003", own, tmp_path) == 1
+    assert _exit("KI-003", "RuntimeError: another failure", tmp_path) == 3
+    assert _exit("KI-003", "", tmp_path) == 3  # a wrong-value finding that now crashes: fails differently
+    assert _exit("KI-003", None, tmp_path) == 1  # no expectation: any failure
+
+
+def test_a_wrong_value_repro_that_runs_without_its_crash_fails_differently(tmp_path):
+    assert _exit("KI-027", "", tmp_path) == 1  # wrong values, as the finding says
+    assert _exit("KI-027", "KeyError: example_value", tmp_path) == 3
+
+
+def test_a_guard_repro_is_strict_about_the_crash_after_the_change(tmp_path):
+    issue = ISSUES["KI-018"]  # the call after a change crashes: lift_tracked_freevar_to_input ... root SubgraphTracer
+    assert issue.repro == "guard" and issue.expect_crash
+    assert _exit("KI-018", issue.expect_crash, tmp_path) == 1
+    assert _exit("KI-018", "AssertionError: Freevar has no source", tmp_path) == 3
+    assert _exit("KI-018", "", tmp_path) == 3  # a stale-value finding that now crashes
+
+
+def test_known_issue_repros_expect_their_own_failure():
+    for issue in ISSUES.values():
+        if issue.repro in ("differential", "guard"):
+            assert f"EXPECT_CRASH = {issue.expect_crash!r}" in (issue.folder / "repro.py").read_text(), issue.id
