@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -19,6 +20,19 @@ from typing import Optional
 from generators.ir import Program
 
 ROOT = Path(__file__).parent / "known_issues"
+
+
+def release(version: str) -> tuple[int, ...]:
+    """The numeric release of a torch version: "2.15.0+cu132" -> (2, 15, 0).
+
+    The local part (+cpu, +cu126) names a build of the same release, and a
+    nightly's suffix (.dev20250101, a0+git...) follows the release it leads
+    to, so only the leading numbers count when comparing with ``fixed_in``.
+    """
+    found = re.match(r"\d+(\.\d+)*", version.strip())
+    if not found:
+        raise ValueError(f"torch version {version!r}: expected a release such as 2.15.0")
+    return tuple(int(n) for n in found.group().split("."))
 
 
 @dataclass(frozen=True)
@@ -43,6 +57,31 @@ class KnownIssue:
     # The crash the bug is: a glob over its normalized "Type: message"; None:
     # wrong values. Its repro exits 3 when the program fails another way.
     crash: Optional[str] = None
+    # The torch releases it was seen to reproduce on, and the first one it was
+    # seen fixed on (None: not fixed yet): what the regression suite expects.
+    torch_seen: tuple[str, ...] = ()
+    fixed_in: Optional[str] = None
+
+    def fixed_on(self, version: Optional[str] = None) -> bool:
+        """Whether the bug is recorded fixed on torch ``version`` (default: the
+        installed one): its release is ``fixed_in`` or later, so the suites
+        expect the program to pass (or fail another way) instead of reproducing."""
+        if self.fixed_in is None:
+            return False
+        if version is None:
+            import torch
+
+            version = torch.__version__
+        return release(version) >= release(self.fixed_in)
+
+    def needs(self) -> tuple[str, ...]:
+        """The capabilities (``harness.capabilities``) its program cannot run
+        without: on a torch lacking one it is unavailable, neither reproduced
+        nor fixed (torch 2.7 has no nested_compile_region to decorate with)."""
+        needed = ["graph_deduplication"] if self.dedup else []
+        if any(b.compile_region for b in self.program().blocks()):
+            needed.append("nested_compile_region")
+        return tuple(needed)
 
     @property
     def expect_crash(self) -> Optional[str]:
@@ -87,6 +126,8 @@ def load(root: Path = ROOT) -> tuple[KnownIssue, ...]:
                 triggers=tuple(d.get("triggers", ())),
                 backends=tuple(d.get("backends", ())),
                 crash=d.get("crash"),
+                torch_seen=tuple(d.get("torch_seen", ())),
+                fixed_in=d.get("fixed_in"),
             )
         )
     return tuple(issues)

@@ -2,23 +2,39 @@
 
 Each known issue's minimal program must still fail with a signature the issue
 claims. When torch fixes the bug the test fails with "appears fixed", telling
-whoever upgraded torch to retire the entry from the baseline.
+whoever upgraded torch to record the release in the issue's ``fixed_in``. On a
+torch at or past ``fixed_in`` the expectation turns around: the program must
+no longer fail with the issue's signature and its repro must not exit 1, so a
+fix that is undone fails loudly too. An issue whose program needs what the
+installed torch lacks (``harness.capabilities``) is skipped, never judged.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
 import pytest
 
+import torch
+
+from harness import capabilities
 from harness.pipeline import run_program
 from oracles.registry import judge, run_config
-from reports.known_issues import load
+from reports.known_issues import load, release
 from reports.triage import triage
 
 pytestmark = pytest.mark.known_issue
 ISSUES = load()
+
+
+def _skip_if_unavailable(issue) -> None:
+    """A program this torch cannot run tells nothing about the bug: skip it, saying what is missing."""
+    missing = [n for n in issue.needs() if not capabilities.has(n)]
+    if missing:
+        pytest.skip(f"{issue.id} unavailable on this torch ({torch.__version__}): its program needs "
+                    + "; ".join(capabilities.BY_NAME[n].lost for n in missing))
 
 
 def test_baseline_is_not_empty_and_well_formed():
@@ -27,14 +43,49 @@ def test_baseline_is_not_empty_and_well_formed():
         assert issue.patterns and issue.title and (issue.folder / "repro.py").exists()
 
 
+@pytest.mark.unit
+def test_releases_compare_numerically_without_the_build():
+    assert release("2.15.0+cu132") == release("2.15.0") == (2, 15, 0)
+    assert release("2.10.0+cpu") > release("2.9.1") and release("2.16.0.dev20260101+cpu") > release("2.15.0")
+    issue = next(i for i in ISSUES if i.fixed_in is None)
+    fixed = dataclasses.replace(issue, fixed_in="2.15.0")
+    assert not issue.fixed_on("2.99.0")
+    assert fixed.fixed_on("2.15.0+cu132") and fixed.fixed_on("2.16.0") and not fixed.fixed_on("2.13.0+cpu")
+    assert not fixed.fixed_on("2.9.0")  # 2.9 < 2.15: not as strings
+    with pytest.raises(ValueError):
+        release("nightly")
+
+
+@pytest.mark.unit
+def test_every_issue_records_where_it_was_seen():
+    for issue in ISSUES:
+        assert issue.torch_seen, f"{issue.id}: no torch_seen"
+        assert all(release(v) for v in issue.torch_seen)
+        if issue.fixed_in:  # fixed after the last release it was seen on
+            assert release(issue.fixed_in) > max(release(v) for v in issue.torch_seen), issue.id
+
+
+@pytest.mark.unit
+def test_a_nested_compile_region_program_needs_the_decorator():
+    needs = {i.id: i.needs() for i in ISSUES}
+    assert "nested_compile_region" in needs["KI-003"] and "nested_compile_region" not in needs["KI-001"]
+
+
 @pytest.mark.parametrize("issue", ISSUES, ids=[i.id for i in ISSUES])
 def test_known_issue_still_reproduces_with_its_signature(issue):
+    _skip_if_unavailable(issue)
     # an issue found through one change re-makes every change the program offers
     outcome = run_program(issue.program(), run_config(issue.backend, variants=-1 if issue.variant else None))
     failures = [v for v in judge(outcome) if v.failed]
+    if issue.fixed_on(torch.__version__):
+        signatures = [triage(outcome, v).signature for v in failures]
+        assert not any(issue.matches(s) for s in signatures), (
+            f"{issue.id} is recorded fixed in {issue.fixed_in} but reproduces on torch {torch.__version__}: "
+            f"{signatures}")
+        return
     if not failures:
-        pytest.fail(f"{issue.id} appears fixed in this torch: its program now passes. "
-                    f"Retire it from reports/known_issues/ ({issue.title})")
+        pytest.fail(f"{issue.id} appears fixed in this torch ({torch.__version__}): its program now passes. "
+                    f"Record the release as fixed_in in its issue.json ({issue.title})")
     signatures = [triage(outcome, v).signature for v in failures]
     assert any(issue.matches(s) for s in signatures), (
         f"{issue.id} fails, but with another signature: {signatures}")
@@ -42,7 +93,13 @@ def test_known_issue_still_reproduces_with_its_signature(issue):
 
 @pytest.mark.parametrize("issue", ISSUES, ids=[i.id for i in ISSUES])
 def test_standalone_repro_exits_1_while_the_bug_is_there(issue):
+    _skip_if_unavailable(issue)
     done = subprocess.run([sys.executable, str(issue.folder / "repro.py")], capture_output=True, text=True, timeout=300)
+    if issue.fixed_on(torch.__version__):  # 0: passes; 3: fails, but not with this bug
+        assert done.returncode in (0, 3) and "REPRODUCED" not in done.stdout, (
+            f"{issue.id} is recorded fixed in {issue.fixed_in} but its repro exits {done.returncode}:\n"
+            f"{done.stdout}\n{done.stderr[-2000:]}")
+        return
     assert done.returncode == 1, f"repro exit {done.returncode}:\n{done.stdout}\n{done.stderr[-2000:]}"
     assert "REPRODUCED" in done.stdout
 
