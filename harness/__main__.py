@@ -4,6 +4,7 @@
     python -m harness report diff RUN_A RUN_B | merge SHARD... --out DIR | promote FINDING --id KI-0NN --title T
     python -m harness bench
     python -m harness stats -n 2000
+    python -m harness regress --torch A --torch B [--campaign DIR] [--budget S] [--seed N] --out DIR
 
 The campaign composes every layer, so it lives in ``reports``; this entry
 point only parses arguments and turns bad input into one line.
@@ -84,6 +85,18 @@ def _parser() -> argparse.ArgumentParser:
     stats.add_argument("--no-run", action="store_true", help="count features only; run nothing")
     stats.add_argument("--json", type=Path, default=None, help="also write the summary here")
     stats.add_argument("--check", action="store_true", help="exit 1 unless every target is met")
+
+    regress = sub.add_parser("regress", help="replay known issues and findings on two torches, compare per root cause")
+    regress.add_argument("--torch", action="append", default=[], metavar="PYTHON_OR_VENV",
+                         help="an interpreter or a venv folder (DIR/bin/python) with its own torch; give it twice: A, B")
+    regress.add_argument("--campaign", type=Path, default=None, help="also replay this campaign folder's findings")
+    regress.add_argument("--budget", type=float, default=120.0,
+                         help="seconds of the seeded campaign run in each environment (default 120; 0: none)")
+    regress.add_argument("--no-campaign", action="store_true", help="run no seeded campaign (same as --budget 0)")
+    regress.add_argument("--seed", type=int, default=0, help="the seeded campaign's seed")
+    regress.add_argument("--out", type=Path, default=Path("runs/regress"))
+    regress.add_argument("--timeout", type=float, default=300.0, help="seconds per repro before it counts as an error")
+    regress.add_argument("--jobs", type=int, default=2, help="repros run at a time in one environment (default 2)")
     return parser
 
 
@@ -136,11 +149,12 @@ def _fuzz(args) -> int:
 
 
 def _print_summary(summary: dict, out: Path) -> None:
-    new = [f for f in summary["findings"] if not f["known_issue"]]
-    print(f"{summary['programs']} programs, {len(summary['findings'])} distinct findings "
-          f"({len(new)} new) on {summary['backend']}, torch {summary['torch']}")
+    from reports.schema import confirmed, root_cause_line
+
+    print(f"{summary['programs']} programs on {summary['backend']}, torch {summary['torch']}. {root_cause_line(summary)}")
     for f in summary["findings"]:
-        print(f"  {f['count']:5d}x {f['known_issue'] or 'NEW':7s} {f['signature']}")
+        label = f["known_issue"] or "NEW" if confirmed(f) else "UNCONF"
+        print(f"  {f['count']:5d}x {label:7s} {f['signature']}")
     for path, c in summary.get("coverage", {}).items():
         print(f"  coverage {path}: {c['lines']}% lines, {c['branches']}% branches")
     if summary.get("aborted"):
@@ -180,7 +194,26 @@ def _stats(args) -> int:
     return generator_stats.run(args.n, args.seed, args.jobs, not args.no_run, args.json, args.check)
 
 
-COMMANDS = {"fuzz": _fuzz, "report": _report, "bench": _bench, "stats": _stats}
+def _regress(args) -> int:
+    from reports import regress
+
+    options = regress.Options(
+        torches=tuple(args.torch), out=args.out, campaign=args.campaign,
+        budget=0.0 if args.no_campaign else args.budget, seed=args.seed, timeout=args.timeout, jobs=args.jobs,
+    )
+    report = regress.run(options, lambda line: print(line, file=sys.stderr, flush=True))
+    envs = report["environments"]
+    print(f"A: torch {envs['A']['torch']} ({envs['A']['python']})")
+    print(f"B: torch {envs['B']['torch']} ({envs['B']['python']})")
+    print(report["top_line"])
+    for e in report["root_causes"]:
+        first = e["repros"][0]
+        print(f"  {e['verdict']:10s} {e['root_cause'][:70]:70s} A {first['A']['status']:17s} B {first['B']['status']}")
+    print(f"report: {args.out / 'regress.md'} (also regress.html, regress.json)")
+    return 0
+
+
+COMMANDS = {"fuzz": _fuzz, "report": _report, "bench": _bench, "stats": _stats, "regress": _regress}
 
 if __name__ == "__main__":
     sys.exit(main())
