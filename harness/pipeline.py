@@ -22,6 +22,7 @@ from generators.regions import twins
 
 from . import torch_config
 from .backends import resolve
+from .capabilities import has
 from .execute import as_float64, execute, failure
 from .hygiene import clean_up, leaked_state
 from .loader import load_source
@@ -110,7 +111,8 @@ def run_compiled(module: ModuleType, program: Program, config: RunConfig) -> tup
     model, inputs, rng = instantiate(module, program)
     recorder = StructureRecorder(_block_code(module), _sub_codes(module, program)) if config.record_structure else None
     options = dict(backend.options)
-    options["options"] = {**options.get("options", {}), "guard_filter_fn": recording_guards(capture)}
+    if has("guard_filter_fn"):  # else the guards go unrecorded (capabilities.unavailable says so)
+        options["options"] = {**options.get("options", {}), "guard_filter_fn": recording_guards(capture)}
     with torch_config.patched(config.torch_config), torch._dynamo.config.patch(use_graph_deduplication=config.dedup), \
             backend_config(backend):
         with recording_structure(recorder) if recorder is not None else contextlib.nullcontext():

@@ -28,6 +28,7 @@ from generators.ir import Program, from_dict, to_dict
 from generators.strategies import programs
 from harness import torch_config
 from harness.backends import resolve
+from harness.capabilities import has, unavailable
 from harness.workers import Lost, Pool
 from oracles.registry import ORACLES, REPLAY_ORACLES, run_config
 
@@ -35,7 +36,7 @@ from . import coverage_report
 from .html import render_html
 from .junit import render_junit
 from .ledger import LOG, EventLog, Ledger, read_events
-from .schema import SEVERITIES
+from .schema import REPRO_EXITS, SEVERITIES, UNCONFIRMED, confirmed, root_cause_line
 from .worker import config_from, config_to, lost_finding
 from .worker_start import covered_paths
 
@@ -281,7 +282,7 @@ def write_reports(out: Path, s: dict) -> None:
 
 def markdown(s: dict) -> str:
     lines = [
-        f"# Fuzz campaign: {s['backend']} on torch {s['torch']}", "",
+        f"# Fuzz campaign: {s['backend']} on torch {s['torch']}", "", f"**{root_cause_line(s)}**", "",
         f"{s['programs']} programs in {s['seconds']} s ({s['programs_per_second']}/s, {s.get('workers')} workers, "
         f"shard {s.get('shard')}); {s['deduplicated_share']:.0%} produced invoke_subgraph regions. "
         f"Verdicts: {s['verdicts']}. Workers lost: {s.get('workers_lost') or 'none'}.", "",
@@ -289,12 +290,17 @@ def markdown(s: dict) -> str:
     ]
     if s.get("aborted"):
         lines += [f"**Stopped early:** {s['aborted']}", ""]
-    for severity, title in SEVERITIES.items():
-        rows = [f for f in s["findings"] if f.get("severity", "wrong") == severity]
+    if s.get("unavailable"):
+        lines += [f"Unavailable on torch {s['torch']}: " + "; ".join(f"{k} ({v})" for k, v in s["unavailable"].items()), ""]
+    groups = [(title, [f for f in s["findings"] if f.get("severity", "wrong") == severity and confirmed(f)])
+              for severity, title in SEVERITIES.items()]
+    groups.append((UNCONFIRMED, [f for f in s["findings"] if not confirmed(f)]))
+    for title, rows in groups:
         lines += [f"## {title}", "", "| signature | hits | known issue | first failing layer | minimized | repro |",
                   "|---|---|---|---|---|---|"]
         for f in rows:
-            exit_note = "" if f.get("repro_exit") is None else f" (exits {f['repro_exit']})"
+            code = f.get("repro_exit")
+            exit_note = "" if code is None else f" (exits {code}: {REPRO_EXITS.get(code, 'error')})"
             lines.append(f"| `{f['signature']}` | {f['count']} | {f['known_issue'] or '**NEW**'} | "
                          f"{f.get('layer') or ''} | {'yes' if f.get('minimized') else 'no'} | "
                          f"`{f['folder']}/repro.py`{exit_note} |")
@@ -354,7 +360,8 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
     log.write({"event": "start", "config": {
         "backend": options.backend, "torch": torch.__version__, "python": platform.python_version(),
         "seed": options.seed, "shard": f"{options.shard[0]}/{options.shard[1]}", "workers": workers,
-        "oracles": list(oracles), "run_config": config, "coverage": options.coverage}})
+        "oracles": list(oracles), "run_config": config, "coverage": options.coverage,
+        "unavailable": unavailable()}})
     campaign = Campaign(options, oracles, config, log, started=started)
     coverage_file = None
     if options.coverage:
@@ -375,7 +382,7 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
             while not verifying and pool.pending < workers and time.time() < deadline - 1:
                 pid, program = next(source)
                 task_config = config
-                if _lint(pid, options.lint_share):
+                if _lint(pid, options.lint_share) and has("graph_deduplication_lint"):
                     task_config = {**config, "torch_config": [*config["torch_config"],
                                                               ["dynamo.graph_deduplication_lint", True]]}
                 campaign.programs[pid] = to_dict(program)

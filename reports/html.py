@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 from urllib.parse import quote
 
-from reports.schema import SEVERITIES
+from reports.schema import REPRO_EXITS, SEVERITIES, UNCONFIRMED, confirmed, root_cause_line
 
 LOG_TAIL = 60
 
@@ -87,7 +87,8 @@ def _severity_order(findings: Iterable[dict]) -> list[str]:
 
 def _ordered(findings: list[dict]) -> list[dict]:
     order = {s: i for i, s in enumerate(_severity_order(findings))}
-    return sorted(findings, key=lambda f: order[f.get("severity") or "wrong"])  # stable: keeps most hits first
+    # stable: keeps most hits first; the unconfirmed last, as in the table
+    return sorted(findings, key=lambda f: (not confirmed(f), order[f.get("severity") or "wrong"]))
 
 
 def _table(rows: Iterable[tuple[Any, str]]) -> str:
@@ -112,7 +113,10 @@ def _header(s: dict) -> str:
         ("programs/s", s.get("programs_per_second")),
         ("deduplicated share", f"{share:.1%}" if isinstance(share, (int, float)) else share),
     ]
-    html = ""
+    html = f'<p id="root-causes"><b>{_e(root_cause_line(s))}</b></p>'
+    if s.get("unavailable"):
+        html += (f'<p id="unavailable">Unavailable on torch {_e(s.get("torch"))}: '
+                 + "; ".join(f"{_e(k)} ({_e(v)})" for k, v in s["unavailable"].items()) + "</p>")
     if s.get("aborted"):
         html += f'<p class="aborted" id="aborted"><b>Aborted early:</b> {_e(s["aborted"])}</p>'
     html += _table((k, _e("—" if v is None else v)) for k, v in fields)
@@ -129,7 +133,7 @@ def _header(s: dict) -> str:
 def _repro_status(code: Optional[int]) -> str:
     if code is None:
         return '<span class="muted">not run</span>'
-    meaning = {0: "does not reproduce", 1: "reproduces"}.get(code, "error")
+    meaning = REPRO_EXITS.get(code, "error")
     return f"{_e(code)} ({meaning})"
 
 
@@ -143,9 +147,11 @@ def _findings_table(findings: list[dict]) -> str:
     html = ['<h2 id="summary">Distinct findings</h2>',
             '<p><input id="filter" placeholder="filter signatures" size="40"> <span id="shown"></span></p>',
             '<table id="findings"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead>"]
-    for severity in _severity_order(findings):
-        rows = [f for f in findings if (f.get("severity") or "wrong") == severity]
-        title = SEVERITIES.get(severity, severity)
+    groups = [(severity, SEVERITIES.get(severity, severity),
+               [f for f in findings if (f.get("severity") or "wrong") == severity and confirmed(f)])
+              for severity in _severity_order(findings)]
+    groups.append(("unconfirmed", UNCONFIRMED, [f for f in findings if not confirmed(f)]))
+    for severity, title, rows in groups:
         html.append(f'<tbody data-severity="{_e(severity)}"><tr class="group"><th colspan="{len(head)}">'
                     f"{_e(title)} ({len(rows)})</th></tr>")
         if not rows:

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+from .schema import root_causes
+
 LOG = "findings.jsonl"
 TIMELINE_POINTS = 60  # at most this many points in summary.json's timeline
 
@@ -119,7 +121,8 @@ class Ledger:
         n = self.programs
         by_severity = Counter(f["severity"] for f in self.findings.values())
         return {
-            **{k: self.config.get(k) for k in ("backend", "torch", "python", "seed", "shard", "workers", "oracles")},
+            **{k: self.config.get(k) for k in ("backend", "torch", "python", "seed", "shard", "workers", "oracles",
+                                                "unavailable")},
             "programs": n,
             "seconds": round(seconds, 1),
             "programs_per_second": round(n / seconds, 3) if seconds else 0.0,
@@ -136,6 +139,7 @@ class Ledger:
             "cudagraphs": dict(self.cudagraphs.most_common()),
             "coverage": {},
             "aborted": self.aborted,
+            "root_causes": root_causes(list(self.findings.values())),
             "findings": sorted(self.findings.values(), key=lambda f: (-f["count"], f["signature"])),
         }
 

@@ -15,6 +15,8 @@ summary.json::
     coverage: {file: {lines, branches, missing}} or {}   # with --coverage
     generator: {feature: programs}    # generator coverage counts
     aborted: str                      # why it stopped early, "" if it did not
+    root_causes: {known: {KI: hits}, new: [signature], unconfirmed: [signature]}
+    unavailable: {capability: what is lost}   # what this torch lacks (harness.capabilities)
     findings: [finding, ...]          # most hits first
 
 finding::
@@ -22,7 +24,8 @@ finding::
     signature, oracle, kind, severity, culprit, known_issue (id or None),
     message, first_seen (ISO time), count, folder ("findings/<slug>"),
     size, layer, minimized (bool), repro_exit (int or None: what repro.py
-    exited with when the campaign ran it)
+    exited with when the campaign ran it; 1 reproduced, 0 not, 3 fails
+    differently, 2 the repro itself failed)
 """
 
 from __future__ import annotations
@@ -33,3 +36,33 @@ SEVERITIES: dict[str, str] = {
     "missed": "Missed optimizations",
     "recompile": "Unneeded recompiles",
 }
+
+# A finding whose repro, run standalone, did not reproduce it (exit 0, 2 or 3)
+# is listed apart from the confirmed ones: an oracle judged something the
+# repro does not rebuild, or the verdict was flaky.
+UNCONFIRMED = "Unconfirmed: the standalone repro does not reproduce these"
+REPRO_EXITS = {0: "does not reproduce", 1: "reproduces", 2: "repro error", 3: "fails differently"}
+
+
+def confirmed(finding: dict) -> bool:
+    """Not (yet) contradicted by its standalone repro."""
+    return finding.get("repro_exit") in (None, 1)
+
+
+def root_causes(findings: list[dict]) -> dict:
+    """Known issues by hits, and the new and unconfirmed signatures: the
+    report's top line counts these before signatures."""
+    known: dict[str, int] = {}
+    for f in findings:
+        if f.get("known_issue") and confirmed(f):
+            known[f["known_issue"]] = known.get(f["known_issue"], 0) + f.get("count", 1)
+    return {"known": dict(sorted(known.items())),
+            "new": sorted(f["signature"] for f in findings if not f.get("known_issue") and confirmed(f)),
+            "unconfirmed": sorted(f["signature"] for f in findings if not confirmed(f))}
+
+
+def root_cause_line(s: dict) -> str:
+    r = s.get("root_causes") or root_causes(s.get("findings", []))
+    known = ", ".join(f"{k} ×{n}" for k, n in r["known"].items()) or "none"
+    return (f"Root causes: {len(r['known'])} known ({known}), {len(r['new'])} new, {len(r['unconfirmed'])} "
+            f"unconfirmed; {len(s.get('findings', []))} distinct signatures.")

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from reports.schema import UNCONFIRMED
+
 from reports.html import render_html, section_id, throughput
 from reports.junit import render_junit
 
@@ -172,9 +174,11 @@ def test_page_is_self_contained(rendered):
 def test_one_section_per_finding_with_its_repro(rendered):
     summary, _, dom, _ = rendered
     sections = list(_all(dom, lambda n: n["tag"] == "section"))
-    assert [s["attrs"]["id"] for s in sections] == [section_id(f["signature"]) for f in summary["findings"]]
+    last = [f for f in summary["findings"] if f.get("repro_exit") not in (None, 1)]  # unconfirmed last
+    order = [f for f in summary["findings"] if f not in last] + last
+    assert [s["attrs"]["id"] for s in sections] == [section_id(f["signature"]) for f in order]
     assert len({s["attrs"]["id"] for s in sections}) == len(sections)
-    for section, f in zip(sections, summary["findings"]):
+    for section, f in zip(sections, order):
         assert f["signature"] in _text(section) and f["message"] in _text(section)
         repros = list(_all(section, _cls("repro")))
         if f["severity"] == "flaky":  # no folder: said, not crashed
@@ -186,20 +190,30 @@ def test_one_section_per_finding_with_its_repro(rendered):
     assert len(list(_all(dom, lambda n: n["tag"] == "script"))) == 1
 
 
+def test_top_line_counts_root_causes_before_signatures(rendered):
+    summary, _, dom, _ = rendered
+    line = _text(_one(dom, lambda n: n["attrs"].get("id") == "root-causes"))
+    assert line == ("Root causes: 1 known (KI-001 ×4), 3 new, 1 unconfirmed; 5 distinct signatures."), line
+
+
 def test_summary_table_groups_by_severity(rendered):
     summary, _, dom, _ = rendered
     table = _one(dom, lambda n: n["attrs"].get("id") == "findings")
     rows = list(_all(table, _cls("finding")))
     assert len(rows) == len(summary["findings"])
     groups = [b["attrs"]["data-severity"] for b in _all(table, lambda n: n["tag"] == "tbody")]
-    assert groups == ["wrong", "process", "missed", "recompile", "flaky"]  # schema order, unknown after
+    # schema order, unknown after, then the findings whose repro did not reproduce them
+    assert groups == ["wrong", "process", "missed", "recompile", "flaky", "unconfirmed"]
     heads = [_text(g) for g in _all(table, _cls("group"))]
-    assert heads[0] == "Wrong results and broken promises (2)" and heads[-1] == "flaky (1)"
+    assert heads[0] == "Wrong results and broken promises (2)" and heads[-2] == "flaky (1)"
+    assert heads[-1] == f"{UNCONFIRMED} (1)" and heads[3] == "Unneeded recompiles (0)"  # its repro exits 0
     known = [r for r in rows if "KI-001" in _text(r)]
     assert len(known) == 1 and not list(_all(known[0], _cls("new")))
     assert sum(1 for r in rows if list(_all(r, _cls("new")))) == 4
     links = [_one(r, lambda n: n["tag"] == "a")["attrs"]["href"] for r in rows]
-    assert links == ["#" + section_id(f["signature"]) for f in summary["findings"]]
+    unconfirmed = [f for f in summary["findings"] if f.get("repro_exit") not in (None, 1)]
+    confirmed = [f for f in summary["findings"] if f not in unconfirmed]
+    assert links == ["#" + section_id(f["signature"]) for f in confirmed + unconfirmed]
     assert _text(_one(dom, lambda n: n["attrs"].get("id") == "shown")) == "5 of 5 shown"  # the script ran
 
 

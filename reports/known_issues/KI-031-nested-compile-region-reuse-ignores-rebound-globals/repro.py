@@ -167,7 +167,10 @@ import re
 EXPECT_CRASH = ''
 
 def normalize(message: str) -> str:
-    """Drop what varies between hits of one bug: numbers, names, addresses."""
+    """Drop what varies between hits of one bug: numbers, names, addresses,
+    the op a fake-tensor check met, tensor reprs."""
+    message = re.sub(r"\baten\.\w+(\.\w+)?", "aten.OP", message)
+    message = re.sub(r"\b\w*Tensor\(.*", "TENSOR(...)", message)  # a repr runs to the end: it nests
     message = re.sub(r"0x[0-9a-fA-F]+", "ADDR", message)
     message = re.sub(r"/[\w./-]+\.py", "FILE", message)
     message = re.sub(r"\b(gp_)?[0-9a-f]{16}\b", "ID", message)
@@ -177,10 +180,21 @@ def normalize(message: str) -> str:
 def first_line(exc: BaseException) -> str:
     """The line of an exception's message that names the error (rendered
     into crash repros too, so both read a crash alike)."""
-    lines = str(exc).strip().splitlines()
+    import os
+    import traceback
+
+    text = str(exc).split("from user code:")[0]  # Dynamo appends where in the user's code
+    lines = [line for line in text.strip().splitlines() if line.strip()]
     message = lines[0] if lines else ""
     if message.endswith("raised:") and len(lines) > 1:  # BackendCompilerFailed: the error is on the next line
         message = f"{message} {lines[1]}"
+    if message.endswith("raised:") or not message:  # a bare assert: name where it fired
+        inner = exc
+        while inner.__cause__ is not None:
+            inner = inner.__cause__
+        frames = traceback.extract_tb(inner.__traceback__)
+        where = f"{os.path.basename(frames[-1].filename)}:{frames[-1].name}" if frames else "?"
+        message = f"{message} {type(inner).__qualname__} in {where}".strip()
     return message
 
 

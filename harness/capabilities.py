@@ -1,0 +1,87 @@
+"""What this torch offers of what the harness uses, found by asking torch.
+
+The harness claims every release from the first with the deduplication pass
+(2.6) to the newest; each lacks some of what later ones have. Nothing here
+compares version strings: each capability is a question put to the installed
+torch, and what goes missing without it is said once (the campaign report's
+"unavailable on this torch" line), never by an oracle going quiet.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Callable
+
+
+def _optimize_takes_guard_filter_fn() -> bool:
+    # before it, torch.compile hands options={"guard_filter_fn": ...} to the
+    # backend, which then fails on the unexpected keyword
+    from torch._dynamo import eval_frame
+
+    optimize = getattr(eval_frame, "_optimize", None)
+    return optimize is not None and "guard_filter_fn" in inspect.signature(optimize).parameters
+
+
+def _has_nested_compile_region() -> bool:
+    import torch
+
+    return hasattr(torch.compiler, "nested_compile_region")
+
+
+def _has_graph_deduplication() -> bool:
+    import torch._dynamo.config
+
+    return hasattr(torch._dynamo.config, "use_graph_deduplication")
+
+
+def _tracks_node_mutations() -> bool:
+    from torch._dynamo.graph_region_tracker import GraphRegionTracker
+
+    return hasattr(GraphRegionTracker, "track_node_mutations")
+
+
+def _has_dedup_lint() -> bool:
+    import torch._dynamo.config
+
+    return hasattr(torch._dynamo.config, "graph_deduplication_lint")
+
+
+@dataclass(frozen=True)
+class Capability:
+    name: str
+    detect: Callable[[], bool]
+    lost: str  # what the harness cannot do without it
+
+
+CATALOGUE: tuple[Capability, ...] = (
+    Capability("graph_deduplication", _has_graph_deduplication,
+               "the pass under test (torch._dynamo.config.use_graph_deduplication): nothing to test"),
+    Capability("guard_filter_fn", _optimize_takes_guard_filter_fn,
+               "guard recording: the dedup on/off guard comparison (dedup_toggle, guards) is not made"),
+    Capability("nested_compile_region", _has_nested_compile_region,
+               "torch.compiler.nested_compile_region: no program decorates its blocks; the compile_region oracle has "
+               "nothing to judge"),
+    Capability("node_mutation_tracking", _tracks_node_mutations,
+               "the region tracker's mutation tracking: nothing of the harness needs it (noted for triage)"),
+    Capability("graph_deduplication_lint", _has_dedup_lint,
+               "the pass's own lint (--lint-share): programs compile without it"),
+)
+BY_NAME = {c.name: c for c in CATALOGUE}
+
+
+@lru_cache(maxsize=None)
+def has(name: str) -> bool:
+    """Whether this torch has capability ``name`` (a failing probe: it has not)."""
+    try:
+        return bool(BY_NAME[name].detect())
+    except KeyError:
+        raise
+    except Exception:
+        return False
+
+
+def unavailable() -> dict[str, str]:
+    """Each capability this torch lacks, with what the harness loses."""
+    return {c.name: c.lost for c in CATALOGUE if not has(c.name)}

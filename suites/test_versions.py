@@ -1,0 +1,105 @@
+"""The harness on every torch it claims: what it records is chosen by asking
+torch (harness.capabilities), and failures are read alike on every release.
+
+CI has one torch; the absent feature is faked (a probe that answers "no"),
+never torch itself.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from generators.ir import Block, Call, Program, Ref, Section, Stmt, TensorSpec
+from generators.strategies import HAS_NESTED_COMPILE_REGION
+from harness import capabilities, pipeline
+from harness.execute import first_line
+from harness.outcome import RunConfig
+from reports.triage import normalize
+
+pytestmark = pytest.mark.unit
+
+
+def test_every_capability_is_detected_on_the_installed_torch():
+    # torch 2.13 has all of them; a probe that raised would read as absent
+    assert capabilities.unavailable() == {}
+    assert capabilities.has("nested_compile_region") == HAS_NESTED_COMPILE_REGION
+
+
+TWICE = Program(
+    (("x", TensorSpec((3, 4), "float32", True)),),
+    Block("function", ("x",), (), (), (), (Stmt("v0", "sin", (Ref("x"),)),), "v0"),
+    (Section("calls", "chain", (Call(), Call())),),
+)
+
+
+def test_without_guard_filter_fn_the_compile_gets_no_such_option(monkeypatch):
+    # torch 2.7 hands options={"guard_filter_fn": ...} to the backend, which
+    # fails on the keyword: every compile crashed inside the harness
+    seen = []
+    real = torch.compile
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("options", {}))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline.torch, "compile", spy)
+    monkeypatch.setitem(capabilities.BY_NAME, "guard_filter_fn",
+                        capabilities.Capability("guard_filter_fn", lambda: False, "guard recording"))
+    capabilities.has.cache_clear()
+    try:
+        outcome = pipeline.run_program(TWICE, RunConfig(backend="eager"))
+        assert "guard_filter_fn" in capabilities.unavailable()
+    finally:
+        capabilities.has.cache_clear()
+    assert outcome.compiled.failure is None
+    assert seen and all("guard_filter_fn" not in o for o in seen)
+    assert outcome.capture.guards == []  # unrecorded, and the report says so once
+
+
+def test_a_failing_probe_reads_as_absent(monkeypatch):
+    def broken():
+        raise AttributeError("no such module attribute on this torch")
+
+    monkeypatch.setitem(capabilities.BY_NAME, "graph_deduplication_lint",
+                        capabilities.Capability("graph_deduplication_lint", broken, "lint"))
+    capabilities.has.cache_clear()
+    try:
+        assert not capabilities.has("graph_deduplication_lint")
+    finally:
+        capabilities.has.cache_clear()
+
+
+def test_one_cause_met_in_different_ops_is_one_signature():
+    # torch 2.10: one FakeTensor check failing in eight aten ops read as eight findings
+    a = ("AssertionError: Please convert all Tensors to FakeTensors first or instantiate FakeTensorMode with "
+         "'allow_non_fake_inputs'. Found in aten.index.Tensor(FakeTensor(..., size=(2, 3), grad_fn=<PowBackward0>)")
+    b = ("AssertionError: Please convert all Tensors to FakeTensors first or instantiate FakeTensorMode with "
+         "'allow_non_fake_inputs'. Found in aten.mul.Tensor(FakeTensor(..., size=(4,)), 2.0)")
+    assert normalize(a) == normalize(b)
+
+
+def test_tensor_reprs_in_a_message_do_not_split_a_cause():
+    # KI-016's three forms: the operand list printed FakeTensor, FunctionalTensor, ...
+    head = "AssertionError: invoke_subgraph operands must be a list of tensors/ints/SymInts/Generator, got "
+    forms = [head + "(FunctionalTensor(_to_functional_tensor(FakeTensor(..., size=(2,)))), 1.0)",
+             head + "(FakeTensor(..., size=(2, 3)), None)", head + "(Tensor(shape=(4,)),)"]
+    assert len({normalize(f) for f in forms}) == 1
+
+
+def _raise_bare_assert():
+    assert torch is None  # the message is empty, as in a bare assert of torch's
+
+
+def test_a_bare_assert_is_named_by_where_it_fired():
+    # torch 2.7's region tracker: `assert current_node is not None`; Dynamo's
+    # message is then only "\n\nfrom user code: ..." and every such crash read alike
+    try:
+        try:
+            _raise_bare_assert()
+        except AssertionError as inner:
+            raise RuntimeError("\n\nfrom user code:\n   File \"gp.py\", line 3, in forward") from inner
+    except RuntimeError as e:
+        line = first_line(e)
+    assert line == "AssertionError in test_versions.py:_raise_bare_assert"
+    assert "from user code" not in line
