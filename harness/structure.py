@@ -113,6 +113,9 @@ class GraphRecord:
     replacements: list[Replacement] = field(default_factory=list)
     # Both graphs run eagerly on the same inputs: (pre, pre again, post).
     rewrite: Optional[tuple[Execution, Execution, Execution]] = None
+    # Where the pass ran before the graph had its output (torch 2.7): the
+    # nodes it replaced, by the name of their replacement; None otherwise.
+    renamed: Optional[dict[str, str]] = None
 
     def invoked(self) -> dict[str, list[str]]:
         """Each invoke_subgraph call the pass made -> the nodes of the region it replaced."""
@@ -124,6 +127,32 @@ def copy_graph_module(root: Any, graph: torch.fx.Graph) -> torch.fx.GraphModule:
     out = g.graph_copy(graph, {})
     g.output(out)
     return torch.fx.GraphModule(root, g)
+
+
+def close_open_graph(pre: torch.fx.GraphModule, post: torch.fx.GraphModule, renamed: dict[str, str]) -> bool:
+    """Give ``pre`` (copied before a pass that ran ahead of the output node)
+    the outputs ``post`` has, each mapped back to the node the pass replaced;
+    False when some output has no node before the pass (then the rewrite
+    cannot be judged on this graph)."""
+    by_name = {n.name: n for n in pre.graph.nodes}
+    (out,) = post.graph.find_nodes(op="output")
+    missing: list[str] = []
+
+    def back(a: torch.fx.Node) -> Any:
+        name = renamed.get(a.name, a.name)
+        if name not in by_name:
+            missing.append(name)
+            return None
+        return by_name[name]
+
+    args = torch.fx.node.map_arg(out.args[0], back)
+    if missing:
+        return False
+    for old in pre.graph.find_nodes(op="output"):
+        pre.graph.erase_node(old)
+    pre.graph.output(args)
+    pre.recompile()
+    return True
 
 
 def graph_module_of(root: Any, graph: torch.fx.Graph) -> torch.fx.GraphModule:
@@ -180,6 +209,8 @@ class StructureRecorder:
     def before_dedup(self, og: Any) -> None:
         record = GraphRecord(entry_ambient=self._entry.get(id(og), {}))
         record.pre = copy_graph_module(output_graph.FakeRootModule(og.nn_modules), og.graph)
+        if not og.graph.find_nodes(op="output"):  # the pass runs before the outputs exist (torch 2.7)
+            record.renamed = {}
         record.nodes = {n.name: self._records[n] for n in og.graph.nodes if n in self._records}
         self.graphs.append(record)
         self._current = record
@@ -231,9 +262,14 @@ class StructureRecorder:
         self._current.replacements.append(
             Replacement(g, r, names, new[0].name if new else None, mutations, aliasing))
 
-    def after_dedup(self, og: Any) -> None:
+    def after_dedup(self, og: Any, result: Any = None) -> None:
         """The graph as the pass left it, in case a later step of the compile
-        fails on it; replaced by what the backend receives if it gets there."""
+        fails on it; replaced by what the backend receives if it gets there.
+        ``result``: what the pass returned (the output replacements, where it
+        runs before the outputs exist)."""
+        if self._current is not None and self._current.renamed is not None and isinstance(result, dict):
+            self._current.renamed = {new.name: old.name for old, new in result.items()
+                                     if isinstance(old, torch.fx.Node) and isinstance(new, torch.fx.Node)}
         if self._current is not None:
             self._current.post = graph_module_of(output_graph.FakeRootModule(og.nn_modules), og.graph)
 
@@ -244,7 +280,9 @@ class StructureRecorder:
             self.graphs.append(record)
         self._current = None
         record.post = copy_graph_module(gm, gm.graph)
-        if record.pre is not None and any(r.invoke for r in record.replacements):
+        # outputs with no node before the pass: nothing to run the post graph against
+        closed = record.pre is not None and (record.renamed is None or close_open_graph(record.pre, gm, record.renamed))
+        if closed and any(r.invoke for r in record.replacements):
             record.rewrite = run_rewrite(record.pre, gm, example_inputs)
 
 
@@ -329,7 +367,7 @@ def recording_structure(recorder: StructureRecorder) -> Iterator[None]:
         def wrapper(og):  # type: ignore[no-untyped-def]
             recorder.before_dedup(og)
             result = original(og)
-            recorder.after_dedup(og)
+            recorder.after_dedup(og, result)
             return result
 
         return wrapper

@@ -103,3 +103,29 @@ def test_a_bare_assert_is_named_by_where_it_fired():
         line = first_line(e)
     assert line == "AssertionError in test_versions.py:_raise_bare_assert"
     assert "from user code" not in line
+
+
+def test_a_graph_copied_before_its_outputs_exist_gets_the_outputs_the_backend_saw():
+    # torch 2.7 runs the pass before Dynamo adds the output node and hands the
+    # replacements back; the copy before the pass returned None, and the
+    # rewrite oracle reported "expected None, got tensor" on every deduplicated graph
+    import torch.fx
+
+    from harness.structure import close_open_graph
+
+    pre = torch.fx.Graph()
+    x = pre.placeholder("x")
+    a = pre.call_function(torch.sin, (x,))
+    b = pre.call_function(torch.cos, (a,))
+    pre_gm = torch.fx.GraphModule(torch.nn.Module(), pre)
+    post = torch.fx.Graph()
+    px = post.placeholder("x")
+    inner = post.create_node("call_function", torch.sin, (px,), name="sub_sin")
+    sub = post.create_node("call_function", torch.cos, (inner,), name="getitem")  # b, as the pass rebuilt it
+    post.output((sub, px))
+    post_gm = torch.fx.GraphModule(torch.nn.Module(), post)
+    assert close_open_graph(pre_gm, post_gm, {sub.name: b.name})
+    t = torch.randn(3)
+    got = pre_gm(t)
+    assert torch.equal(got[0], torch.cos(torch.sin(t))) and got[1] is t
+    assert not close_open_graph(pre_gm, post_gm, {})  # an output with no node before the pass: not run
