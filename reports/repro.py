@@ -517,6 +517,9 @@ from torch.utils._pytree import tree_leaves
 SEED = {seed!r}
 COMPILE_KWARGS = {compile_kwargs!r}
 GROUPS = []
+ENTRIES = {{}}  # id(OutputGraph) -> the state its frame started in
+AFTER = []  # (root, graph, entry state) of each graph after the pass
+ENTRY = None
 
 
 def state():
@@ -528,6 +531,7 @@ def state():
 
 def install():
     create_proxy, regions = output_graph.SubgraphTracer.create_proxy, GraphRegionTracker.get_identical_regions
+    init, dedup = output_graph.OutputGraph.__init__, output_graph.apply_graph_deduplication
 
     def recording_create_proxy(self, *args, **kwargs):
         proxy = create_proxy(self, *args, **kwargs)
@@ -539,8 +543,24 @@ def install():
         GROUPS.extend(groups)
         return groups
 
+    def recording_init(self, *args, **kwargs):
+        ENTRIES[id(self)] = state()  # each frame's graph starts from the state at its entry
+        init(self, *args, **kwargs)
+
+    def recording_dedup(og):
+        entry = ENTRIES.get(id(og), ENTRY)
+        root = output_graph.FakeRootModule(og.nn_modules)
+        # judged only where replaying the state nodes models the graph before the pass
+        modelled = not misplaced(root, og.graph, entry)
+        result = dedup(og)
+        if modelled:  # the graph as the pass left it, judged even when a later step fails
+            AFTER.append((output_graph.FakeRootModule(og.nn_modules), og.graph, entry))
+        return result
+
     output_graph.SubgraphTracer.create_proxy = recording_create_proxy
     GraphRegionTracker.get_identical_regions = recording_regions
+    output_graph.OutputGraph.__init__ = recording_init
+    output_graph.apply_graph_deduplication = recording_dedup
 
 
 def constants(node):
@@ -558,45 +578,47 @@ def difference(a, b):
     return None
 
 
-def misplaced(gm, entry):
-    """Subgraph calls that run under another grad/autocast state than their
-    body was traced under (the state replayed along the graph's own
-    set_grad_enabled and autocast nodes)."""
+def misplaced(root, graph, entry):
+    """Ops and subgraph calls that run under another grad/autocast state than
+    they (their body's ops) were traced under: the state replayed along the
+    graph's own set_grad_enabled and autocast nodes, from its frame's entry."""
     grad, autocast, stack, found = entry["grad"], (entry["autocast"], entry["autocast_dtype"]), [], []
-    for node in gm.graph.nodes:
+    for node in graph.nodes:
         if node.target is torch._C._set_grad_enabled:
             grad = bool(node.args[0])
-        elif node.target is torch.amp._enter_autocast:
+            continue
+        if node.target is torch.amp._enter_autocast:
             stack.append(autocast)
             autocast = (bool(node.args[2]), str(node.args[1]) if node.args[2] else None)
-        elif node.target is torch.amp._exit_autocast and stack:
-            autocast = stack.pop()
-        elif node.target is torch.ops.higher_order.invoke_subgraph:
-            body = getattr(gm, node.args[0].target)
-            traced = {{(s["grad"], (s["autocast"], s["autocast_dtype"]))
-                      for s in (n.meta.get("repro_state") for n in body.graph.nodes) if s}}
-            if traced and traced != {{(grad, autocast)}}:
-                found.append(f"{{node.name}} runs under grad={{grad}}, autocast={{autocast}}; its body's ops were "
-                             f"traced under (grad, autocast) {{sorted(traced, key=str)}}")
+            continue
+        if node.target is torch.amp._exit_autocast:
+            autocast = stack.pop() if stack else autocast
+            continue
+        if node.op not in ("call_function", "call_method", "call_module"):
+            continue
+        if node.target is torch.ops.higher_order.invoke_subgraph:
+            body = getattr(root, node.args[0].target)
+            states = [n.meta.get("repro_state") for n in body.graph.nodes]
+        else:
+            states = [node.meta.get("repro_state")]
+        traced = {{(s["grad"], (s["autocast"], s["autocast_dtype"])) for s in states if s}}
+        if traced and traced != {{(grad, autocast)}}:
+            found.append(f"{{node.name}} runs under grad={{grad}}, autocast={{autocast}}; its ops were "
+                         f"traced under (grad, autocast) {{sorted(traced, key=str)}}")
     return found
 
 
 def main():
+    global ENTRY
     install()
     torch.manual_seed(SEED)
     configure(True)
-    graphs = []
-
-    def recording(gm, example_inputs):
-        graphs.append(gm)
-        return torch._dynamo.lookup_backend(backend())(gm, example_inputs)
-
-    entry = state()
+    ENTRY = state()
     try:
-        torch.compile(Program(), backend=recording, **COMPILE_KWARGS)(*make_inputs())
+        torch.compile(Program(), backend=backend(), **COMPILE_KWARGS)(*make_inputs())
     except Exception:
-        traceback.print_exc()  # the groups were recorded before the failure
-    found = [line for gm in graphs for line in misplaced(gm, entry)]
+        traceback.print_exc()  # the groups and graphs were recorded before the failure
+    found = [line for root, graph, entry in AFTER for line in misplaced(root, graph, entry)]
     for g, group in enumerate(GROUPS):
         for r, region in enumerate(group[1:], 1):
             for a, b in zip(group[0], region):

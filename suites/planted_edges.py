@@ -10,7 +10,7 @@ import torch
 from torch._dynamo import side_effects
 from torch._dynamo.guards import GuardBuilder
 
-from .planted_pass import _patched
+from .planted_pass import _patched, fault_backend
 
 
 def pending_stores_ignored():
@@ -82,9 +82,6 @@ def writes_deferred(gm: torch.fx.GraphModule, example_inputs):
     return gm
 
 
-_ENTERED: list = []
-
-
 def _faults() -> dict:
     from . import planted_guards
 
@@ -93,17 +90,4 @@ def _faults() -> dict:
 
 
 def __getattr__(name: str):
-    """``<fault>__<backend>`` (e.g. ``pending_stores_ignored__aot_eager``): the
-    backend, with the planted Dynamo fault entered for good. For a repro's own
-    process, whose ``BACKEND = "suites.planted_edges:..."`` thereby runs under
-    the fault; never for a process that goes on to test anything else."""
-    fault, sep, backend = name.partition("__")
-    found = _faults().get(fault) if sep else None
-    if found is None:
-        raise AttributeError(name)
-    context = found()
-    context.__enter__()
-    _ENTERED.append(context)  # a context manager left to the collector exits, and would undo the fault
-    from torch._dynamo.backends.registry import lookup_backend
-
-    return lookup_backend(backend)
+    return fault_backend(name, _faults())

@@ -152,3 +152,28 @@ def mutation_reordered():
     """After the pass, an in-place write runs before a read it used to follow
     (the ordering edge the pass keeps for mutations, dropped)."""
     return _after_dedup(_mutation_reordered)
+
+
+_ENTERED: list = []
+
+
+def fault_backend(name: str, faults: dict):
+    """``<fault>__<backend>`` (e.g. ``pending_stores_ignored__aot_eager``): the
+    backend, with the planted Dynamo fault entered for good. For a repro's own
+    process, whose ``BACKEND = "suites.planted_pass:..."`` thereby runs under
+    the fault; never for a process that goes on to test anything else."""
+    fault, sep, backend = name.partition("__")
+    found = faults.get(fault) if sep else None
+    if found is None:
+        raise AttributeError(name)
+    context = found()
+    context.__enter__()
+    _ENTERED.append(context)  # a context manager left to the collector exits, and would undo the fault
+    from torch._dynamo.backends.registry import lookup_backend
+
+    return lookup_backend(backend)
+
+
+def __getattr__(name: str):
+    """``<fault>__<backend>``: a backend under a planted pass fault."""
+    return fault_backend(name, {f.__name__: f for f in (grad_mode_moved, cyclic_edge, mutation_reordered)})

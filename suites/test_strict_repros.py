@@ -7,6 +7,7 @@ from __future__ import annotations
 import fnmatch
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -23,11 +24,11 @@ pytestmark = pytest.mark.unit
 ISSUES = {i.id: i for i in load()}
 
 
-def _exit(issue_id: str, expect: str | None, tmp_path) -> int:
+def _exit(issue_id: str, expect: str | None, tmp_path, check: str = "") -> int:
     issue = ISSUES[issue_id]
     path = tmp_path / "repro.py"
     path.write_text(render_repro(issue.program(), RunConfig(backend=issue.backend, dedup=issue.dedup), issue_id,
-                                 issue.repro, issue.variant, expect_crash=expect))
+                                 check or issue.repro, issue.variant, expect_crash=expect))
     return subprocess.run([sys.executable, str(path)], capture_output=True, timeout=300).returncode
 
 
@@ -61,3 +62,29 @@ def test_known_issue_repros_expect_their_own_failure():
     for issue in ISSUES.values():
         if issue.repro in ("differential", "guard"):
             assert f"EXPECT_CRASH = {issue.expect_crash!r}" in (issue.folder / "repro.py").read_text(), issue.id
+
+
+def test_a_graph_validity_repro_judges_each_graph_from_its_own_frame_as_the_pass_left_it(tmp_path):
+    # KI-004: a no_grad region merged with grad ones; the oracle reads the
+    # graph after the pass from its frame's entry state, and so must the repro
+    # (it read only graphs that reached the backend, from the first frame's state)
+    assert ISSUES["KI-004"].matches("graph_validity:ambient:dedup:ambient:grad")
+    assert _exit("KI-004", None, tmp_path, check="regions") == 1
+
+
+def test_a_regions_repro_sees_a_plain_op_moved_out_of_its_grad_mode(tmp_path):
+    # the pass moves a grad-mode switch: v0, an op outside any subgraph call,
+    # now runs with grad; the oracle sees it, and the repro only looked at
+    # subgraph calls (a graph_validity:ambient finding whose repro exited 0)
+    import suites.test_structural_oracles as structural
+
+    path = tmp_path / "repro.py"
+    path.write_text(render_repro(structural.FIRST_NO_GRAD, RunConfig(backend="suites.planted_pass:grad_mode_moved__aot_eager"),
+                                 "planted", "regions"))
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300,
+                          cwd=str(Path(__file__).parent.parent))
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "v0" in done.stdout
+    honest = tmp_path / "honest.py"
+    honest.write_text(render_repro(structural.FIRST_NO_GRAD, RunConfig(backend="aot_eager"), "honest", "regions"))
+    assert subprocess.run([sys.executable, str(honest)], capture_output=True, timeout=300).returncode == 0
