@@ -324,6 +324,12 @@ def _clone(x: Any) -> Any:
     return x
 
 
+def _eager_context() -> Any:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    return torch._guards.TracingContext(FakeTensorMode(allow_non_fake_inputs=True))
+
+
 def run_rewrite(pre: torch.fx.GraphModule, post: torch.fx.GraphModule, example_inputs: list):
     """Runs the graph before and after the pass eagerly on copies of the same
     inputs, forward and backward, with the same random seed."""
@@ -337,7 +343,11 @@ def run_rewrite(pre: torch.fx.GraphModule, post: torch.fx.GraphModule, example_i
 
     def run(gm: torch.fx.GraphModule, order: list[str]) -> Execution:
         inputs = [_clone(by_name.get(n)) for n in order]
-        with torch.random.fork_rng(devices=[]):
+        # in a tracing context of its own: an eager invoke_subgraph traces its
+        # body (forward from torch 2.10, backward always) with the context's
+        # fake mode, and the compile's would meet these real tensors
+        # ("Please convert all Tensors to FakeTensors first")
+        with torch._guards.tracing(_eager_context()), torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
             return execute(gm, torch.nn.Module(), inputs, order, backward=True)
 

@@ -129,3 +129,31 @@ def test_a_graph_copied_before_its_outputs_exist_gets_the_outputs_the_backend_sa
     got = pre_gm(t)
     assert torch.equal(got[0], torch.cos(torch.sin(t))) and got[1] is t
     assert not close_open_graph(pre_gm, post_gm, {})  # an output with no node before the pass: not run
+
+
+SEEN_MODES: list = []
+
+
+def _probe(x):
+    SEEN_MODES.append(torch._guards.TracingContext.try_get().fake_mode)
+    return x.sin()
+
+
+def test_the_rewrite_runs_its_graphs_outside_the_compiles_fake_mode():
+    # from torch 2.10 an eager invoke_subgraph traces its body with the tracing
+    # context's fake mode; run inside the compile, the rewrite oracle's real
+    # tensors met the compile's fake mode: a false "rewritten graph fails" crash
+    import torch.fx
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from harness.structure import run_rewrite
+
+    g = torch.fx.Graph()
+    g.output((g.call_function(_probe, (g.placeholder("x"),)),))
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    compiles = FakeTensorMode()
+    SEEN_MODES.clear()
+    with torch._guards.tracing(torch._guards.TracingContext(compiles)):
+        pre, _, post = run_rewrite(gm, gm, [torch.randn(3, requires_grad=True)])
+    assert pre.failure is None and post.failure is None
+    assert len(SEEN_MODES) == 3 and all(m is not compiles and m.allow_non_fake_inputs for m in SEEN_MODES)
