@@ -27,11 +27,17 @@ NAME = "dedup_toggle"
 NEEDS = ("dedup_off", "recapture")
 
 
+def _stable(guard: str) -> str:
+    return re.sub(r"_\d+_c\d+\b", "_ID_cN", re.sub(r"___\d+", "___N", guard))
+
+
 def guard_difference(on: list[str], off: list[str]) -> tuple[list[str], list[str]]:
     """(extra, missing): guards by kind and name that ``on`` has beyond
     ``off`` and lacks. Dynamo numbers the globals dicts it installs
-    (``__builtins_dict___6``) with a process-wide counter, not part of the guard."""
-    a, b = (collections.Counter(re.sub(r"___\d+", "___N", g) for g in guards) for guards in (on, off))
+    (``__builtins_dict___6``) with a process-wide counter, and names the
+    globals it installs by object id and compile id (``_140620626826704_c11``,
+    torch 2.8): neither is part of the guard."""
+    a, b = (collections.Counter(_stable(g) for g in guards) for guards in (on, off))
     return sorted((a - b).elements()), sorted((b - a).elements())
 
 

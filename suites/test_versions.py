@@ -157,3 +157,14 @@ def test_the_rewrite_runs_its_graphs_outside_the_compiles_fake_mode():
         pre, _, post = run_rewrite(gm, gm, [torch.randn(3, requires_grad=True)])
     assert pre.failure is None and post.failure is None
     assert len(SEEN_MODES) == 3 and all(m is not compiles and m.allow_non_fake_inputs for m in SEEN_MODES)
+
+
+def test_guards_on_globals_dynamo_names_per_compile_are_the_same_guard():
+    # torch 2.8 installs a global per compile as f"{prefix}_{id(value)}_c{compile_id}";
+    # two compiles' ID_MATCH on it read as an extra and a missing guard
+    from oracles.dedup_toggle import guard_difference
+
+    on = ["ID_MATCH G['_140620626826704_c11'].Tensor", "TENSOR_MATCH L['x']", "DICT ___builtins_dict___6"]
+    off = ["ID_MATCH G['_140620626826704_c9'].Tensor", "TENSOR_MATCH L['x']", "DICT ___builtins_dict___2"]
+    assert guard_difference(on, off) == ([], [])
+    assert guard_difference(on + ["ID_MATCH G['block']"], off) == (["ID_MATCH G['block']"], [])
