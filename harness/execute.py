@@ -39,8 +39,17 @@ def first_line(exc: BaseException) -> str:
     return message
 
 
+def _raised_in_dynamo(exc: BaseException) -> bool:
+    """An unwrapped error of Dynamo's own (before torch 2.8 an assert in the
+    pass reached the caller bare): raised in torch/_dynamo while converting a frame."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return bool(frames) and "/torch/_dynamo/" in frames[-1].filename.replace("\\", "/") and any(
+        f.filename.endswith("convert_frame.py") for f in frames)
+
+
 def failure(exc: BaseException, default_stage: str) -> Failure:
-    stage = next((s for cls, s in STAGES if isinstance(exc, cls)), default_stage)
+    stage = next((s for cls, s in STAGES if isinstance(exc, cls)), None)
+    stage = stage or ("dynamo" if _raised_in_dynamo(exc) else default_stage)
     message = first_line(exc)
     return Failure(
         stage=stage,

@@ -168,3 +168,20 @@ def test_guards_on_globals_dynamo_names_per_compile_are_the_same_guard():
     off = ["ID_MATCH G['_140620626826704_c9'].Tensor", "TENSOR_MATCH L['x']", "DICT ___builtins_dict___2"]
     assert guard_difference(on, off) == ([], [])
     assert guard_difference(on + ["ID_MATCH G['block']"], off) == (["ID_MATCH G['block']"], [])
+
+
+def test_a_bare_error_of_dynamos_own_is_a_dynamo_failure():
+    # before torch 2.8 an assert in the region tracker reached the caller
+    # unwrapped (no InternalTorchDynamoError): read as a runtime failure, the
+    # completeness oracle then judged a graph the pass never finished
+    from harness.execute import failure
+
+    convert, tracker, user = {}, {}, {}
+    exec(compile("def convert(f):\n    return f()\n", "/site/torch/_dynamo/convert_frame.py", "exec"), convert)
+    exec(compile("def expand():\n    assert None\n", "/site/torch/_dynamo/graph_region_tracker.py", "exec"), tracker)
+    exec(compile("def forward():\n    raise RuntimeError('shape')\n", "/tmp/gp_1.py", "exec"), user)
+    for fn, stage in ((tracker["expand"], "dynamo"), (user["forward"], "runtime")):
+        try:
+            convert["convert"](fn)
+        except Exception as e:
+            assert failure(e, "runtime").stage == stage
