@@ -11,6 +11,7 @@ where it stopped.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -118,7 +119,10 @@ def draw(seed: int, shard: tuple[int, int], skip: set) -> Iterator[tuple[str, Pr
 
 
 def _slug(signature: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", signature).strip("-")[:80]
+    """A folder name per signature: readable, and unique though two long
+    signatures share their first 64 characters (KeyError: vN vs KeyError: vN_N)."""
+    digest = hashlib.sha1(signature.encode()).hexdigest()[:8]
+    return f'{re.sub(r"[^A-Za-z0-9]+", "-", signature).strip("-")[:64]}-{digest}'
 
 
 def _lint(pid: str, share: float) -> bool:
