@@ -208,7 +208,10 @@ class StructureRecorder:
 
     def before_dedup(self, og: Any) -> None:
         record = GraphRecord(entry_ambient=self._entry.get(id(og), {}))
-        record.pre = copy_graph_module(output_graph.FakeRootModule(og.nn_modules), og.graph)
+        try:
+            record.pre = copy_graph_module(output_graph.FakeRootModule(og.nn_modules), og.graph)
+        except Exception:  # a graph torch cannot copy: recorded without it, never failed here
+            record.pre = None
         if not og.graph.find_nodes(op="output"):  # the pass runs before the outputs exist (torch 2.7)
             record.renamed = {}
         record.nodes = {n.name: self._records[n] for n in og.graph.nodes if n in self._records}
@@ -279,7 +282,9 @@ class StructureRecorder:
             record = GraphRecord(entry_ambient=self._last_entry)
             self.graphs.append(record)
         self._current = None
-        record.post = copy_graph_module(gm, gm.graph)
+        # a broken graph (torch 2.7: an output naming a node the pass erased)
+        # must fail in the backend as it would without this recorder
+        record.post = graph_module_of(gm, gm.graph)
         # outputs with no node before the pass: nothing to run the post graph against
         closed = record.pre is not None and (record.renamed is None or close_open_graph(record.pre, gm, record.renamed))
         if closed and any(r.invoke for r in record.replacements):

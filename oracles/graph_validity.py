@@ -240,9 +240,14 @@ def check(outcome: Outcome) -> Verdict:
             continue
         graphs += 1
         where = f"graph[{g_index}]"
+        post = record.post.graph
+        held = set(post.nodes)
+        if any(a not in held for n in held for a in n.all_input_nodes):
+            verdicts += _lint(post, where)  # a graph naming nodes it lacks: nothing more to read in it
+            continue
         if record.pre is not None:
             verdicts += _order(record, where)
-        verdicts += _lint(record.post.graph, where)
+        verdicts += _lint(post, where)
         verdicts += _subgraphs(record, where)
         if record.pre is not None and not any(v.failed for v in verdicts):
             verdicts += _ambient(record, where)

@@ -195,3 +195,23 @@ def test_two_long_signatures_get_two_folders():
     head = "differential:crash:dedup:backend_compile:BackendCompilerFailed: backend='aot_eager' raised: "
     assert _slug(head + "KeyError: vN_N") != _slug(head + "KeyError: vN")
     assert _slug(head + "KeyError: vN") == _slug(head + "KeyError: vN")
+
+
+def test_the_recorder_leaves_a_broken_graph_to_fail_in_the_backend():
+    # torch 2.7's pass can leave an output naming a node it erased; copying
+    # that graph raised KeyError inside the harness's recording backend, so
+    # the finding read "KeyError: v1" where torch alone says "Node output
+    # referenced nonexistent value v1" (the repro then failed differently)
+    import torch.fx
+
+    from harness.structure import StructureRecorder
+
+    elsewhere = torch.fx.Graph()
+    v1 = elsewhere.call_function(torch.sin, (elsewhere.placeholder("x"),))
+    g = torch.fx.Graph()
+    g.placeholder("x")
+    g.output((v1,))  # a node this graph does not hold
+    gm = torch.fx.GraphModule(torch.nn.Module(), g)
+    recorder = StructureRecorder()
+    recorder.on_backend(gm, [])  # no exception of the recorder's own
+    assert recorder.graphs[-1].post.graph is gm.graph
