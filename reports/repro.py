@@ -510,7 +510,7 @@ REGIONS = '''
 import sys
 import traceback
 
-from torch._dynamo import output_graph
+from torch._dynamo import graph_deduplication, output_graph
 from torch._dynamo.graph_region_tracker import GraphRegionTracker
 from torch.utils._pytree import tree_leaves
 
@@ -520,6 +520,7 @@ GROUPS = []
 ENTRIES = {{}}  # id(OutputGraph) -> the state its frame started in
 AFTER = []  # (root, graph, entry state) of each graph after the pass
 ENTRY = None
+REPLACED = {{}}  # subgraph call -> the traced states of the region it replaced
 
 
 def state():
@@ -532,6 +533,7 @@ def state():
 def install():
     create_proxy, regions = output_graph.SubgraphTracer.create_proxy, GraphRegionTracker.get_identical_regions
     init, dedup = output_graph.OutputGraph.__init__, output_graph.apply_graph_deduplication
+    replace = graph_deduplication._replace_region_with_subgraph
 
     def recording_create_proxy(self, *args, **kwargs):
         proxy = create_proxy(self, *args, **kwargs)
@@ -557,10 +559,19 @@ def install():
             AFTER.append((output_graph.FakeRootModule(og.nn_modules), og.graph, entry))
         return result
 
+    def recording_replace(graph, region, *args, **kwargs):
+        calls = graph.find_nodes(op="call_function", target=torch.ops.higher_order.invoke_subgraph)
+        result = replace(graph, region, *args, **kwargs)
+        for node in graph.find_nodes(op="call_function", target=torch.ops.higher_order.invoke_subgraph):
+            if node not in calls:
+                REPLACED[node] = [n.meta.get("repro_state") for n in region]
+        return result
+
     output_graph.SubgraphTracer.create_proxy = recording_create_proxy
     GraphRegionTracker.get_identical_regions = recording_regions
     output_graph.OutputGraph.__init__ = recording_init
     output_graph.apply_graph_deduplication = recording_dedup
+    graph_deduplication._replace_region_with_subgraph = recording_replace
 
 
 def constants(node):
@@ -588,17 +599,21 @@ def misplaced(root, graph, entry):
             grad = bool(node.args[0])
             continue
         if node.target is torch.amp._enter_autocast:
-            stack.append(autocast)
+            stack.append((grad, autocast))
             autocast = (bool(node.args[2]), str(node.args[1]) if node.args[2] else None)
             continue
-        if node.target is torch.amp._exit_autocast:
-            autocast = stack.pop() if stack else autocast
+        if node.target is torch.autograd.grad_mode._enter_inference_mode:
+            stack.append((grad, autocast))
+            grad = grad and not (node.args and node.args[0])
+            continue
+        if node.target in (torch.amp._exit_autocast, torch.autograd.grad_mode._exit_inference_mode):
+            grad, autocast = stack.pop() if stack else (grad, autocast)
             continue
         if node.op not in ("call_function", "call_method", "call_module"):
             continue
         if node.target is torch.ops.higher_order.invoke_subgraph:
-            body = getattr(root, node.args[0].target)
-            states = [n.meta.get("repro_state") for n in body.graph.nodes]
+            # the region this call replaced, else (a nested_compile_region) its body
+            states = REPLACED.get(node) or [n.meta.get("repro_state") for n in getattr(root, node.args[0].target).graph.nodes]
         else:
             states = [node.meta.get("repro_state")]
         traced = {{(s["grad"], (s["autocast"], s["autocast_dtype"])) for s in states if s}}

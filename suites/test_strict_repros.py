@@ -88,3 +88,23 @@ def test_a_regions_repro_sees_a_plain_op_moved_out_of_its_grad_mode(tmp_path):
     honest = tmp_path / "honest.py"
     honest.write_text(render_repro(structural.FIRST_NO_GRAD, RunConfig(backend="aot_eager"), "honest", "regions"))
     assert subprocess.run([sys.executable, str(honest)], capture_output=True, timeout=300).returncode == 0
+
+
+def test_a_regions_repro_replays_inference_mode_like_the_oracle(tmp_path):
+    # the oracle replays inference_mode nodes as grad off; the repro did not,
+    # found the graph before the pass "unmodelled" and judged nothing: a
+    # graph_validity:ambient finding (KI-011, seen on torch 2.15) exiting 0
+    from generators.ir import Block, Call, Const, Context, Program, Ref, Section, Stmt, TensorSpec
+
+    body = (Stmt("v0", "sin", (Ref("x"),)), Stmt("v1", "log_softmax", (Ref("v0"), Const(-1))))
+    program = Program(
+        (("x", TensorSpec((3, 4), "float32", True)),),
+        Block("module", ("x",), (), (), (), body, "v1"),
+        (Section("calls", "fanout", (Call(context=Context(inference=True)),) * 2, interleave="tanh"),
+         Section("calls", "fanout", (Call(tensor="x", context=Context(autocast=True)),) * 2)),
+        interludes=(None,), outputs="dict",
+    )
+    path = tmp_path / "repro.py"
+    path.write_text(render_repro(program, RunConfig(backend="aot_eager"), "KI-011", "regions"))
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
