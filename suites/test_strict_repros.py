@@ -108,3 +108,17 @@ def test_a_regions_repro_replays_inference_mode_like_the_oracle(tmp_path):
     path.write_text(render_repro(program, RunConfig(backend="aot_eager"), "KI-011", "regions"))
     done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def test_a_crash_repro_whose_crash_is_gone_and_values_are_right_is_not_reproduced(tmp_path):
+    # a fixed crash must read "fixed" to bisect and to regress: exit 0, not 3
+    from generators.ir import Block, Call, Program, Ref, Section, Stmt, TensorSpec
+
+    program = Program((("x", TensorSpec((3, 4), "float32", True)),),
+                      Block("function", ("x",), (), (), (), (Stmt("v0", "sin", (Ref("x"),)),), "v0"),
+                      (Section("calls", "chain", (Call(), Call())),))
+    path = tmp_path / "repro.py"
+    path.write_text(render_repro(program, RunConfig(backend="aot_eager"), "fixed", "differential",
+                                 expect_crash="InternalTorchDynamoError: KeyError: example_value"))
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:]
