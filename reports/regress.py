@@ -27,6 +27,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import time
@@ -343,6 +344,8 @@ def run(options: Options, progress: Callable[[str], None] = lambda line: None) -
     envs, given = check(options)
     out = Path(options.out)
     out.mkdir(parents=True, exist_ok=True)
+    for env in envs:  # a log left by an earlier run would read as this run's
+        shutil.rmtree(out / env.label / "logs", ignore_errors=True)
     campaigns: dict[str, dict] = {}
     found: list[list[Repro]] = [given]
     if options.budget > 0:
