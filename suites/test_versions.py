@@ -215,3 +215,18 @@ def test_the_recorder_leaves_a_broken_graph_to_fail_in_the_backend():
     recorder = StructureRecorder()
     recorder.on_backend(gm, [])  # no exception of the recorder's own
     assert recorder.graphs[-1].post.graph is gm.graph
+
+
+@pytest.mark.parametrize("value", [1.5, "mean", None, (1, 2), True, 2j])
+def test_known_issue_001_names_every_non_int_constant_kind(value):
+    # one root cause (the tracker's key drops non-int constants) in every
+    # surface form: a slice merged by the pass came out "NEW" on torch 2.8
+    from generators.ir import DType, PyList, PySlice, value_kind
+    from reports.known_issues import match
+
+    for v in (value, PySlice(0, 2, None), PyList((1, 2)), DType("float64")):
+        kind = value_kind(v)
+        for signature in (f"differential:mismatch:dedup:arg:{kind}", f"rewrite:mismatch:dedup:arg:{kind}:random",
+                          f"dedup_toggle:mismatch:dedup:arg:{kind}", f"region_identity:constant:dedup:constant:{kind}"):
+            issue = match(signature)
+            assert issue is not None and issue.id == "KI-001", (signature, issue and issue.id)
