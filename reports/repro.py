@@ -913,6 +913,25 @@ def driver_for(details: dict, severity: str, oracle: str = "", kind: str = "") -
     return ("differential" if kind == "crash" else ORACLE_DRIVERS.get(oracle, "differential")), None
 
 
+EXITS = "Exit status 1: reproduced; 0: not reproduced; 3: fails, but differently; 2: the repro itself failed."
+# First in every repro: an error before its check (torch lacking what the
+# program uses, at import) is the repro failing, exit 2, never Python's 1.
+GUARDED = '''import os as _os
+import sys as _sys
+import traceback as _traceback
+
+
+def _error_before_check(kind, value, tb):
+    _traceback.print_exception(kind, value, tb)
+    print("ERROR: the repro itself failed (exit 2), not the failure it checks for", flush=True)
+    _sys.stderr.flush()
+    _os._exit(2)
+
+
+_sys.excepthook = _error_before_check
+'''
+
+
 def render_repro(program: Program, config: RunConfig, title: str, check: str = "differential",
                  variant: dict | None = None, lost: dict | None = None, replay: dict | None = None,
                  expect_crash: str | None = None) -> str:
@@ -925,7 +944,7 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
     (differential and guard drivers): a glob over the normalized crash the finding is
     ("" for wrong values); the repro exits 3 when the program fails another way, so
     ``git bisect run`` stops at the right commit. None accepts any failure."""
-    header = f'"""Repro: {title}\n\nExit status 1: reproduced; 0: not reproduced. Needs only torch."""\n'
+    header = f'"""Repro: {title}\n\n{EXITS} Needs only torch."""\n' + GUARDED
     backend = resolve(config.backend)
     region = {}
     if check == "region_toggle":

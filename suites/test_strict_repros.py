@@ -122,3 +122,15 @@ def test_a_crash_repro_whose_crash_is_gone_and_values_are_right_is_not_reproduce
                                  expect_crash="InternalTorchDynamoError: KeyError: example_value"))
     done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:]
+
+
+def test_a_repro_that_fails_before_its_check_exits_2_not_1(tmp_path):
+    # torch 2.7 has no nested_compile_region: the program's decorator raised
+    # at import and Python exited 1, which read as "reproduced"
+    issue = ISSUES["KI-003"]
+    text = issue.render().replace("@torch.compiler.nested_compile_region", "@torch.compiler.no_such_decorator", 1)
+    assert "no_such_decorator" in text
+    path = tmp_path / "repro.py"
+    path.write_text(text)
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "ERROR: the repro itself failed" in done.stdout, (done.returncode, done.stdout[-500:])

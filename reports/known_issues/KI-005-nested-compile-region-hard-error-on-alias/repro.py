@@ -1,6 +1,19 @@
 """Repro: KI-005: A nested_compile_region whose body returns a view of its input is a hard compile error, not a fallback
 
-Exit status 1: reproduced; 0: not reproduced. Needs only torch."""
+Exit status 1: reproduced; 0: not reproduced; 3: fails, but differently; 2: the repro itself failed. Needs only torch."""
+import os as _os
+import sys as _sys
+import traceback as _traceback
+
+
+def _error_before_check(kind, value, tb):
+    _traceback.print_exception(kind, value, tb)
+    print("ERROR: the repro itself failed (exit 2), not the failure it checks for", flush=True)
+    _sys.stderr.flush()
+    _os._exit(2)
+
+
+_sys.excepthook = _error_before_check
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
