@@ -403,8 +403,13 @@ def markdown(report: dict) -> str:
                      f"{report['budget']:g} s)")
     if report.get("campaign"):
         lines.append(f"- findings replayed from `{report['campaign']}`")
-    lines += ["", f"**{report['top_line']}** (per root cause)", "",
-              "| root cause | verdict | A | B | recorded | campaign hits | title |", "|---|---|---|---|---|---|---|"]
+    lines += ["", f"**{report['top_line']}** (per root cause)", ""]
+    changes = [e for e in report["root_causes"] if e["verdict"] not in ("persisting", "absent")]
+    if changes:
+        lines += ["What differs from A to B:", ""]
+        lines += [f"- **{e['verdict']}** {e['root_cause']}: {e['repros'][0]['B']['detail']}" for e in changes]
+        lines.append("")
+    lines += ["| root cause | verdict | A | B | recorded | campaign hits | title |", "|---|---|---|---|---|---|---|"]
     for e in report["root_causes"]:
         first = e["repros"][0]
         rec = e["recorded"]
@@ -433,7 +438,8 @@ _CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em auto;max-width:1250px;color:#222;padding:0 1em}
 h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.6em}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left;vertical-align:top}
-th{background:#f3f3f3}code{font:12px/1.35 ui-monospace,monospace;word-break:break-all}
+th{background:#f3f3f3}#causes{width:100%;table-layout:fixed}#causes td{overflow-wrap:anywhere}
+code{font:12px/1.35 ui-monospace,monospace;word-break:break-all}
 .verdict{padding:0 .4em;border-radius:3px;font-weight:bold;white-space:nowrap}
 .fixed{background:#2e7d32;color:#fff}.persisting{background:#e0e0e0}.changed{background:#ef6c00;color:#fff}
 .new{background:#c62828;color:#fff}.error{background:#6a1b9a;color:#fff}.absent{background:#f5f5f5;color:#777}
@@ -474,8 +480,16 @@ def render_html(report: dict) -> str:
     parts.append(f'<p class="top" id="top">' + ", ".join(
         f'{_badge(v)} <b class="count" data-verdict="{v}">{c[v]}</b>' for v in VERDICTS if v != "absent" or c[v])
         + " <span class=\"muted\">(per root cause)</span></p>")
+    changes = [e for e in report["root_causes"] if e["verdict"] not in ("persisting", "absent")]
+    if changes:  # what an engineer reads first: everything that is not as it was
+        parts += ['<h2 id="changes">What differs from A to B</h2><ul id="change-list">']
+        parts += [f"<li>{_badge(e['verdict'])} <b>{_e(e['root_cause'])}</b> {_e(e['title'][:160])}: "
+                  f"<small>{_e(e['repros'][0]['B']['detail'])}</small></li>" for e in changes]
+        parts.append("</ul>")
     parts += ['<h2 id="root-causes">Root causes</h2>',
-              '<table id="causes"><thead><tr><th>root cause</th><th>verdict</th><th>A</th><th>B</th>'
+              '<table id="causes"><colgroup><col style="width:19%"><col style="width:8%"><col style="width:28%">'
+              '<col style="width:28%"><col style="width:8%"><col style="width:9%"></colgroup>'
+              "<thead><tr><th>root cause</th><th>verdict</th><th>A</th><th>B</th>"
               "<th>recorded</th><th>campaign hits</th></tr></thead><tbody>"]
     for e in report["root_causes"]:
         rec = e["recorded"]

@@ -185,6 +185,8 @@ def test_html_page_in_chromium(report, tmp_path):
     assert [r["attrs"]["data-verdict"] for r in rows] == [e["verdict"] for e in data["root_causes"]]
     counts = {n["attrs"]["data-verdict"]: int(_text(n)) for n in _all(dom, lambda n: "count" in (n["attrs"].get("class") or ""))}
     assert counts == data["counts"]
+    changed = [_text(n) for n in _all(dom, lambda n: n["tag"] == "li" and list(_all(n, lambda m: m["tag"] == "b")))]
+    assert len(changed) == sum(e["verdict"] not in ("persisting", "absent") for e in data["root_causes"])
     text = _text(dom)
     assert all(r["B"]["command"] in text for e in data["root_causes"] for r in e["repros"])
 
