@@ -85,6 +85,7 @@ def normalize(message: str) -> str:
     the op a fake-tensor check met, tensor reprs."""
     message = re.sub(r"\baten\.\w+(\.\w+)?", "aten.OP", message)
     message = re.sub(r"\b(\w*Tensor|tensor)\(.*", "TENSOR(...)", message)  # a repr runs to the end: it nests
+    message = re.sub(r"<([\w.]+) object at 0x[0-9a-fA-F]+>", r"<\1>", message)  # an object's repr names its type
     message = re.sub(r"0x[0-9a-fA-F]+", "ADDR", message)
     message = re.sub(r"/[\w./-]+\.py", "FILE", message)
     message = re.sub(r"\b(gp_)?[0-9a-f]{16}\b", "ID", message)
