@@ -416,7 +416,17 @@ MEMORY_MB = {memory_mb!r}
 
 def main():
     if os.environ.get("REPRO_CHILD"):
-        run(compiled=True)
+        global DEDUP
+        try:
+            run(compiled=True)
+        except Exception:
+            if not DEDUP:
+                raise
+            # the worker went on to its run without the pass (the dedup-off
+            # companion), where the program may take the process down: so does this child
+            traceback.print_exc()
+            DEDUP = False
+            run(compiled=True)
         return 0
     try:
         done = subprocess.run([sys.executable, __file__], env={{**os.environ, "REPRO_CHILD": "1"}}, timeout=TIMEOUT_S,

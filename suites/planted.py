@@ -98,3 +98,12 @@ def abort_or_hang(gm: torch.fx.GraphModule, example_inputs):
         time.sleep(3600)
     return gm.forward
 
+
+
+def abort_on_subgraph_calls(gm: torch.fx.GraphModule, example_inputs):
+    """A backend that aborts its process on any graph with a subgraph call."""
+    import os
+
+    if any(n.target is torch.ops.higher_order.invoke_subgraph for n in gm.graph.nodes):
+        os.abort()
+    return gm.forward

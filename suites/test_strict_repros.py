@@ -134,3 +134,17 @@ def test_a_repro_that_fails_before_its_check_exits_2_not_1(tmp_path):
     path.write_text(text)
     done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and "ERROR: the repro itself failed" in done.stdout, (done.returncode, done.stdout[-500:])
+
+
+def test_a_lost_worker_repro_goes_on_to_the_run_without_the_pass_as_the_worker_did(tmp_path):
+    # the worker died in its dedup-off companion run; the repro's child ran the
+    # main run only, met KI-003's KeyError there and exited 2 (a flaky
+    # "campaign survives an aborting backend" test)
+    issue = ISSUES["KI-003"]  # a nested_compile_region called twice: the pass crashes, the region alone does not
+    path = tmp_path / "repro.py"
+    path.write_text(render_repro(issue.program(), RunConfig(backend="suites.planted:abort_on_subgraph_calls"),
+                                 "worker:signal:SIGABRT", "process", None,
+                                 {"kind": "signal", "timeout": 60, "memory_mb": 8192}))
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300,
+                          cwd=str(Path(__file__).parent.parent))
+    assert done.returncode == 1 and "died by signal 6" in done.stdout, done.stdout[-2000:]
