@@ -477,7 +477,7 @@ def render_html(report: dict) -> str:
     parts.append("</table>")
     if report.get("campaign"):
         parts.append(f"<p>Findings replayed from <code>{_e(report['campaign'])}</code>.</p>")
-    parts.append(f'<p class="top" id="top">' + ", ".join(
+    parts.append('<p class="top" id="top">' + ", ".join(
         f'{_badge(v)} <b class="count" data-verdict="{v}">{c[v]}</b>' for v in VERDICTS if v != "absent" or c[v])
         + " <span class=\"muted\">(per root cause)</span></p>")
     changes = [e for e in report["root_causes"] if e["verdict"] not in ("persisting", "absent")]
