@@ -329,10 +329,28 @@ def _clone(x: Any) -> Any:
     return x
 
 
-def _eager_context() -> Any:
+@contextlib.contextmanager
+def _eager_in_compile() -> Iterator[None]:
+    """Real tensors through graphs run inside the compile: an eager
+    invoke_subgraph traces its body with the tracing context's fake mode
+    (forward from torch 2.10, backward always), which rejects real inputs
+    ("Please convert all Tensors to FakeTensors first"). That mode, not a new
+    one (its subgraphs hold its fake values: torch 2.8 asserts the modes
+    match), lets them in while the oracle runs."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    return torch._guards.TracingContext(FakeTensorMode(allow_non_fake_inputs=True))
+    context = torch._guards.TracingContext.try_get()
+    mode = getattr(context, "fake_mode", None)
+    if mode is None:
+        with torch._guards.tracing(torch._guards.TracingContext(FakeTensorMode(allow_non_fake_inputs=True))):
+            yield
+        return
+    saved = mode.allow_non_fake_inputs
+    mode.allow_non_fake_inputs = True
+    try:
+        yield
+    finally:
+        mode.allow_non_fake_inputs = saved
 
 
 def run_rewrite(pre: torch.fx.GraphModule, post: torch.fx.GraphModule, example_inputs: list):
@@ -348,11 +366,7 @@ def run_rewrite(pre: torch.fx.GraphModule, post: torch.fx.GraphModule, example_i
 
     def run(gm: torch.fx.GraphModule, order: list[str]) -> Execution:
         inputs = [_clone(by_name.get(n)) for n in order]
-        # in a tracing context of its own: an eager invoke_subgraph traces its
-        # body (forward from torch 2.10, backward always) with the context's
-        # fake mode, and the compile's would meet these real tensors
-        # ("Please convert all Tensors to FakeTensors first")
-        with torch._guards.tracing(_eager_context()), torch.random.fork_rng(devices=[]):
+        with _eager_in_compile(), torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
             return execute(gm, torch.nn.Module(), inputs, order, backward=True)
 

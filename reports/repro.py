@@ -640,11 +640,25 @@ def main():
     torch.manual_seed(SEED)
     configure(True)
     ENTRY = state()
+    broken, compiler = [], torch._dynamo.lookup_backend(backend())  # resolved (a plugin entered) before compiling
+
+    def linted(gm, example_inputs):  # what the backend receives must be a valid graph
+        try:
+            gm.graph.lint()
+        except Exception as e:
+            broken.append(f"graph.lint(): {{str(e).splitlines()[0]}}")
+        return compiler(gm, example_inputs)
+
     try:
-        torch.compile(Program(), backend=backend(), **COMPILE_KWARGS)(*make_inputs())
+        torch.compile(Program(), backend=linted, **COMPILE_KWARGS)(*make_inputs())
     except Exception:
         traceback.print_exc()  # the groups and graphs were recorded before the failure
-    found = [line for root, graph, entry in AFTER for line in misplaced(root, graph, entry)]
+    for root, graph, entry in AFTER:  # as the pass left it: a later step may have failed on it
+        try:
+            graph.lint()
+        except Exception as e:
+            broken.append(f"graph.lint(): {{str(e).splitlines()[0]}}")
+    found = list(dict.fromkeys(broken)) + [line for root, graph, entry in AFTER for line in misplaced(root, graph, entry)]
     for g, group in enumerate(GROUPS):
         for r, region in enumerate(group[1:], 1):
             for a, b in zip(group[0], region):
@@ -657,7 +671,8 @@ def main():
     print(f"expected: every region of a group identical; actual: {{len(found)}} region(s) differ "
           f"({{len(GROUPS)}} group(s))")
     if found:
-        print(f"REPRODUCED: the pass deduplicates regions that differ (torch {{torch.__version__}})")
+        print(f"REPRODUCED: the pass leaves an invalid graph or deduplicates regions that differ "
+              f"(torch {{torch.__version__}})")
         return 1
     print(f"not reproduced: every region of every group alike (torch {{torch.__version__}})")
     return 0

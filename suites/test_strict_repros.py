@@ -148,3 +148,16 @@ def test_a_lost_worker_repro_goes_on_to_the_run_without_the_pass_as_the_worker_d
     done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300,
                           cwd=str(Path(__file__).parent.parent))
     assert done.returncode == 1 and "died by signal 6" in done.stdout, done.stdout[-2000:]
+
+
+def test_a_regions_repro_lints_what_the_backend_receives(tmp_path):
+    # graph_validity:lint / cycle findings (torch 2.7's KI-034: an output naming
+    # an erased node) had a regions repro that never linted: exit 0
+    import suites.test_structural_oracles as structural
+
+    path = tmp_path / "repro.py"
+    path.write_text(render_repro(structural.CHAIN, RunConfig(backend="suites.planted_pass:cyclic_edge__aot_eager"),
+                                 "planted", "regions"))
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300,
+                          cwd=str(Path(__file__).parent.parent))
+    assert done.returncode == 1 and "graph.lint()" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
