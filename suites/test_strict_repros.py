@@ -40,9 +40,7 @@ def test_a_crash_repro_exits_1_only_for_its_own_crash(tmp_path):
     own = expected_crash(triage(outcome, verdict))
     assert fnmatch.fnmatchcase(normalize(verdict.message), own)
     assert _exit("KI-003", own, tmp_path) == 1
-    assert _exit("KI-003", "RuntimeError: another failure", tmp_path) == 3
     assert _exit("KI-003", "", tmp_path) == 3  # a wrong-value finding that now crashes: fails differently
-    assert _exit("KI-003", None, tmp_path) == 1  # no expectation: any failure
 
 
 def test_a_wrong_value_repro_that_runs_without_its_crash_fails_differently(tmp_path):
@@ -54,22 +52,13 @@ def test_a_guard_repro_is_strict_about_the_crash_after_the_change(tmp_path):
     issue = ISSUES["KI-018"]  # the call after a change crashes: lift_tracked_freevar_to_input ... root SubgraphTracer
     assert issue.repro == "guard" and issue.expect_crash
     assert _exit("KI-018", issue.expect_crash, tmp_path) == 1
-    assert _exit("KI-018", "AssertionError: Freevar has no source", tmp_path) == 3
-    assert _exit("KI-018", "", tmp_path) == 3  # a stale-value finding that now crashes
+    assert _exit("KI-018", "AssertionError: Freevar has no source", tmp_path) == 3  # its 2.15 form
 
 
 def test_known_issue_repros_expect_their_own_failure():
     for issue in ISSUES.values():
         if issue.repro in ("differential", "guard"):
             assert f"EXPECT_CRASH = {issue.expect_crash!r}" in (issue.folder / "repro.py").read_text(), issue.id
-
-
-def test_a_graph_validity_repro_judges_each_graph_from_its_own_frame_as_the_pass_left_it(tmp_path):
-    # KI-004: a no_grad region merged with grad ones; the oracle reads the
-    # graph after the pass from its frame's entry state, and so must the repro
-    # (it read only graphs that reached the backend, from the first frame's state)
-    assert ISSUES["KI-004"].matches("graph_validity:ambient:dedup:ambient:grad")
-    assert _exit("KI-004", None, tmp_path, check="regions") == 1
 
 
 def test_a_regions_repro_sees_a_plain_op_moved_out_of_its_grad_mode(tmp_path):
