@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable
+from typing import Any, Callable
 
 
 def _optimize_takes_guard_filter_fn() -> bool:
@@ -46,6 +46,14 @@ def _has_dedup_lint() -> bool:
     import torch._dynamo.config
 
     return hasattr(torch._dynamo.config, "graph_deduplication_lint")
+
+
+def recompile_limit_name(config: Any = None) -> str:
+    """The Dynamo config that caps recompiles of one frame: recompile_limit,
+    named cache_size_limit in torch 2.6."""
+    if config is None:
+        import torch._dynamo.config as config
+    return next(n for n in ("recompile_limit", "cache_size_limit") if hasattr(config, n))
 
 
 @dataclass(frozen=True)

@@ -49,18 +49,23 @@ def recording_backend(compiler_fn: Callable, capture: Capture, recorder: Optiona
 
 
 
+# Where convert_frame asks why a frame recompiles (singular in torch 2.6).
+RECOMPILE_REASONS = ("get_and_maybe_log_recompilation_reasons", "get_and_maybe_log_recompilation_reason")
+
+
 @contextlib.contextmanager
 def recording_recompiles(reasons: list[str]) -> Iterator[None]:
     """Dynamo's own reasons for each recompile, as it would log them."""
-    original = convert_frame.get_and_maybe_log_recompilation_reasons
+    name = next(n for n in RECOMPILE_REASONS if hasattr(convert_frame, n))
+    original = getattr(convert_frame, name)
 
     def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
         found = original(*args, **kwargs)
         reasons.extend(found)
         return found
 
-    convert_frame.get_and_maybe_log_recompilation_reasons = wrapper
+    setattr(convert_frame, name, wrapper)
     try:
         yield
     finally:
-        convert_frame.get_and_maybe_log_recompilation_reasons = original
+        setattr(convert_frame, name, original)

@@ -26,6 +26,7 @@ from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 from generators.ir import Program
 from generators.variants import PRELUDE, REPEAT, Variant, select
 
+from .capabilities import recompile_limit_name
 from .execute import as_float64, execute
 from .observe import recording_recompiles
 from .outcome import Capture, Execution, RunConfig, VariantRun
@@ -111,8 +112,9 @@ def run_variants(bench: Workbench, config: RunConfig, capture: Capture) -> None:
     chosen = select(bench.program, config.variants)
     # Each change may add an entry: Dynamo's recompile limit (8) is about
     # programs that recompile without end, not about this many deliberate changes.
-    limit = torch._dynamo.config.recompile_limit + len(chosen)
-    with recording_recompiles(reasons), torch._dynamo.config.patch(recompile_limit=limit):
+    name = recompile_limit_name()  # cache_size_limit in torch 2.6
+    limit = getattr(torch._dynamo.config, name) + len(chosen)
+    with recording_recompiles(reasons), torch._dynamo.config.patch(**{name: limit}):
         for variant in chosen:
             capture.variants.append(_run_one(bench, variant, original, capture, reasons))
 

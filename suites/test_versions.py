@@ -233,3 +233,26 @@ def test_known_issue_001_names_every_non_int_constant_kind(value):
                           f"dedup_toggle:mismatch:dedup:arg:{kind}", f"region_identity:constant:dedup:constant:{kind}"):
             issue = match(signature)
             assert issue is not None and issue.id == "KI-001", (signature, issue and issue.id)
+
+
+def test_the_recompile_cap_is_asked_for_by_whichever_name_torch_gives_it():
+    # torch 2.6 calls it cache_size_limit: every program with guard variants
+    # was a harness error there (238 in a 3-minute campaign)
+    from types import SimpleNamespace
+
+    assert capabilities.recompile_limit_name() == "recompile_limit"
+    assert capabilities.recompile_limit_name(SimpleNamespace(cache_size_limit=8)) == "cache_size_limit"
+
+
+def test_recompile_reasons_are_recorded_under_whichever_name_torch_gives_them(monkeypatch):
+    # torch 2.6 names it get_and_maybe_log_recompilation_reason (singular)
+    from torch._dynamo import convert_frame
+
+    from harness.observe import recording_recompiles
+
+    monkeypatch.delattr(convert_frame, "get_and_maybe_log_recompilation_reasons")
+    monkeypatch.setattr(convert_frame, "get_and_maybe_log_recompilation_reason", lambda *a: ["x changed"], raising=False)
+    reasons: list = []
+    with recording_recompiles(reasons):
+        convert_frame.get_and_maybe_log_recompilation_reason(None, None)
+    assert reasons == ["x changed"]
