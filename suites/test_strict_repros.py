@@ -22,6 +22,14 @@ from reports.worker import expected_crash
 pytestmark = pytest.mark.unit
 
 ISSUES = {i.id: i for i in load()}
+ROOT = Path(__file__).parent.parent
+
+
+def _run(tmp_path, program, backend: str, check: str, name: str = "repro.py", *args, **kwargs):
+    """A rendered repro, run standalone from the repository root (where a planted backend imports)."""
+    path = tmp_path / name
+    path.write_text(render_repro(program, RunConfig(backend=backend), "planted", check, *args, **kwargs))
+    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, cwd=str(ROOT))
 
 
 def _exit(issue_id: str, expect: str | None, tmp_path, check: str = "") -> int:
@@ -67,16 +75,10 @@ def test_a_regions_repro_sees_a_plain_op_moved_out_of_its_grad_mode(tmp_path):
     # subgraph calls (a graph_validity:ambient finding whose repro exited 0)
     import suites.test_structural_oracles as structural
 
-    path = tmp_path / "repro.py"
-    path.write_text(render_repro(structural.FIRST_NO_GRAD, RunConfig(backend="suites.planted_pass:grad_mode_moved__aot_eager"),
-                                 "planted", "regions"))
-    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300,
-                          cwd=str(Path(__file__).parent.parent))
+    done = _run(tmp_path, structural.FIRST_NO_GRAD, "suites.planted_pass:grad_mode_moved__aot_eager", "regions")
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
     assert "v0" in done.stdout
-    honest = tmp_path / "honest.py"
-    honest.write_text(render_repro(structural.FIRST_NO_GRAD, RunConfig(backend="aot_eager"), "honest", "regions"))
-    assert subprocess.run([sys.executable, str(honest)], capture_output=True, timeout=300).returncode == 0
+    assert _run(tmp_path, structural.FIRST_NO_GRAD, "aot_eager", "regions", "honest.py").returncode == 0
 
 
 def test_a_regions_repro_replays_inference_mode_like_the_oracle(tmp_path):
@@ -93,9 +95,7 @@ def test_a_regions_repro_replays_inference_mode_like_the_oracle(tmp_path):
          Section("calls", "fanout", (Call(tensor="x", context=Context(autocast=True)),) * 2)),
         interludes=(None,), outputs="dict",
     )
-    path = tmp_path / "repro.py"
-    path.write_text(render_repro(program, RunConfig(backend="aot_eager"), "KI-011", "regions"))
-    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
+    done = _run(tmp_path, program, "aot_eager", "regions")
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
 
 
@@ -106,10 +106,7 @@ def test_a_crash_repro_whose_crash_is_gone_and_values_are_right_is_not_reproduce
     program = Program((("x", TensorSpec((3, 4), "float32", True)),),
                       Block("function", ("x",), (), (), (), (Stmt("v0", "sin", (Ref("x"),)),), "v0"),
                       (Section("calls", "chain", (Call(), Call())),))
-    path = tmp_path / "repro.py"
-    path.write_text(render_repro(program, RunConfig(backend="aot_eager"), "fixed", "differential",
-                                 expect_crash="InternalTorchDynamoError: KeyError: example_value"))
-    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
+    done = _run(tmp_path, program, "aot_eager", "differential", expect_crash="InternalTorchDynamoError: KeyError: example_value")
     assert done.returncode == 0, done.stdout[-2000:]
 
 
@@ -130,12 +127,8 @@ def test_a_lost_worker_repro_goes_on_to_the_run_without_the_pass_as_the_worker_d
     # main run only, met KI-003's KeyError there and exited 2 (a flaky
     # "campaign survives an aborting backend" test)
     issue = ISSUES["KI-003"]  # a nested_compile_region called twice: the pass crashes, the region alone does not
-    path = tmp_path / "repro.py"
-    path.write_text(render_repro(issue.program(), RunConfig(backend="suites.planted:abort_on_subgraph_calls"),
-                                 "worker:signal:SIGABRT", "process", None,
-                                 {"kind": "signal", "timeout": 60, "memory_mb": 8192}))
-    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300,
-                          cwd=str(Path(__file__).parent.parent))
+    done = _run(tmp_path, issue.program(), "suites.planted:abort_on_subgraph_calls", "process", "repro.py", None,
+                {"kind": "signal", "timeout": 60, "memory_mb": 8192})
     assert done.returncode == 1 and "died by signal 6" in done.stdout, done.stdout[-2000:]
 
 
@@ -144,9 +137,5 @@ def test_a_regions_repro_lints_what_the_backend_receives(tmp_path):
     # an erased node) had a regions repro that never linted: exit 0
     import suites.test_structural_oracles as structural
 
-    path = tmp_path / "repro.py"
-    path.write_text(render_repro(structural.CHAIN, RunConfig(backend="suites.planted_pass:cyclic_edge__aot_eager"),
-                                 "planted", "regions"))
-    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300,
-                          cwd=str(Path(__file__).parent.parent))
+    done = _run(tmp_path, structural.CHAIN, "suites.planted_pass:cyclic_edge__aot_eager", "regions")
     assert done.returncode == 1 and "graph.lint()" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
