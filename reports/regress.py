@@ -48,7 +48,7 @@ LABELS = ("A", "B")
 
 # A repro's status in one environment, from its exit status.
 REPRODUCED, NOT_REPRODUCED, DIFFERS, ERROR = "reproduced", "not-reproduced", "fails-differently", "error"
-# The verdict of a root cause from A to B; "absent": reproduced in neither.
+# The verdict of a root cause from A to B; "absent": reproduced in neither (see verdict()).
 VERDICTS = ("fixed", "persisting", "changed", "new", "error", "absent")
 _VERDICT = {
     (REPRODUCED, REPRODUCED): "persisting",
@@ -252,10 +252,17 @@ def run_campaign(env: Env, out: Path, budget: float, seed: int) -> dict:
 # -- verdicts ----------------------------------------------------------------------
 
 
-def verdict(a: str, b: str) -> str:
-    """A root cause's verdict from its status in A to its status in B."""
+def verdict(a: str, b: str, alike: bool = False) -> str:
+    """A root cause's verdict from its status in A to its status in B.
+
+    ``alike``: both runs said the same thing. A program failing the same other
+    way on both torches (a bug recorded on an older torch, masked by another
+    one on both) changed nothing from A to B: absent, not changed.
+    """
     if ERROR in (a, b):
         return "error"
+    if (a, b) == (DIFFERS, DIFFERS) and alike:
+        return "absent"
     return _VERDICT[(a, b)]
 
 
@@ -270,7 +277,8 @@ def root_causes(repros: list[Repro], results: dict[str, list[Replay]],
         a, b = results["A"][i], results["B"][i]
         grouped.setdefault(repro.root_cause, []).append({
             "source": repro.source, "signature": repro.signature, "title": repro.title, "repro": str(repro.path),
-            "hits": dict(repro.hits), "A": asdict(a), "B": asdict(b), "verdict": verdict(a.status, b.status)})
+            "hits": dict(repro.hits), "A": asdict(a), "B": asdict(b),
+            "verdict": verdict(a.status, b.status, alike=a.detail == b.detail)})
     order = ("persisting", "changed", "new", "fixed", "absent", "error")
     entries = []
     for cause, runs in grouped.items():
@@ -378,10 +386,10 @@ def run(options: Options, progress: Callable[[str], None] = lambda line: None) -
 MEANING = {
     "fixed": "reproduces in A, not in B",
     "persisting": "reproduces in both",
-    "changed": "the same program fails another way (exit 3 in B, or the failure differs between A and B)",
+    "changed": "the same program fails another way in B (exit 3), or fails differently in A and B",
     "new": "reproduces in B only",
     "error": "a repro could not tell (exit 2, a crash before its check, a signal or a timeout)",
-    "absent": "reproduces in neither",
+    "absent": "reproduces in neither (or fails the same other way in both)",
 }
 
 

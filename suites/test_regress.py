@@ -32,6 +32,8 @@ CASES = {
     "KI-106": ("absent", 0, 0),
     "KI-107": ("error", 1, "raise SystemExit(1)"),  # exit 1 with no REPRODUCED line: it crashed before its check
     "KI-108": ("error", 1, "import time; time.sleep(60)"),  # past the timeout
+    "KI-109": ("absent", 3, 3),  # the same other failure on both: nothing changed from A to B
+    "KI-110": ("changed", 3, "print('FAILS DIFFERENTLY (exit 3): another crash'); sys.exit(3)"),
 }
 REPRO = '''import os, sys
 side = os.environ["REGRESS_SIDE"]
@@ -119,8 +121,8 @@ def test_each_root_cause_gets_the_verdict_of_its_statuses(report):
     assert {ki: verdicts[ki] for ki in CASES} == {ki: case[0] for ki, case in CASES.items()}
     new = "differential:crash:dedup:dynamo:NewError"
     assert verdicts[new] == "new" and verdicts[GIVEN] == "persisting" and len(verdicts) == len(CASES) + 2
-    assert data["counts"] == {"fixed": 1, "persisting": 2, "changed": 1, "new": 2, "error": 3, "absent": 1}
-    assert data["top_line"] == "1 fixed, 2 persisting, 1 changed, 2 new, 3 errors (1 reproduced in neither)"
+    assert data["counts"] == {"fixed": 1, "persisting": 2, "changed": 2, "new": 2, "error": 3, "absent": 2}
+    assert data["top_line"] == "1 fixed, 2 persisting, 2 changed, 2 new, 3 errors (2 reproduced in neither)"
     given = next(e for e in data["root_causes"] if e["root_cause"] == GIVEN)
     assert given["hits"] == {"campaign": 2} and given["repros"][0]["source"] == "campaign"
 
@@ -203,8 +205,10 @@ def test_a_campaign_that_fails_is_reported_not_raised(tmp_path):
 
 def test_verdict_table():
     R, N, D, E = regress.REPRODUCED, regress.NOT_REPRODUCED, regress.DIFFERS, regress.ERROR
-    assert [regress.verdict(a, b) for a, b in [(R, N), (R, R), (R, D), (N, R), (N, D), (D, N), (N, N), (R, E), (E, R)]] \
-        == ["fixed", "persisting", "changed", "new", "changed", "fixed", "absent", "error", "error"]
+    assert [regress.verdict(a, b) for a, b in [(R, N), (R, R), (R, D), (N, R), (N, D), (D, N), (N, N), (R, E), (E, R),
+                                                (D, D), (D, R)]] \
+        == ["fixed", "persisting", "changed", "new", "changed", "fixed", "absent", "error", "error", "changed", "changed"]
+    assert regress.verdict(D, D, alike=True) == "absent" and regress.verdict(R, D, alike=True) == "changed"
     assert regress.status(1, "Traceback ...\nAttributeError: no nested_compile_region") == E
     assert regress.status(1, "REPRODUCED: x") == R and regress.status(-11, "") == E and regress.status(None, "") == E
 
