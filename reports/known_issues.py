@@ -74,6 +74,16 @@ class KnownIssue:
             version = torch.__version__
         return release(version) >= release(self.fixed_in)
 
+    def before_seen(self, version: Optional[str] = None) -> bool:
+        """Whether torch ``version`` predates every release the bug was seen
+        on: introduced later, or masked there by another bug, it is not
+        expected to reproduce (and not recorded fixed either)."""
+        if version is None:
+            import torch
+
+            version = torch.__version__
+        return bool(self.torch_seen) and release(version) < min(release(v) for v in self.torch_seen)
+
     def needs(self) -> tuple[str, ...]:
         """The capabilities (``harness.capabilities``) its program cannot run
         without: on a torch lacking one it is unavailable, neither reproduced

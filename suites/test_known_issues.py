@@ -30,11 +30,16 @@ ISSUES = load()
 
 
 def _skip_if_unavailable(issue) -> None:
-    """A program this torch cannot run tells nothing about the bug: skip it, saying what is missing."""
+    """A program this torch cannot run tells nothing about the bug: skip it,
+    saying what is missing; so does a torch older than every release the bug
+    was seen on (introduced later, or masked there by another)."""
     missing = [n for n in issue.needs() if not capabilities.has(n)]
     if missing:
         pytest.skip(f"{issue.id} unavailable on this torch ({torch.__version__}): its program needs "
                     + "; ".join(capabilities.BY_NAME[n].lost for n in missing))
+    if issue.before_seen():
+        pytest.skip(f"{issue.id} not expected on torch {torch.__version__}: first seen on "
+                    f"{min(issue.torch_seen, key=release)}")
 
 
 def test_baseline_is_not_empty_and_well_formed():
@@ -63,6 +68,12 @@ def test_every_issue_records_where_it_was_seen():
         assert all(release(v) for v in issue.torch_seen)
         if issue.fixed_in:  # fixed after the last release it was seen on
             assert release(issue.fixed_in) > max(release(v) for v in issue.torch_seen), issue.id
+
+
+@pytest.mark.unit
+def test_a_release_before_every_one_the_bug_was_seen_on_does_not_expect_it():
+    issue = dataclasses.replace(ISSUES[0], torch_seen=("2.10.0", "2.13.0"), fixed_in=None)
+    assert issue.before_seen("2.8.0+cu128") and not issue.before_seen("2.10.0") and not issue.before_seen("2.15.0")
 
 
 @pytest.mark.unit

@@ -256,3 +256,16 @@ def test_recompile_reasons_are_recorded_under_whichever_name_torch_gives_them(mo
     with recording_recompiles(reasons):
         convert_frame.get_and_maybe_log_recompilation_reason(None, None)
     assert reasons == ["x changed"]
+
+
+def test_dynamos_logging_hint_is_not_the_error():
+    # torch 2.10 appends "Set TORCHDYNAMO_VERBOSE=1 ..." to a bare assert's
+    # empty message: KI-006's assert read as that hint, another crash
+    try:
+        try:
+            _raise_bare_assert()
+        except AssertionError as inner:
+            raise RuntimeError("\n\nSet TORCHDYNAMO_VERBOSE=1 for the internal stack trace (please do this "
+                               "especially if you're reporting a bug to PyTorch).") from inner
+    except RuntimeError as e:
+        assert first_line(e) == "AssertionError in test_versions.py:_raise_bare_assert"

@@ -193,7 +193,8 @@ def first_line(exc: BaseException) -> str:
     import traceback
 
     text = str(exc).split("from user code:")[0]  # Dynamo appends where in the user's code
-    lines = [line for line in text.strip().splitlines() if line.strip()]
+    hints = ("Set TORCHDYNAMO_VERBOSE", "For even more developer context")  # and how to log more (2.10)
+    lines = [line for line in text.strip().splitlines() if line.strip() and not line.startswith(hints)]
     message = lines[0] if lines else ""
     if message.endswith("raised:") and len(lines) > 1:  # BackendCompilerFailed: the error is on the next line
         message = f"{message} {lines[1]}"
