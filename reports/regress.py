@@ -23,6 +23,7 @@ beside it, and a form that disagrees is said in a note.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
@@ -286,6 +287,10 @@ def root_causes(repros: list[Repro], results: dict[str, list[Replay]],
         chosen = primary["verdict"] if primary else min((r["verdict"] for r in runs), key=order.index)
         issue = issues.get(cause)
         disagree = [r for r in runs if r is not primary and r["verdict"] != chosen] if primary else []
+        now = _now_known(primary, cause, issues) if primary and chosen == "changed" else None
+        if now:  # its own failure is gone; the program now meets another recorded bug
+            chosen = "fixed"
+            disagree.append({"source": "baseline", "signature": f"its program now fails as {now}", "verdict": "fixed"})
         entries.append({
             "root_cause": cause, "known_issue": issue is not None,
             "title": issue.title if issue else runs[0]["title"],
@@ -296,6 +301,17 @@ def root_causes(repros: list[Repro], results: dict[str, list[Replay]],
             "repros": runs,
         })
     return entries
+
+
+def _now_known(run: dict, cause: str, issues: dict[str, known_issues.KnownIssue]) -> Optional[str]:
+    """The other known issue whose crash a repro now fails with in B (its
+    'FAILS DIFFERENTLY ... got <crash>' line), if any: then the root cause is
+    fixed and the program meets a recorded one (KI-007 on 2.15 hits KI-003)."""
+    if run["A"]["status"] != REPRODUCED or run["B"]["status"] != DIFFERS:
+        return None
+    got = run["B"]["detail"].rpartition(", got ")[2]
+    return next((i.id for i in issues.values() if i.id != cause and i.crash and got
+                 and fnmatch.fnmatchcase(got, i.crash)), None)
 
 
 def _sum_hits(hits) -> dict[str, int]:
@@ -384,9 +400,9 @@ def run(options: Options, progress: Callable[[str], None] = lambda line: None) -
 # -- the report ----------------------------------------------------------------------
 
 MEANING = {
-    "fixed": "reproduces in A, not in B",
+    "fixed": "reproduces in A, not in B (or B's program now fails as another recorded bug)",
     "persisting": "reproduces in both",
-    "changed": "the same program fails another way in B (exit 3), or fails differently in A and B",
+    "changed": "the same program fails another way in B (exit 3) that no recorded bug names, or fails differently in A and B",
     "new": "reproduces in B only",
     "error": "a repro could not tell (exit 2, a crash before its check, a signal or a timeout)",
     "absent": "reproduces in neither (or fails the same other way in both)",

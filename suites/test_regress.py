@@ -234,3 +234,19 @@ def test_bad_input_is_one_error_line(tmp_path, capsys, make_args, message):
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.startswith("error: ") and message in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "out").exists()  # nothing ran
+
+
+def test_a_known_issue_whose_program_now_meets_another_recorded_bug_is_fixed():
+    # KI-007 on 2.15: its own crash is gone and the program now fails with
+    # KI-003's KeyError: KI-007 is fixed; KI-018's new crash is no recorded bug: changed
+    from reports import known_issues, regress
+
+    issues = {i.id: i for i in known_issues.load()}
+
+    def entry(cause: str, got: str) -> dict:
+        a = {"status": regress.REPRODUCED, "detail": "REPRODUCED: ..."}
+        b = {"status": regress.DIFFERS, "detail": f"FAILS DIFFERENTLY (exit 3): expected X, got {got}"}
+        return {"source": "baseline", "A": a, "B": b}
+
+    assert regress._now_known(entry("KI-007", "InternalTorchDynamoError: KeyError: example_value"), "KI-007", issues) == "KI-003"
+    assert regress._now_known(entry("KI-018", "AssertionError: Freevar has no source"), "KI-018", issues) is None
