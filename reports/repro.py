@@ -321,6 +321,9 @@ APPLY = """
 UNDO = """
 {undo}
 """
+# (apply, undo) of changes made and called before CHANGE, in order: a bug
+# that needs a history (a float made dynamic by an earlier change)
+BEFORE = {before!r}
 
 
 {prelude}
@@ -355,6 +358,10 @@ def main():
         if EXPECT_CRASH is None:
             raise
         return crashed(e, "the first call")
+    for apply, undo in BEFORE:  # earlier changes the compiled function met, in order
+        exec(apply, globals())
+        compiled(*make_inputs())
+        exec(undo, globals())
     print(f"change: {{CHANGE}}")
     if EXPECT == "recompile":
         before = counter.frame_count
@@ -980,6 +987,7 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         description=change["description"],
         apply="\n".join(change["apply"]),
         undo="\n".join(change["undo"]),
+        before=[("\n".join(a), "\n".join(u)) for a, u in change.get("before", [])],
         prelude=PRELUDE,
         expect={"guard": "values", "recompile": "recompile"}.get(check, ""),
         # a child pays torch's import and the compile: give it the campaign's

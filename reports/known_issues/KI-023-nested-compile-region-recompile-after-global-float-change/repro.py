@@ -158,6 +158,9 @@ P0 = 0.2
 UNDO = """
 P0 = _saved
 """
+# (apply, undo) of changes made and called before CHANGE, in order: a bug
+# that needs a history (a float made dynamic by an earlier change)
+BEFORE = []
 
 
 def cell(fn, name):
@@ -201,6 +204,10 @@ def main():
         if EXPECT_CRASH is None:
             raise
         return crashed(e, "the first call")
+    for apply, undo in BEFORE:  # earlier changes the compiled function met, in order
+        exec(apply, globals())
+        compiled(*make_inputs())
+        exec(undo, globals())
     print(f"change: {CHANGE}")
     if EXPECT == "recompile":
         before = counter.frame_count
