@@ -153,7 +153,7 @@ def _print_summary(summary: dict, out: Path) -> None:
 
     print(f"{summary['programs']} programs on {summary['backend']}, torch {summary['torch']}. {root_cause_line(summary)}")
     for f in summary["findings"]:
-        label = f["known_issue"] or "NEW" if confirmed(f) else "UNCONF"
+        label = (f["known_issue"] or "NEW") if confirmed(f) else "UNCONF"
         print(f"  {f['count']:5d}x {label:7s} {f['signature']}")
     for path, c in summary.get("coverage", {}).items():
         print(f"  coverage {path}: {c['lines']}% lines, {c['branches']}% branches")

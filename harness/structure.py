@@ -270,11 +270,13 @@ class StructureRecorder:
         fails on it; replaced by what the backend receives if it gets there.
         ``result``: what the pass returned (the output replacements, where it
         runs before the outputs exist)."""
-        if self._current is not None and self._current.renamed is not None and isinstance(result, dict):
-            self._current.renamed = {new.name: old.name for old, new in result.items()
-                                     if isinstance(old, torch.fx.Node) and isinstance(new, torch.fx.Node)}
-        if self._current is not None:
-            self._current.post = graph_module_of(output_graph.FakeRootModule(og.nn_modules), og.graph)
+        record = self._current
+        if record is None:
+            return
+        if record.renamed is not None and isinstance(result, dict):
+            record.renamed = {new.name: old.name for old, new in result.items()
+                              if isinstance(old, torch.fx.Node) and isinstance(new, torch.fx.Node)}
+        record.post = graph_module_of(output_graph.FakeRootModule(og.nn_modules), og.graph)
 
     def on_backend(self, gm: torch.fx.GraphModule, example_inputs: list) -> None:
         record = self._current

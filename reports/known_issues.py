@@ -22,6 +22,15 @@ from generators.ir import Program
 ROOT = Path(__file__).parent / "known_issues"
 
 
+def _installed(version: Optional[str]) -> str:
+    """``version``, or the installed torch's when None."""
+    if version is None:
+        import torch
+
+        version = torch.__version__
+    return version
+
+
 def release(version: str) -> tuple[int, ...]:
     """The numeric release of a torch version: "2.15.0+cu132" -> (2, 15, 0).
 
@@ -66,23 +75,13 @@ class KnownIssue:
         """Whether the bug is recorded fixed on torch ``version`` (default: the
         installed one): its release is ``fixed_in`` or later, so the suites
         expect the program to pass (or fail another way) instead of reproducing."""
-        if self.fixed_in is None:
-            return False
-        if version is None:
-            import torch
-
-            version = torch.__version__
-        return release(version) >= release(self.fixed_in)
+        return self.fixed_in is not None and release(_installed(version)) >= release(self.fixed_in)
 
     def before_seen(self, version: Optional[str] = None) -> bool:
         """Whether torch ``version`` predates every release the bug was seen
         on: introduced later, or masked there by another bug, it is not
         expected to reproduce (and not recorded fixed either)."""
-        if version is None:
-            import torch
-
-            version = torch.__version__
-        return bool(self.torch_seen) and release(version) < min(release(v) for v in self.torch_seen)
+        return bool(self.torch_seen) and release(_installed(version)) < min(release(v) for v in self.torch_seen)
 
     def needs(self) -> tuple[str, ...]:
         """The capabilities (``harness.capabilities``) its program cannot run

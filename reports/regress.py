@@ -34,11 +34,11 @@ import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
-from html import escape
 from pathlib import Path
 from typing import Callable, Optional
 
 from . import known_issues
+from .html import _e
 from .regression import _summary as campaign_summary
 
 REPO = Path(__file__).resolve().parents[1]  # the repros and `-m harness` run from here (plugins import as in a campaign)
@@ -469,10 +469,6 @@ code{font:12px/1.35 ui-monospace,monospace;word-break:break-all}
 .new{background:#c62828;color:#fff}.error{background:#6a1b9a;color:#fff}.absent{background:#f5f5f5;color:#777}
 .top{font-size:1.15em}.muted{color:#777}.note{color:#ef6c00}
 """
-
-
-def _e(value) -> str:
-    return escape("" if value is None else str(value), quote=True)
 
 
 def _badge(v: str) -> str:

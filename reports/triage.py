@@ -120,9 +120,8 @@ def _trigger(program: Program, config: RunConfig, oracle: Callable[[Outcome], Ve
     ``arg:float``, ``context:autocast``, ``tensor:dtype``; two or more joined
     by ``+``), found by taking each kind away in turn and keeping it away if
     the failure stays; "identical-repeats" when it fails with no difference
-    at all. A program
-    that fails another way without a kind (another known crash) does not
-    count as failing."""
+    at all. A program that fails another way without a kind (another known
+    crash) does not count as failing."""
     kinds = sorted(program.variations())
     same = equalize(program, kinds)
     if not kinds or (same is not None and fails_alike(same, config, oracle, like)):

@@ -9,9 +9,9 @@ back as plain values; only the campaign process writes files.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -149,7 +149,7 @@ def expected_crash(finding: Finding, check: str = "differential") -> str | None:
     v = finding.verdict
     if STRICT_ORACLES.get(check) != v.oracle:
         return None
-    return re.sub(r"([*?[])", r"[\1]", normalize(v.message)) if v.kind == "crash" else ""
+    return glob.escape(normalize(v.message)) if v.kind == "crash" else ""
 
 
 def _describe(finding: Finding, graphs: list[str], dedup: bool, layer: str = "", replay: dict | None = None) -> dict:
