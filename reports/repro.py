@@ -156,12 +156,13 @@ def crashed(e, what):
     return 1
 
 
-def wrong_values():
-    """The exit status for wrong values: 1, or 3 where a crash was expected
-    (the crash is gone, the values are wrong: another failure)."""
+def wrong_values(what):
+    """The exit status for wrong values (``what`` went wrong): 1, or 3 where a
+    crash was expected (the crash is gone, the values are wrong: another failure)."""
     if EXPECT_CRASH:
         print(f"FAILS DIFFERENTLY (exit 3): expected {{EXPECT_CRASH}}, but the compiled program ran with wrong values")
         return 3
+    print(f"REPRODUCED: {{what}} (torch {{torch.__version__}})")
     return 1
 '''
 
@@ -181,10 +182,7 @@ def main():
     for k, m in failures:
         print(f"{{k}}: {{m}}")
     if failures:
-        if wrong_values() == 3:
-            return 3
-        print(f"REPRODUCED: {{len(failures)}} value(s) differ from eager (torch {{torch.__version__}})")
-        return 1
+        return wrong_values(f"{{len(failures)}} value(s) differ from eager")
     print(f"not reproduced: compiled matches eager (torch {{torch.__version__}})")
     return 0
 
@@ -388,10 +386,7 @@ def main():
     for line in bad:
         print(line)
     if bad:
-        if wrong_values() == 3:
-            return 3
-        print(f"REPRODUCED: after the change the compiled function disagrees with eager (torch {{torch.__version__}})")
-        return 1
+        return wrong_values("after the change the compiled function disagrees with eager")
     print(f"not reproduced: compiled matches eager after the change (torch {{torch.__version__}})")
     return 0
 
@@ -649,11 +644,14 @@ def main():
     ENTRY = state()
     broken, compiler = [], torch._dynamo.lookup_backend(backend())  # resolved (a plugin entered) before compiling
 
-    def linted(gm, example_inputs):  # what the backend receives must be a valid graph
+    def lint(graph):
         try:
-            gm.graph.lint()
+            graph.lint()
         except Exception as e:
             broken.append(f"graph.lint(): {{str(e).splitlines()[0]}}")
+
+    def linted(gm, example_inputs):  # what the backend receives must be a valid graph
+        lint(gm.graph)
         return compiler(gm, example_inputs)
 
     try:
@@ -661,10 +659,7 @@ def main():
     except Exception:
         traceback.print_exc()  # the groups and graphs were recorded before the failure
     for root, graph, entry in AFTER:  # as the pass left it: a later step may have failed on it
-        try:
-            graph.lint()
-        except Exception as e:
-            broken.append(f"graph.lint(): {{str(e).splitlines()[0]}}")
+        lint(graph)
     found = list(dict.fromkeys(broken)) + [line for root, graph, entry in AFTER for line in misplaced(root, graph, entry)]
     for g, group in enumerate(GROUPS):
         for r, region in enumerate(group[1:], 1):

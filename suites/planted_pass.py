@@ -174,6 +174,19 @@ def fault_backend(name: str, faults: dict):
     return lookup_backend(backend)
 
 
+def render_planted(program, backend: str, check: str, *args, dedup: bool = True, **kwargs) -> str:
+    """A repro of ``program`` whose BACKEND may be a planted Dynamo fault
+    (``<module>:<fault>__<backend>``): rendered for the honest backend, then
+    renamed, since resolving the fault here would leave it entered in this
+    process (and every later test in it would compile under it)."""
+    from harness.outcome import RunConfig
+    from reports.repro import render_repro
+
+    honest = backend.rpartition("__")[2] if "__" in backend else backend
+    text = render_repro(program, RunConfig(backend=honest, dedup=dedup), "planted", check, *args, **kwargs)
+    return text.replace(f"BACKEND = {honest!r}", f"BACKEND = {backend!r}") if honest != backend else text
+
+
 def __getattr__(name: str):
     """``<fault>__<backend>``: a backend under a planted pass fault."""
     return fault_backend(name, {f.__name__: f for f in (grad_mode_moved, cyclic_edge, mutation_reordered)})

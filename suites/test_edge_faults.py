@@ -105,17 +105,11 @@ def _repro_exit(program: Program, backend: str, tmp_path, variant: Variant | Non
     ``variant``) of ``program`` compiled by ``backend``: a planted backend, or
     a planted Dynamo fault entered in the repro's own process
     (``suites.planted_edges:<fault>__<backend>``)."""
-    from reports.repro import render_repro
+    from .planted_pass import render_planted
 
-    # a planted Dynamo fault must not be resolved here (it would stay entered in
-    # this process): render for the honest backend, then name the planted one
-    honest = backend.rpartition("__")[2] if "__" in backend else backend
-    text = render_repro(program, RunConfig(backend=honest, dedup=dedup), "planted",
-                        "guard" if variant else "differential", variant.to_dict() if variant else None)
-    if honest != backend:
-        text = text.replace(f"BACKEND = {honest!r}", f"BACKEND = {backend!r}")
     path = tmp_path / "repro.py"
-    path.write_text(text)
+    path.write_text(render_planted(program, backend, "guard" if variant else "differential",
+                                   variant.to_dict() if variant else None, dedup=dedup))
     root = Path(__file__).resolve().parents[1]  # the repro imports the planted backend from here
     return subprocess.run([sys.executable, str(path)], cwd=root, capture_output=True, timeout=300).returncode
 

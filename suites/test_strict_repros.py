@@ -19,6 +19,8 @@ from reports.repro import render_repro
 from reports.triage import normalize, triage
 from reports.worker import expected_crash
 
+from .planted_pass import render_planted
+
 pytestmark = pytest.mark.unit
 
 ISSUES = {i.id: i for i in load()}
@@ -28,7 +30,7 @@ ROOT = Path(__file__).parent.parent
 def _run(tmp_path, program, backend: str, check: str, name: str = "repro.py", *args, **kwargs):
     """A rendered repro, run standalone from the repository root (where a planted backend imports)."""
     path = tmp_path / name
-    path.write_text(render_repro(program, RunConfig(backend=backend), "planted", check, *args, **kwargs))
+    path.write_text(render_planted(program, backend, check, *args, **kwargs))
     return subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, cwd=str(ROOT))
 
 

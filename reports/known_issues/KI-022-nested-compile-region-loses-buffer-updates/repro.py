@@ -224,12 +224,13 @@ def crashed(e, what):
     return 1
 
 
-def wrong_values():
-    """The exit status for wrong values: 1, or 3 where a crash was expected
-    (the crash is gone, the values are wrong: another failure)."""
+def wrong_values(what):
+    """The exit status for wrong values (``what`` went wrong): 1, or 3 where a
+    crash was expected (the crash is gone, the values are wrong: another failure)."""
     if EXPECT_CRASH:
         print(f"FAILS DIFFERENTLY (exit 3): expected {EXPECT_CRASH}, but the compiled program ran with wrong values")
         return 3
+    print(f"REPRODUCED: {what} (torch {torch.__version__})")
     return 1
 
 def main():
@@ -247,10 +248,7 @@ def main():
     for k, m in failures:
         print(f"{k}: {m}")
     if failures:
-        if wrong_values() == 3:
-            return 3
-        print(f"REPRODUCED: {len(failures)} value(s) differ from eager (torch {torch.__version__})")
-        return 1
+        return wrong_values(f"{len(failures)} value(s) differ from eager")
     print(f"not reproduced: compiled matches eager (torch {torch.__version__})")
     return 0
 

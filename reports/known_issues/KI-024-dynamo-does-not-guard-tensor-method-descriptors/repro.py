@@ -125,12 +125,13 @@ def crashed(e, what):
     return 1
 
 
-def wrong_values():
-    """The exit status for wrong values: 1, or 3 where a crash was expected
-    (the crash is gone, the values are wrong: another failure)."""
+def wrong_values(what):
+    """The exit status for wrong values (``what`` went wrong): 1, or 3 where a
+    crash was expected (the crash is gone, the values are wrong: another failure)."""
     if EXPECT_CRASH:
         print(f"FAILS DIFFERENTLY (exit 3): expected {EXPECT_CRASH}, but the compiled program ran with wrong values")
         return 3
+    print(f"REPRODUCED: {what} (torch {torch.__version__})")
     return 1
 
 
@@ -233,10 +234,7 @@ def main():
     for line in bad:
         print(line)
     if bad:
-        if wrong_values() == 3:
-            return 3
-        print(f"REPRODUCED: after the change the compiled function disagrees with eager (torch {torch.__version__})")
-        return 1
+        return wrong_values("after the change the compiled function disagrees with eager")
     print(f"not reproduced: compiled matches eager after the change (torch {torch.__version__})")
     return 0
 
