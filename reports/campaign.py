@@ -37,7 +37,7 @@ from . import coverage_report
 from .html import render_html
 from .junit import render_junit
 from .ledger import LOG, EventLog, Ledger, read_events
-from .schema import REPRO_EXITS, SEVERITIES, UNCONFIRMED, confirmed, root_cause_line
+from .schema import REPRO_EXITS, SEVERITIES, grouped, root_cause_line
 from .worker import config_from, config_to, lost_finding
 from .worker_start import covered_paths
 
@@ -296,10 +296,7 @@ def markdown(s: dict) -> str:
         lines += [f"**Stopped early:** {s['aborted']}", ""]
     if s.get("unavailable"):
         lines += [f"Unavailable on torch {s['torch']}: " + "; ".join(f"{k} ({v})" for k, v in s["unavailable"].items()), ""]
-    groups = [(title, [f for f in s["findings"] if f.get("severity", "wrong") == severity and confirmed(f)])
-              for severity, title in SEVERITIES.items()]
-    groups.append((UNCONFIRMED, [f for f in s["findings"] if not confirmed(f)]))
-    for title, rows in groups:
+    for _, title, rows in grouped(s["findings"], SEVERITIES):
         lines += [f"## {title}", "", "| signature | hits | known issue | first failing layer | minimized | repro |",
                   "|---|---|---|---|---|---|"]
         for f in rows:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 from urllib.parse import quote
 
-from reports.schema import REPRO_EXITS, SEVERITIES, UNCONFIRMED, confirmed, root_cause_line
+from reports.schema import REPRO_EXITS, SEVERITIES, confirmed, grouped, root_cause_line
 
 LOG_TAIL = 60
 
@@ -147,11 +147,7 @@ def _findings_table(findings: list[dict]) -> str:
     html = ['<h2 id="summary">Distinct findings</h2>',
             '<p><input id="filter" placeholder="filter signatures" size="40"> <span id="shown"></span></p>',
             '<table id="findings"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead>"]
-    groups = [(severity, SEVERITIES.get(severity, severity),
-               [f for f in findings if (f.get("severity") or "wrong") == severity and confirmed(f)])
-              for severity in _severity_order(findings)]
-    groups.append(("unconfirmed", UNCONFIRMED, [f for f in findings if not confirmed(f)]))
-    for severity, title, rows in groups:
+    for severity, title, rows in grouped(findings, _severity_order(findings)):
         html.append(f'<tbody data-severity="{_e(severity)}"><tr class="group"><th colspan="{len(head)}">'
                     f"{_e(title)} ({len(rows)})</th></tr>")
         if not rows:

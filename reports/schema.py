@@ -49,6 +49,14 @@ def confirmed(finding: dict) -> bool:
     return finding.get("repro_exit") in (None, 1)
 
 
+def grouped(findings: list[dict], severities) -> list[tuple[str, str, list[dict]]]:
+    """(key, title, rows) per severity in ``severities``, confirmed findings
+    only, then the unconfirmed ones: how every report lists findings."""
+    groups = [(s, SEVERITIES.get(s, s), [f for f in findings if (f.get("severity") or "wrong") == s and confirmed(f)])
+              for s in severities]
+    return groups + [("unconfirmed", UNCONFIRMED, [f for f in findings if not confirmed(f)])]
+
+
 def root_causes(findings: list[dict]) -> dict:
     """Known issues by hits, and the new and unconfirmed signatures: the
     report's top line counts these before signatures."""
