@@ -32,16 +32,16 @@ def recording_backend(compiler_fn: Callable, capture: Capture, recorder: Optiona
     """``recorder``: None when the run records no structure (RunConfig.record_structure)."""
 
     def backend(gm: torch.fx.GraphModule, example_inputs):  # type: ignore[no-untyped-def]
+        calls = sum(n.target is torch.ops.higher_order.invoke_subgraph for n in gm.graph.nodes)
         if not capture.recording:
             capture.late_compiles += 1
+            capture.late_invoke_subgraph_calls += calls
             return compiler_fn(gm, example_inputs)
         if recorder is not None:
             recorder.on_backend(gm, example_inputs)
         capture.frames += 1
         capture.graphs.append(gm.code)
-        capture.invoke_subgraph_calls += sum(
-            n.target is torch.ops.higher_order.invoke_subgraph for n in gm.graph.nodes
-        )
+        capture.invoke_subgraph_calls += calls
         return compiler_fn(gm, example_inputs)
 
     backend.__name__ = getattr(compiler_fn, "__name__", "backend")  # named in Dynamo's errors

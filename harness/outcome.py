@@ -24,6 +24,10 @@ class RunConfig:
     # Extra compiles some oracles compare with (see harness.pipeline.COMPANIONS,
     # and PROGRAM_COMPANIONS: compiles of twins of the program, e.g. "region").
     companions: tuple[str, ...] = ()
+    # Spare the companions that cannot tell anything the main compile did not
+    # (harness.pipeline.SPARED: the pass grouped nothing, or is off); False
+    # compiles every companion (how the claim is tested).
+    spare: bool = True
     # After the first call, re-call the compiled program under this many of
     # the generator's variants (generators.variants); 0: none, -1: all.
     variants: int = 0
@@ -105,6 +109,7 @@ class Capture:
     variants: list[VariantRun] = field(default_factory=list)
     recording: bool = True  # off once the first call is recorded: later compiles are counted apart
     late_compiles: int = 0
+    late_invoke_subgraph_calls: int = 0  # in the graphs of those later compiles
     late_guards: list[str] = field(default_factory=list)
     late_leaked_state: list[str] = field(default_factory=list)  # left behind by the variants' calls
 
@@ -128,3 +133,7 @@ class Outcome:
     # as "<name>:<label>" and "<name>:<label>:dedup_off" ("region:removed",
     # "region:level2->level1:dedup_off"; see harness.pipeline.PROGRAM_COMPANIONS).
     companions: dict[str, tuple[Execution, Capture]] = field(default_factory=dict)
+    # Companions not compiled, by name, and why (harness.pipeline.spared): a
+    # spared "dedup_off" is the main run itself (the same compile), a spared
+    # "recapture" is absent; oracles that read them say so in their verdict.
+    spared: dict[str, str] = field(default_factory=dict)

@@ -185,14 +185,69 @@ def _run_program(program: Program, config: RunConfig) -> Outcome:
     compiled, capture = run_compiled(module, program, config)
     seconds["compiled"] = time.perf_counter() - t
     outcome = Outcome(program, config, source, eager, eager_again, reference, compiled, capture, seconds)
+    _run_companions(outcome, module)
+    return outcome
+
+
+def _run_companions(outcome: Outcome, module: ModuleType) -> None:
+    config = outcome.config
+    reason = spared(config, outcome.compiled, outcome.capture)
     for name in config.companions:
         t = time.perf_counter()
-        if name in PROGRAM_COMPANIONS:
+        if name in SPARED and reason:
+            outcome.spared[name] = reason
+            if name == "dedup_off":  # the same compile: the main run is its own run without the pass
+                outcome.companions[name] = (outcome.compiled, outcome.capture)
+        elif name in PROGRAM_COMPANIONS:
             _run_program_companion(outcome, module, name)
         elif name not in outcome.companions:  # a program companion may have run it already
-            outcome.companions[name] = run_compiled(module, program, replace(COMPANIONS[name](config), companions=()))
-        seconds[name] = time.perf_counter() - t
-    return outcome
+            outcome.companions[name] = run_compiled(module, outcome.program,
+                                                    replace(COMPANIONS[name](config, outcome.program), companions=()))
+        outcome.seconds[name] = time.perf_counter() - t
+
+
+def spared(config: RunConfig, compiled: Execution, capture: Capture) -> str:
+    """Why a compile with deduplication off, or a second capture, could tell
+    nothing that this one did not ("": they could): the pass is off, or it
+    grouped nothing (no region group, no ``invoke_subgraph`` call in any graph
+    the backend got, later recompiles included) in a run where nothing
+    failed. Dynamo with deduplication on differs from it off only by the
+    tracker's bookkeeping and the pass, so such a compile is the compile
+    without it (``suites/test_spared.py`` checks this over drawn programs)."""
+    if not config.spare:
+        return ""
+    if not config.dedup:
+        return "deduplication is off in the main run: it is its own run without the pass"
+    failed = compiled.failure is not None or any(
+        r.compiled is not None and r.compiled.failure is not None for r in capture.variants)
+    if failed or capture.invoke_subgraph_calls or capture.late_invoke_subgraph_calls or capture.region_groups:
+        return ""
+    return "the pass grouped nothing: the compile without it is the same compile"
+
+
+def without_dedup(outcome: Outcome, config: RunConfig) -> Outcome:
+    """The program run as ``config`` with deduplication off, reusing the
+    compile without deduplication that ``outcome`` already made (its
+    ``dedup_off`` companion) and its eager runs; a fresh run when it has none."""
+    off = outcome.companions.get("dedup_off")
+    config = replace(config, dedup=False)
+    if off is None or not outcome.config.dedup:
+        return run_program(outcome.program, config)
+    suffix = ":dedup_off"  # twins compiled without deduplication serve as its twins
+    made = {k.removesuffix(suffix): v for k, v in outcome.companions.items() if k.endswith(suffix)}
+    with isolated_global_state():
+        again = Outcome(outcome.program, config, outcome.source, outcome.eager, outcome.eager_again, outcome.reference,
+                        off[0], off[1], {"eager": 0.0, "compiled": 0.0}, companions=made)
+        _run_companions(again, load_source(outcome.source))
+    return again
+
+
+def rerun(outcome: Outcome, program: Program, config: RunConfig) -> Outcome:
+    """``run_program(program, config)``, reusing what ``outcome`` compiled
+    where it is the same run (the same program without deduplication)."""
+    if program == outcome.program and config == replace(outcome.config, dedup=False):
+        return without_dedup(outcome, config)
+    return run_program(program, config)
 
 
 def _run_program_companion(outcome: Outcome, module: ModuleType, name: str) -> None:
@@ -208,8 +263,11 @@ def _run_program_companion(outcome: Outcome, module: ModuleType, name: str) -> N
     if not made:
         return
     if config.dedup and "dedup_off" not in outcome.companions:
-        outcome.companions["dedup_off"] = run_compiled(module, program,
-                                                       replace(COMPANIONS["dedup_off"](config), companions=()))
+        reason = spared(config, outcome.compiled, outcome.capture)
+        if reason:
+            outcome.spared["dedup_off"] = reason
+        outcome.companions["dedup_off"] = (outcome.compiled, outcome.capture) if reason else \
+            run_compiled(module, program, replace(COMPANIONS["dedup_off"](config, program), companions=()))
     # The twins are other programs: no changed re-calls, no pass recorder.
     plain = replace(config, companions=(), variants=0, record_structure=False)
     sides = [("", outcome.compiled, plain)]
@@ -218,19 +276,36 @@ def _run_program_companion(outcome: Outcome, module: ModuleType, name: str) -> N
     for label, twin in made:
         twin_module = load_source(render(twin))
         for suffix, original, twin_config in sides:
-            if original.failure is None or original.failure.stage != "dynamo":
+            if (original.failure is not None and original.failure.stage == "dynamo") \
+                    or f"{name}:{label}{suffix}" in outcome.companions:
+                continue
+            on = outcome.companions.get(f"{name}:{label}")
+            if suffix and on is not None and spared(replace(twin_config, dedup=True), *on):
+                outcome.companions[f"{name}:{label}{suffix}"] = on  # the twin grouped nothing: the same compile
+            else:
                 outcome.companions[f"{name}:{label}{suffix}"] = run_compiled(twin_module, twin, twin_config)
 
 
+# Companions a run grouping nothing spares (see ``spared``).
+SPARED = ("dedup_off", "recapture")
+
 # Extra compiles of the same program that oracles compare the main run with.
-COMPANIONS: dict[str, Callable[[RunConfig], RunConfig]] = {
+COMPANIONS: dict[str, Callable[[RunConfig, Program], RunConfig]] = {
     # the same backend without the pass (oracles.dedup_toggle; oracles.guards
     # compares the variants' recompiles)
-    "dedup_off": lambda c: replace(c, dedup=False),
-    # a second capture on the same backend (its compiled code decides which
-    # frames recompile), forward only (oracles.determinism)
-    "recapture": lambda c: replace(c, backward=False, variants=0),
+    "dedup_off": lambda c, p: replace(c, dedup=False),
+    # a second capture (its compiled code decides which frames recompile),
+    # forward only (oracles.determinism; oracles.dedup_toggle's guards): what
+    # it reads is Dynamo's, decided before any backend sees a graph, so the
+    # backend is "eager", unless shapes are symbolic, where a backend's own
+    # tracing may add guards
+    "recapture": lambda c, p: replace(c, backward=False, variants=0,
+                                      backend=c.backend if _symbolic(p, c) else "eager"),
 }
+
+
+def _symbolic(program: Program, config: RunConfig) -> bool:
+    return bool(config.dynamic or program.options.dynamic or program.options.mark_dynamic)
 
 
 def region_twins(program: Program) -> list[tuple[str, Program]]:

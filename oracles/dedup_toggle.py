@@ -44,6 +44,8 @@ def guard_difference(on: list[str], off: list[str]) -> tuple[list[str], list[str
 def check(outcome: Outcome) -> Verdict:
     if not outcome.config.dedup:
         return Verdict(NAME, Status.PASS, message="deduplication off in the main run")
+    if "dedup_off" in outcome.spared:
+        return Verdict(NAME, Status.PASS, message=f"not compiled again: {outcome.spared['dedup_off']}")
     off = outcome.companions.get("dedup_off")
     if off is None:
         return Verdict(NAME, Status.INCONCLUSIVE, kind="not_run", message="no run with deduplication off")

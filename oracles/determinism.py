@@ -18,6 +18,8 @@ def _groups(capture) -> list:
 
 
 def check(outcome: Outcome) -> Verdict:
+    if "recapture" in outcome.spared:
+        return Verdict(NAME, Status.PASS, message=f"not captured again: {outcome.spared['recapture']}")
     again = outcome.companions.get("recapture")
     if again is None:
         return Verdict(NAME, Status.INCONCLUSIVE, kind="not_run", message="the program was captured once")

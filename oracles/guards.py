@@ -102,7 +102,7 @@ def _judge_call(run: VariantRun, floor: dict) -> Verdict:
 
 def _against_dedup_off(outcome: Outcome) -> list[Verdict]:
     off = outcome.companions.get("dedup_off")
-    if off is None or not off[1].variants:
+    if off is None or not off[1].variants or "dedup_off" in outcome.spared:
         return []
     # Guards follow values: a float the program hands Python (an .item() the
     # frame resumes with) is specialized or not by whether it changed between

@@ -18,7 +18,7 @@ from generators.check import mutates
 from generators.ir import MalformedProgram, Program
 from generators.variation import equalize
 from harness.outcome import Outcome, RunConfig
-from harness.pipeline import InvalidProgram, region_twins, run_program
+from harness.pipeline import InvalidProgram, region_twins, run_program, without_dedup
 from harness.replay import ReplayOutcome, run_replay
 from oracles import compile_region
 from oracles.registry import ORACLES, REPLAY_ORACLES
@@ -93,7 +93,7 @@ def triage(outcome: Outcome, verdict: Verdict) -> Finding:
     if verdict.oracle == compile_region.NAME:
         return _triage_region(outcome, verdict, config)
     culprit = "backend"
-    if config.dedup and not fails_alike(program, replace(config, dedup=False), oracle, verdict):
+    if config.dedup and not alike(oracle(without_dedup(outcome, config)), verdict):
         culprit = "dedup"
     trigger = ""
     if verdict.kind == "crash":

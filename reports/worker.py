@@ -28,7 +28,7 @@ from generators.ir import Program, from_dict, to_dict
 from generators.reduce import size
 from generators.replays import default_plan
 from harness.outcome import RunConfig
-from harness.pipeline import InvalidProgram, run_program
+from harness.pipeline import InvalidProgram, rerun, run_program
 from harness.replay import run_replay
 from oracles import cudagraph, guards
 from oracles.registry import ORACLES, REPLAY_ORACLES, judge, judge_replay
@@ -87,7 +87,7 @@ def _run(task: dict) -> dict:
         # A known crash whose trigger can be taken away: judge the rest of the program without it.
         for trigger, p, c in unmasked_runs(program, config, crashes):
             t = time.perf_counter()
-            _judge(run_program(p, c), oracles, verdicts, result["findings"], trigger)
+            _judge(rerun(outcome, p, c), oracles, verdicts, result["findings"], trigger)
             summary["stages"][f"unmasked:{trigger}"] = round(time.perf_counter() - t, 3)
             summary.setdefault("unmasked", []).append(trigger)
     if any(n in REPLAY_ORACLES for n in oracles) and program.is_random():

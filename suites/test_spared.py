@@ -1,0 +1,114 @@
+"""The claim a campaign's speed rests on, checked over drawn programs: when
+the pass grouped nothing, the compile without deduplication and a second
+capture tell nothing the main compile did not (``harness.pipeline.spared``),
+and a second capture on the "eager" backend sees what one on the run's
+backend sees. Each program is run with every companion compiled
+(``RunConfig.spare=False``) and the spared ones are compared with the main run."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from harness.pipeline import COMPANIONS, run_program, spared
+from oracles import dedup_toggle, determinism, guards
+from oracles.differential import compare_runs
+from oracles.registry import run_config
+from reports.bench import draw_programs
+
+pytestmark = pytest.mark.long(seconds=120)
+
+SAMPLE = draw_programs(14, seed=3)
+
+
+def _same_values(a, b) -> list[str]:
+    """Every difference between two runs' outputs, state and gradients, to the bit."""
+    return [str(v) for v in compare_runs("spared", a, b, None, exact=("output", "state", "grad")) if v.failed]
+
+
+def _stable(guards_: list[str]) -> list[str]:
+    extra, missing = dedup_toggle.guard_difference(guards_, [])
+    return extra
+
+
+def test_a_run_grouping_nothing_is_its_own_run_without_the_pass():
+    config = replace(run_config("aot_eager"), spare=False)
+    grouped_nothing = grouped = 0
+    for program in SAMPLE:
+        outcome = run_program(program, config)
+        reason = spared(replace(config, spare=True), outcome.compiled, outcome.capture)
+        if not reason:
+            grouped += outcome.compiled.failure is None
+            continue
+        grouped_nothing += 1
+        (off, off_capture), (_, again) = outcome.companions["dedup_off"], outcome.companions["recapture"]
+        assert off.failure is None and not _same_values(outcome.compiled, off), program.to_json()
+        assert off_capture.graphs == outcome.capture.graphs
+        assert dedup_toggle.guard_difference(outcome.capture.guards, off_capture.guards) == ([], [])
+        for on_run, off_run in zip(outcome.capture.variants, off_capture.variants):
+            assert (on_run.variant, on_run.recompiled, on_run.invalid) == (off_run.variant, off_run.recompiled, off_run.invalid)
+            assert dedup_toggle.guard_difference(on_run.new_guards, off_run.new_guards) == ([], [])
+            if on_run.compiled is not None:
+                assert not _same_values(on_run.compiled, off_run.compiled)
+        assert again.graphs == outcome.capture.graphs and not again.region_groups
+        # and the oracles that read the spared companions pass either way
+        for check in (dedup_toggle.check, determinism.check, guards.check, guards.check_recompiles):
+            assert check(outcome).status.value in ("pass", "inconclusive"), check(outcome)
+    assert grouped_nothing >= 3 and grouped >= 3, (grouped_nothing, grouped)  # the sample has both kinds
+
+
+def test_a_second_capture_on_eager_sees_what_one_on_the_backend_sees():
+    config = replace(run_config("aot_eager"), spare=False)
+    compared = 0
+    for program in SAMPLE[:8]:
+        eager_recapture = COMPANIONS["recapture"](config, program)
+        if eager_recapture.backend != "eager":
+            continue  # symbolic shapes: recaptured on the backend itself
+        backend_recapture = replace(eager_recapture, backend=config.backend)
+        a = run_program(program, replace(eager_recapture, companions=()))
+        b = run_program(program, replace(backend_recapture, companions=()))
+        if a.compiled.failure is not None or b.compiled.failure is not None:
+            continue
+        compared += 1
+        assert a.capture.graphs == b.capture.graphs
+        assert a.capture.region_groups == b.capture.region_groups
+        assert dedup_toggle.guard_difference(a.capture.guards, b.capture.guards) == ([], [])
+    assert compared >= 4
+
+
+def test_a_spared_companion_is_named_in_the_verdicts():
+    program = next(p for p in SAMPLE if spared(run_config("aot_eager"), *_main(p)))
+    outcome = run_program(program, run_config("aot_eager"))
+    assert set(outcome.spared) == {"dedup_off", "recapture"}
+    assert "recapture" not in outcome.companions
+    assert outcome.companions["dedup_off"] == (outcome.compiled, outcome.capture)
+    for check in (dedup_toggle.check, determinism.check):
+        verdict = check(outcome)
+        assert verdict.status.value == "pass" and "grouped nothing" in verdict.message
+
+
+def test_a_run_that_groups_or_fails_spares_nothing():
+    for program in SAMPLE:
+        compiled, capture = _main(program)
+        if capture.invoke_subgraph_calls or compiled.failure is not None:
+            assert spared(run_config("aot_eager"), compiled, capture) == ""
+            return
+    pytest.fail("no program of the sample grouped anything")
+
+
+def _main(program):
+    outcome = run_program(program, replace(run_config("aot_eager"), companions=(), variants=0))
+    return outcome.compiled, outcome.capture
+
+
+def test_without_dedup_reuses_the_dedup_off_compile():
+    from harness.pipeline import without_dedup
+
+    program = SAMPLE[0]
+    outcome = run_program(program, run_config("aot_eager"))
+    again = without_dedup(outcome, outcome.config)
+    assert not again.config.dedup
+    assert again.compiled is outcome.companions["dedup_off"][0]
+    assert torch.equal(again.eager.outputs[0], outcome.eager.outputs[0])
