@@ -58,6 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--device", default="cuda",
                       help="where the replay oracles (cudagraph, cudagraph_engaged) run (default cuda)")
     fuzz.add_argument("--no-verify", action="store_true", help="do not run each minimized repro.py to check it exits 1")
+    fuzz.add_argument("--programs", type=int, default=0, help="stop once this many programs have run (default: no limit)")
 
     report = sub.add_parser("report", help="compare, merge or promote campaign results")
     rsub = report.add_subparsers(dest="action", required=True)
@@ -138,6 +139,7 @@ def _fuzz(args) -> int:
         workers=args.workers or os.cpu_count() or 1, shard=args.shard, resume=args.resume, config=tuple(args.config),
         lint_share=args.lint_share, coverage=args.coverage, timeout=args.timeout, memory_mb=args.memory_mb,
         minimize_seconds=args.minimize_seconds, verify_repros=not args.no_verify, device=args.device,
+        programs=args.programs,
     )
     try:
         summary = run(options, Progress())

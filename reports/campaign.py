@@ -42,6 +42,7 @@ from .worker import config_from, config_to, lost_finding
 from .worker_start import covered_paths
 
 BATCH = 25  # programs drawn per Hypothesis seed
+SAMPLE_KNOWN = 4  # one distinct known-issue finding in this many is followed up (Campaign.follows_up)
 # Files a campaign writes into its folder (cleared when a new campaign starts there).
 OUTPUTS = (LOG, "campaign.json", "summary.json", "report.md", "report.html", "junit.xml", "findings", "workers",
            "coverage")
@@ -66,6 +67,8 @@ class Options:
     minimize_seconds: float = 30.0  # per distinct finding
     verify_repros: bool = True
     device: str = "cuda"  # where the replay oracles (cudagraph, cudagraph_engaged) run
+    programs: int = 0  # stop once this many programs have run (0: the budget alone decides)
+    stop_on_new: bool = False  # stop at the first finding no known issue names (bench: time to a planted fault)
 
 
 def check_options(o: Options) -> tuple[tuple[str, ...], tuple]:
@@ -88,6 +91,8 @@ def check_options(o: Options) -> tuple[tuple[str, ...], tuple]:
         raise ValueError(f"shard {i}/{n}: expected i/N with 0 <= i < N")
     if o.budget <= 0 or o.timeout <= 0 or o.memory_mb <= 0:
         raise ValueError("budget, timeout and memory limit must be positive")
+    if o.programs < 0:
+        raise ValueError(f"programs {o.programs}: expected a count (0: no limit)")
     if not 0 <= o.lint_share <= 1:
         raise ValueError(f"lint share {o.lint_share}: expected a fraction between 0 and 1")
     return names, torch_config.parse(o.config)
@@ -142,6 +147,13 @@ class Campaign:
     minimizing: set = field(default_factory=set)
     backlog: list = field(default_factory=list)  # minimize tasks not yet started
     verifying: set = field(default_factory=set)  # signatures whose repro.py a worker is running
+    # fingerprint -> signature its hits were triaged to (None: triaged apart;
+    # see reports.triage.fingerprint); sent with every run task
+    learned: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for e in self.ledger.fingerprints:
+            self._learn(e)
 
     @property
     def ledger(self) -> Ledger:
@@ -189,7 +201,26 @@ class Campaign:
             for finding in result["findings"]:
                 self._finding(pid, finding, program, task)
 
+    def _learn(self, finding: dict) -> None:
+        fp, sig = finding.get("fingerprint"), finding["signature"]
+        if not fp or finding.get("recalled"):
+            return
+        if "expected" in finding or self.learned.get(fp, sig) != sig:
+            self.learned[fp] = None  # one fingerprint, two signatures: it decides nothing
+        else:
+            self.learned[fp] = sig
+
+    def follows_up(self, entry: dict) -> bool:
+        """Whether a distinct finding gets its repro run, minimized and
+        localized: every new root cause; one recorded root cause (a known
+        issue: the baseline holds its minimal repro) in SAMPLE_KNOWN, by
+        signature, counted in the summary (``follow_ups``)."""
+        import zlib
+
+        return not entry["known_issue"] or zlib.crc32(entry["signature"].encode()) % SAMPLE_KNOWN == 0
+
     def _finding(self, pid: str, finding: dict, program: dict, task: dict) -> None:
+        self._learn(finding)
         sig = finding["signature"]
         entry = self.ledger.findings.get(sig)
         folder = entry["folder"] if entry else f"findings/{_slug(sig)}"
@@ -201,9 +232,15 @@ class Campaign:
             self._write_folder(entry, finding["files"], task)
         else:
             self._write_meta(entry, task)
-        if entry["count"] == 1 and self.options.verify_repros and finding["kind"] != "hang":
+        if entry["count"] != 1:
+            return
+        if not self.follows_up(entry):
+            self.log.write({"event": "follow_up", "signature": sig, "skipped": f"known issue {entry['known_issue']}"})
+            return
+        self.log.write({"event": "follow_up", "signature": sig, "skipped": ""})
+        if self.options.verify_repros and finding["kind"] != "hang":
             self._verify(entry, finding["files"]["repro.py"])  # at once: a minimization may never come
-        if entry["count"] == 1 and finding.get("minimizable", True) and self.options.minimize_seconds > 0:
+        if finding.get("minimizable", True) and self.options.minimize_seconds > 0:
             self._queue_minimize(entry, program, task)
 
     def _queue_minimize(self, entry: dict, program: dict, task: dict) -> None:
@@ -248,7 +285,7 @@ class Campaign:
         for entry in sorted(self.ledger.findings.values(), key=lambda f: (f["known_issue"] is not None, -f["count"])):
             repro = self.out / entry["folder"] / "repro.py"
             if entry["repro_exit"] is None and entry["signature"] not in self.minimizing | self.verifying \
-                    and entry["kind"] != "hang" and repro.exists():
+                    and entry["kind"] != "hang" and repro.exists() and self.follows_up(entry):
                 self._verify(entry, repro.read_text())
         return len(self.verifying) - before
 
@@ -376,19 +413,28 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
     # The last part of the budget runs the repros nobody has run yet.
     verify_from = deadline - (min(30.0, 0.2 * options.budget) if options.verify_repros else 0.0)
     verifying = False
+    submitted = 0
+
+    def finished() -> bool:
+        if options.stop_on_new and any(not f["known_issue"] for f in ledger.findings.values()):
+            return True
+        return bool(options.programs) and submitted >= options.programs and not campaign.programs
+
     try:
-        while time.time() < deadline:
+        while time.time() < deadline and not finished():
             if not verifying and time.time() >= verify_from:
                 verifying = campaign.verify_rest() > 0  # nothing left to run: go on fuzzing
-            while not verifying and pool.pending < workers and time.time() < deadline - 1:
+            while not verifying and pool.pending < workers and time.time() < deadline - 1 \
+                    and not (options.programs and submitted >= options.programs):
                 pid, program = next(source)
+                submitted += 1
                 task_config = config
                 if _lint(pid, options.lint_share) and has("graph_deduplication_lint"):
                     task_config = {**config, "torch_config": [*config["torch_config"],
                                                               ["dynamo.graph_deduplication_lint", True]]}
                 campaign.programs[pid] = to_dict(program)
                 pool.submit({"type": "run", "id": pid, "program": to_dict(program), "config": task_config,
-                             "oracles": list(oracles), "device": options.device})
+                             "oracles": list(oracles), "device": options.device, "learned": dict(campaign.learned)})
             for task, result in pool.results(0.5):
                 campaign.on_result(task, result)
             if not verifying:

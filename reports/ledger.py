@@ -42,6 +42,9 @@ class Ledger:
     errors: Counter = field(default_factory=Counter)  # invalid programs, harness errors
     findings: dict = field(default_factory=dict)  # signature -> entry
     timeline: list = field(default_factory=list)  # (t, programs, failures, distinct)
+    fingerprints: list = field(default_factory=list)  # finding events triaged in full with a fingerprint
+    triage: Counter = field(default_factory=Counter)  # how hits were triaged: full, recalled, sampled, mismatched
+    follow_ups: Counter = field(default_factory=Counter)  # distinct findings followed up, or skipped as known
     aborted: str = ""
 
     # -- folding -----------------------------------------------------------------
@@ -73,6 +76,12 @@ class Ledger:
             self.errors[kind] += 1
         elif kind == "finding":
             self._finding(e)
+            if e.get("fingerprint") and not e.get("recalled"):
+                self.fingerprints.append({k: e[k] for k in ("signature", "fingerprint", "expected") if k in e})
+            self.triage["recalled" if e.get("recalled") else "full"] += 1
+            self.triage.update(k for k, flag in (("sampled", "sampled"), ("mismatched", "expected")) if e.get(flag))
+        elif kind == "follow_up":
+            self.follow_ups["skipped_known" if e.get("skipped") else "followed"] += 1
         elif kind == "minimized":
             entry = self.findings.get(e["signature"])
             if entry is not None:
@@ -140,6 +149,10 @@ class Ledger:
             "coverage": {},
             "aborted": self.aborted,
             "root_causes": root_causes(list(self.findings.values())),
+            # hits of findings: triaged in full, or recalled from an earlier hit's fingerprint (some of those
+            # sampled and triaged in full anyway; mismatched: the full triage named another signature)
+            "triage": dict(self.triage),
+            "follow_ups": dict(self.follow_ups),
             "findings": sorted(self.findings.values(), key=lambda f: (-f["count"], f["signature"])),
         }
 

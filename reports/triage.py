@@ -20,7 +20,7 @@ from generators.variation import equalize
 from harness.outcome import Outcome, RunConfig
 from harness.pipeline import InvalidProgram, region_twins, run_program, without_dedup
 from harness.replay import ReplayOutcome, run_replay
-from oracles import compile_region
+from oracles import compile_region, determinism
 from oracles.registry import ORACLES, REPLAY_ORACLES
 from oracles.verdict import Verdict
 
@@ -83,7 +83,22 @@ def fails_alike(program: Program, config: RunConfig, oracle: Callable[[Outcome],
     return alike(oracle(run_program(program, config)), like)
 
 
-def triage(outcome: Outcome, verdict: Verdict) -> Finding:
+def fingerprint(outcome: Outcome, verdict: Verdict, culprit: str, partial: str) -> str:
+    """What a wrong-value finding's signature is decided by, short of the
+    re-runs that name the difference between repeats it needs: the partial
+    signature (oracle, kind, culprit, label, tags, where, change) and the
+    kinds of difference the program has to take away. Two hits with one
+    fingerprint were triaged alike so far (a campaign samples re-hits to
+    keep checking that)."""
+    return "|".join([partial, culprit, ",".join(sorted(outcome.program.variations())),
+                     str(verdict.details.get("twin", ""))])
+
+
+def triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> Finding:
+    """``learned``: fingerprint -> signature of earlier hits; a hit whose
+    fingerprint is there takes that signature without the re-runs
+    (``Finding.extra["recalled"]``). Every finding that needed re-runs
+    carries its fingerprint in ``extra``."""
     program = outcome.program
     oracle = ORACLES[verdict.oracle]
     # Re-runs pay only for what this oracle reads: no changed re-calls or
@@ -91,28 +106,36 @@ def triage(outcome: Outcome, verdict: Verdict) -> Finding:
     config = replace(outcome.config, companions=oracle.needs, variants=outcome.config.variants if oracle.variants else 0,
                      record_structure=outcome.config.record_structure and oracle.structure)
     if verdict.oracle == compile_region.NAME:
-        return _triage_region(outcome, verdict, config)
+        return _triage_region(outcome, verdict, config, learned)
     culprit = "backend"
-    if config.dedup and not alike(oracle(without_dedup(outcome, config)), verdict):
+    # a capture without the pass is captured again only to blame determinism
+    off_config = replace(config, spare=verdict.oracle != determinism.NAME)
+    if config.dedup and not alike(oracle(without_dedup(outcome, off_config)), verdict):
         culprit = "dedup"
-    trigger = ""
+    trigger, extra = "", {}
     if verdict.kind == "crash":
         detail = f"{verdict.details.get('stage')}:{normalize(verdict.message)}"
     elif "label" in verdict.details:  # structural oracles name the difference themselves
         detail = ":".join([verdict.details["label"], *tags(program)])
     else:
-        trigger = _trigger(program, config, oracle, verdict) if culprit == "dedup" or program.variations() else ""
-        if culprit != "dedup" and trigger == "identical-repeats":
-            trigger = ""  # a backend failing on identical repeats: nothing between repeats to name
         # Wrong inputs or buffers after the run are a class of their own, and
         # so is a wrong call after a change (guards: the kind of change).
         where = ["state"] if verdict.where.startswith("state[") or verdict.details.get("value", "").startswith("state[") else []
         change = [verdict.details["variant"]["kind"]] if "variant" in verdict.details else []
+        if culprit == "dedup" or program.variations():
+            fp = fingerprint(outcome, verdict, culprit, ":".join([verdict.oracle, verdict.kind, *tags(program), *where, *change]))
+            if learned and learned.get(fp):
+                return Finding(learned[fp], verdict, program, config, culprit, "", outcome.source,
+                               {"fingerprint": fp, "recalled": True})
+            extra["fingerprint"] = fp
+            trigger = _trigger(program, config, oracle, verdict)
+        if culprit != "dedup" and trigger == "identical-repeats":
+            trigger = ""  # a backend failing on identical repeats: nothing between repeats to name
         detail = ":".join(p for p in (trigger, *tags(program), *where, *change) if p)
     if verdict.kind != "crash":  # a tag the label already names is said once
         detail = ":".join(dict.fromkeys(detail.split(":")))
     signature = ":".join(p for p in (verdict.oracle, verdict.kind, culprit, detail) if p)
-    return Finding(signature, verdict, program, config, culprit, trigger, outcome.source)
+    return Finding(signature, verdict, program, config, culprit, trigger, outcome.source, extra)
 
 
 def _trigger(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict], like: Verdict) -> str:
@@ -135,7 +158,7 @@ def _trigger(program: Program, config: RunConfig, oracle: Callable[[Outcome], Ve
     return "+".join(needed)  # all of them, when none can be taken away alone
 
 
-def _triage_region(outcome: Outcome, verdict: Verdict, config: RunConfig) -> Finding:
+def _triage_region(outcome: Outcome, verdict: Verdict, config: RunConfig, learned: dict | None) -> Finding:
     """A ``compile_region`` finding: the decorator changed what the program
     computes. Culprit ``compile_region`` when a pair compiled without
     deduplication differs (the oracle judges those first), ``dedup`` when
@@ -155,6 +178,11 @@ def _triage_region(outcome: Outcome, verdict: Verdict, config: RunConfig) -> Fin
         extra["equivalent"] = f"differential:crash:{'dedup' if details.get('dedup') else 'backend'}:" \
                               f"{details.get('stage')}:{error}"
     else:
+        fp = fingerprint(outcome, verdict, culprit, ":".join([verdict.oracle, verdict.kind, label, *tags(program)]))
+        if learned and learned.get(fp):
+            return Finding(learned[fp], verdict, program, config, culprit, "", outcome.source,
+                           {"fingerprint": fp, "recalled": True})
+        extra["fingerprint"] = fp
         if label.endswith(":later_call") and _first_call_fails(program, config, verdict):
             label = label.removesuffix(":later_call") + ":first_call"
         # every program this oracle fails has a decorated block: that tag says nothing here

@@ -83,11 +83,12 @@ def _run(task: dict) -> dict:
         ran = guards.judged_runs(outcome)[0]
         summary.update(stages=outcome.seconds, deduplicated=bool(outcome.capture.deduplicated),
                        changed=[r.variant["kind"] for r in ran], recompiled=[r.variant["kind"] for r in ran if r.recompiled])
-        crashes = _judge(outcome, oracles, verdicts, result["findings"])
+        recall = Recall(task.get("learned") or {}, task["id"])
+        crashes = _judge(outcome, oracles, verdicts, result["findings"], recall=recall)
         # A known crash whose trigger can be taken away: judge the rest of the program without it.
         for trigger, p, c in unmasked_runs(program, config, crashes):
             t = time.perf_counter()
-            _judge(rerun(outcome, p, c), oracles, verdicts, result["findings"], trigger)
+            _judge(rerun(outcome, p, c), oracles, verdicts, result["findings"], trigger, recall)
             summary["stages"][f"unmasked:{trigger}"] = round(time.perf_counter() - t, 3)
             summary.setdefault("unmasked", []).append(trigger)
     if any(n in REPLAY_ORACLES for n in oracles) and program.is_random():
@@ -110,22 +111,59 @@ def _run(task: dict) -> dict:
     return result
 
 
-def _judge(outcome, oracles: tuple, verdicts: list, findings: list, unmasked: str = "") -> list:
+# One re-hit in this many (by program and fingerprint) is triaged in full
+# though its fingerprint is known, to keep checking that fingerprints decide.
+SAMPLE_EVERY = 4
+
+
+class Recall:
+    """The fingerprints the campaign learned (-> signature; None: two hits
+    with it were triaged apart, so it decides nothing) for one program's run."""
+
+    def __init__(self, learned: dict, pid: str):
+        self.learned, self.pid = learned, pid
+
+    def sampled(self, verdict) -> bool:
+        import zlib
+
+        return zlib.crc32(f"{self.pid}|{verdict.oracle}|{verdict.kind}|{verdict.where}".encode()) % SAMPLE_EVERY == 0
+
+    def triage(self, outcome, verdict) -> tuple[Finding, dict]:
+        """The finding, and how its signature was reached: ``fingerprint``,
+        ``recalled`` (taken from an earlier hit), ``sampled`` (a known
+        fingerprint triaged in full anyway), ``expected`` (what the
+        fingerprint said, where the full triage disagreed)."""
+        sampled = self.sampled(verdict)
+        finding = triage(outcome, verdict, None if sampled else self.learned)
+        fp = finding.extra.get("fingerprint")
+        if not fp:
+            return finding, {}
+        how = {"fingerprint": fp, "recalled": bool(finding.extra.get("recalled"))}
+        if sampled and self.learned.get(fp):
+            how["sampled"] = True
+            if self.learned[fp] != finding.signature:
+                how["expected"] = self.learned[fp]
+        return finding, how
+
+
+def _judge(outcome, oracles: tuple, verdicts: list, findings: list, unmasked: str = "",
+           recall: Optional[Recall] = None) -> list:
     """Judge one run, triage its failures into ``findings`` (each once per
     signature); return the known issues among its crashes."""
     crashes = []
     seen = {f["signature"] for f in findings}
+    recall = recall or Recall({}, "")
     for verdict in judge(outcome, oracles):
         verdicts.append(verdict)
         if not verdict.failed:
             continue
-        finding = triage(outcome, verdict)
+        finding, how = recall.triage(outcome, verdict)
         known = known_issue(finding)
         if verdict.kind == "crash" and known is not None:
             crashes.append(known)
         if finding.signature not in seen:
             seen.add(finding.signature)
-            described = _describe(finding, outcome.capture.graphs, _repro_dedup(outcome, verdict))
+            described = {**_describe(finding, outcome.capture.graphs, _repro_dedup(outcome, verdict)), **how}
             findings.append({**described, "unmasked": unmasked} if unmasked else described)
     return crashes
 

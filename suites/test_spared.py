@@ -79,7 +79,7 @@ def test_a_second_capture_on_eager_sees_what_one_on_the_backend_sees():
 
 
 def test_a_spared_companion_is_named_in_the_verdicts():
-    program = next(p for p in SAMPLE if spared(run_config("aot_eager"), *_main(p)))
+    program = next(p for p in SAMPLE if spared(run_config("aot_eager"), *_main(p), p))
     outcome = run_program(program, run_config("aot_eager"))
     assert set(outcome.spared) == {"dedup_off", "recapture"}
     assert "recapture" not in outcome.companions
@@ -112,3 +112,13 @@ def test_without_dedup_reuses_the_dedup_off_compile():
     assert not again.config.dedup
     assert again.compiled is outcome.companions["dedup_off"][0]
     assert torch.equal(again.eager.outputs[0], outcome.eager.outputs[0])
+
+
+def test_one_program_in_the_audit_sample_is_compiled_again_though_it_grouped_nothing():
+    from harness.pipeline import AUDIT_EVERY
+
+    program = next(p for p in SAMPLE if spared(run_config("aot_eager"), *_main(p), p))
+    audited = replace(program, seed=program.seed - program.seed % AUDIT_EVERY)
+    outcome = run_program(audited, run_config("aot_eager"))
+    assert not outcome.spared and "recapture" in outcome.companions
+    assert outcome.companions["dedup_off"][0] is not outcome.compiled
