@@ -9,6 +9,7 @@ import torch
 import torch._dynamo.exc as dynamo_exc
 from torch.utils._pytree import tree_flatten
 
+from .clock import in_torch
 from .outcome import Execution, Failure
 
 # Exception classes Dynamo raises, mapped to the stage they name; first match wins.
@@ -88,7 +89,8 @@ def execute(
     gradient as the run produced it (not a copy): CUDA graphs may overwrite
     those later (harness.replay)."""
     try:
-        out = fn(*inputs, **(kwargs or {}))
+        with in_torch():
+            out = fn(*inputs, **(kwargs or {}))
     except Exception as e:  # the compiler under test may raise anything
         return Execution(failure=failure(e, "runtime"))
     leaves, spec = tree_flatten(out)
@@ -105,7 +107,8 @@ def execute(
         ]
         if pairs:
             try:
-                torch.autograd.backward([x for x, _ in pairs], [c for _, c in pairs])
+                with in_torch():
+                    torch.autograd.backward([x for x, _ in pairs], [c for _, c in pairs])
             except Exception as e:
                 result.failure = failure(e, "backward")
     tensors = [(n, t) for n, t in zip(input_names, inputs) if isinstance(t, torch.Tensor)]

@@ -13,6 +13,7 @@ from typing import Callable, Iterator, Optional
 import torch
 import torch._dynamo.convert_frame as convert_frame
 
+from .clock import in_harness
 from .outcome import Capture
 from .structure import StructureRecorder
 
@@ -38,7 +39,8 @@ def recording_backend(compiler_fn: Callable, capture: Capture, recorder: Optiona
             capture.late_invoke_subgraph_calls += calls
             return compiler_fn(gm, example_inputs)
         if recorder is not None:
-            recorder.on_backend(gm, example_inputs)
+            with in_harness():
+                recorder.on_backend(gm, example_inputs)
         capture.frames += 1
         capture.graphs.append(gm.code)
         capture.invoke_subgraph_calls += calls

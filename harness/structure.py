@@ -28,6 +28,7 @@ from torch._dynamo.graph_region_tracker import GraphRegionTracker
 from torch.utils._pytree import tree_flatten
 
 from .ambient import ambient_state
+from .clock import in_harness
 from .effects import example_value, storage_key, written_args
 from .outcome import Execution, RegionNode
 
@@ -382,23 +383,27 @@ def recording_structure(recorder: StructureRecorder) -> Iterator[None]:
     def create_proxy(original):  # type: ignore[no-untyped-def]
         def wrapper(self, *args, **kwargs):  # type: ignore[no-untyped-def]
             proxy = original(self, *args, **kwargs)
-            recorder.on_node(self, proxy.node)
+            with in_harness():
+                recorder.on_node(self, proxy.node)
             return proxy
 
         return wrapper
 
     def init(original):  # type: ignore[no-untyped-def]
         def wrapper(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-            recorder.on_output_graph(self)
+            with in_harness():
+                recorder.on_output_graph(self)
             original(self, *args, **kwargs)
 
         return wrapper
 
     def dedup(original):  # type: ignore[no-untyped-def]
         def wrapper(og):  # type: ignore[no-untyped-def]
-            recorder.before_dedup(og)
+            with in_harness():
+                recorder.before_dedup(og)
             result = original(og)
-            recorder.after_dedup(og, result)
+            with in_harness():
+                recorder.after_dedup(og, result)
             return result
 
         return wrapper
@@ -406,7 +411,8 @@ def recording_structure(recorder: StructureRecorder) -> Iterator[None]:
     def regions(original):  # type: ignore[no-untyped-def]
         def wrapper(self, graph):  # type: ignore[no-untyped-def]
             groups = original(self, graph)
-            recorder.on_regions(self, groups)
+            with in_harness():
+                recorder.on_regions(self, groups)
             return groups
 
         return wrapper

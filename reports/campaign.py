@@ -166,6 +166,8 @@ class Campaign:
     # -- results -----------------------------------------------------------------
 
     def on_result(self, task: dict, result) -> None:
+        if isinstance(result, dict) and "task_seconds" in result:
+            self.log.write({"event": "task", "type": task["type"], **result["task_seconds"]})
         if task["type"] == "verify":
             self.verifying.discard(task["signature"])
             entry = self.ledger.findings.get(task["signature"])

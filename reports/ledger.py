@@ -45,6 +45,7 @@ class Ledger:
     fingerprints: list = field(default_factory=list)  # finding events triaged in full with a fingerprint
     triage: Counter = field(default_factory=Counter)  # how hits were triaged: full, recalled, sampled, mismatched
     follow_ups: Counter = field(default_factory=Counter)  # distinct findings followed up, or skipped as known
+    task_seconds: Counter = field(default_factory=Counter)  # "<type>:total" / "<type>:torch": workers' seconds by task type
     aborted: str = ""
 
     # -- folding -----------------------------------------------------------------
@@ -80,6 +81,10 @@ class Ledger:
                 self.fingerprints.append({k: e[k] for k in ("signature", "fingerprint", "expected") if k in e})
             self.triage["recalled" if e.get("recalled") else "full"] += 1
             self.triage.update(k for k, flag in (("sampled", "sampled"), ("mismatched", "expected")) if e.get(flag))
+        elif kind == "task":
+            self.task_seconds[f"{e['type']}:total"] += e.get("total", 0.0)
+            self.task_seconds[f"{e['type']}:torch"] += e.get("torch", 0.0)
+            self.task_seconds[f"{e['type']}:tasks"] += 1
         elif kind == "follow_up":
             self.follow_ups["skipped_known" if e.get("skipped") else "followed"] += 1
         elif kind == "minimized":
@@ -153,8 +158,27 @@ class Ledger:
             # sampled and triaged in full anyway; mismatched: the full triage named another signature)
             "triage": dict(self.triage),
             "follow_ups": dict(self.follow_ups),
+            "harness_seconds": _split(self, seconds),
             "findings": sorted(self.findings.values(), key=lambda f: (-f["count"], f["signature"])),
         }
+
+
+def _split(self: Ledger, seconds: float) -> dict:
+        """Workers' seconds by task type, each split into torch running
+        programs (eager runs, compiles, compiled calls: harness.clock) and
+        the harness around them; ``idle``: worker seconds no task held
+        (scheduling, round trips, the campaign's own work)."""
+        t = self.task_seconds
+        out: dict = {}
+        for kind in sorted({k.split(":")[0] for k in t}):
+            total, torch_s, n = t[f"{kind}:total"], t[f"{kind}:torch"], t[f"{kind}:tasks"]
+            out[kind] = {"tasks": n, "seconds": round(total, 1), "torch": round(torch_s, 1),
+                         "harness": round(total - torch_s, 1),
+                         "per_task": {"torch": round(torch_s / n, 3), "harness": round((total - torch_s) / n, 3)} if n else {}}
+        workers = self.config.get("workers") or 0
+        if workers and seconds:
+            out["idle"] = round(max(0.0, workers * seconds - sum(v["seconds"] for v in out.values())), 1)
+        return out
 
 
 def _thin(points: list) -> list:

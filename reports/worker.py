@@ -27,6 +27,7 @@ from generators.features import features
 from generators.ir import Program, from_dict, to_dict
 from generators.reduce import size
 from generators.replays import default_plan
+from harness import clock
 from harness.outcome import RunConfig
 from harness.pipeline import InvalidProgram, rerun, run_program
 from harness.replay import run_replay
@@ -61,8 +62,13 @@ def config_to(config: RunConfig) -> dict:
 
 
 def handle(task: dict) -> dict:
+    started, in_torch = time.perf_counter(), clock.torch_seconds()
     try:
-        return HANDLERS[task["type"]](task)
+        result = HANDLERS[task["type"]](task)
+        if isinstance(result, dict):  # the task's seconds, and how many of them torch spent running programs
+            result["task_seconds"] = {"total": round(time.perf_counter() - started, 3),
+                                      "torch": round(clock.torch_seconds() - in_torch, 3)}
+        return result
     finally:
         save_coverage()  # a worker killed later keeps what it covered so far
 
