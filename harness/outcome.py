@@ -81,6 +81,10 @@ class VariantRun:
     recompile_reasons: list[str] = field(default_factory=list)  # as Dynamo words them
     guards: str = ""  # the guards of the entry that served the call, as Dynamo prints them
     new_guards: list[str] = field(default_factory=list)  # "GUARD_TYPE name" of any recompile
+    grouped: bool = False  # a recompile for it handed the backend an invoke_subgraph call
+    # Not called, and why: in a run without deduplication, a change that can
+    # tell nothing the run with it did not (harness.recall.needless)
+    skipped: str = ""
 
 
 @dataclass

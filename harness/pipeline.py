@@ -103,7 +103,11 @@ def _block_code(module: ModuleType):
     return _unwrap(getattr(fn, "forward", fn)).__code__
 
 
-def run_compiled(module: ModuleType, program: Program, config: RunConfig) -> tuple[Execution, Capture]:
+def run_compiled(module: ModuleType, program: Program, config: RunConfig,
+                 known: Capture | None = None) -> tuple[Execution, Capture]:
+    """``known``: the capture of the same program with deduplication on, when
+    this is its run without it: changed calls that can tell nothing it did
+    not are skipped (harness.recall.run_variants)."""
     capture = Capture()
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
@@ -136,7 +140,7 @@ def run_compiled(module: ModuleType, program: Program, config: RunConfig) -> tup
         if config.variants and result.failure is None:
             bench = Workbench(module, program, model, compiled, rng, _input_names(program), config.backward)
             with isolated_global_state():
-                run_variants(bench, config, capture)
+                run_variants(bench, config, capture, known if config.spare else None)
             capture.late_leaked_state = leaked_state()
             if capture.late_leaked_state:
                 clean_up()
@@ -192,9 +196,13 @@ def _run_program(program: Program, config: RunConfig) -> Outcome:
 def _run_companions(outcome: Outcome, module: ModuleType) -> None:
     config = outcome.config
     reason = spared(config, outcome.compiled, outcome.capture, outcome.program)
+    crashed = outcome.compiled.failure is not None
     for name in config.companions:
         t = time.perf_counter()
-        if name in SPARED and reason:
+        if name == "recapture" and config.spare and crashed:
+            # the oracles reading it compare two captures: one crashed
+            outcome.spared[name] = "the main compile failed: a second capture has nothing to be compared with"
+        elif name in SPARED and reason:
             outcome.spared[name] = reason
             if name == "dedup_off":  # the same compile: the main run is its own run without the pass
                 outcome.companions[name] = (outcome.compiled, outcome.capture)
@@ -202,7 +210,8 @@ def _run_companions(outcome: Outcome, module: ModuleType) -> None:
             _run_program_companion(outcome, module, name)
         elif name not in outcome.companions:  # a program companion may have run it already
             outcome.companions[name] = run_compiled(module, outcome.program,
-                                                    replace(COMPANIONS[name](config, outcome.program), companions=()))
+                                                    replace(COMPANIONS[name](config, outcome.program), companions=()),
+                                                    known=outcome.capture if name == "dedup_off" else None)
         outcome.seconds[name] = time.perf_counter() - t
 
 
@@ -270,7 +279,8 @@ def _run_program_companion(outcome: Outcome, module: ModuleType, name: str) -> N
         if reason:
             outcome.spared["dedup_off"] = reason
         outcome.companions["dedup_off"] = (outcome.compiled, outcome.capture) if reason else \
-            run_compiled(module, program, replace(COMPANIONS["dedup_off"](config, program), companions=()))
+            run_compiled(module, program, replace(COMPANIONS["dedup_off"](config, program), companions=()),
+                         known=outcome.capture)
     # The twins are other programs: no changed re-calls, no pass recorder.
     plain = replace(config, companions=(), variants=0, record_structure=False)
     sides = [("", outcome.compiled, plain)]

@@ -105,9 +105,28 @@ class Workbench:
             return found
 
 
-def run_variants(bench: Workbench, config: RunConfig, capture: Capture) -> None:
-    """Run the selected variants; results go to ``capture.variants``."""
+def needless(run: Optional[VariantRun], same_guards: bool) -> str:
+    """Why calling a change again without deduplication can tell nothing
+    that ``run`` (the call with it) did not ("": it can): the change reached
+    no guard of the frame (served by the first call's entry, whose guards
+    are those of the entry without deduplication), or its recompile grouped
+    nothing (the pass did nothing: the same compile, harness.pipeline.spared)."""
+    if run is None or run.invalid or run.compiled is None or run.compiled.failure is not None:
+        return ""
+    if not run.recompiled and run.served_by_original and same_guards:
+        return "it reached no guard of the frame with deduplication, whose guards are the same"
+    if run.recompiled and not run.grouped:
+        return "its recompile with deduplication grouped nothing: the same compile"
+    return ""
+
+
+def run_variants(bench: Workbench, config: RunConfig, capture: Capture, known: Optional[Capture] = None) -> None:
+    """Run the selected variants; results go to ``capture.variants``.
+    ``known``: the same program's capture with deduplication on, when this
+    run is without it: changes that can tell nothing are skipped (``needless``)."""
     original = bench.original_entry(capture)
+    same_guards = known is not None and sorted(known.guards) == sorted(capture.guards)
+    before = {str(r.variant): r for r in known.variants} if known is not None else {}
     reasons: list[str] = []
     chosen = select(bench.program, config.variants)
     # Each change may add an entry: Dynamo's recompile limit (8) is about
@@ -116,7 +135,9 @@ def run_variants(bench: Workbench, config: RunConfig, capture: Capture) -> None:
     limit = getattr(torch._dynamo.config, name) + len(chosen)
     with recording_recompiles(reasons), torch._dynamo.config.patch(**{name: limit}):
         for variant in chosen:
-            capture.variants.append(_run_one(bench, variant, original, capture, reasons))
+            why = needless(before.get(str(variant.to_dict())), same_guards)
+            capture.variants.append(VariantRun(variant.to_dict(), skipped=why) if why else
+                                    _run_one(bench, variant, original, capture, reasons))
 
 
 def _run_one(bench: Workbench, variant: Variant, original: Any, capture: Capture, reasons: list[str]) -> VariantRun:
@@ -147,9 +168,11 @@ def _run_one(bench: Workbench, variant: Variant, original: Any, capture: Capture
         if serving is not None:
             run.guards = str(serving.guard_manager)[:GUARD_TEXT_LIMIT]
         compiles, n_reasons, n_guards = capture.late_compiles, len(reasons), len(capture.late_guards)
+        calls = capture.late_invoke_subgraph_calls
         run.compiled = execute(bench.compiled, bench.model, inputs, bench.names, bench.backward, kwargs)
         run.recompiled = capture.late_compiles > compiles or len(reasons) > n_reasons or \
             len(_entries(bench.code)) > len(entries)
         run.recompile_reasons = reasons[n_reasons:]
+        run.grouped = capture.late_invoke_subgraph_calls > calls
         run.new_guards = capture.late_guards[n_guards:]
     return run

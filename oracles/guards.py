@@ -119,6 +119,8 @@ def _against_dedup_off(outcome: Outcome) -> list[Verdict]:
     if differ(off[0], outcome.compiled):
         return out
     for on_run, off_run in zip(_ran(outcome.capture.variants), _ran(off[1].variants)):
+        if off_run.skipped:  # nothing it could tell (harness.recall.needless)
+            continue
         if on_run.variant != off_run.variant or on_run.compiled.failure or off_run.compiled.failure:
             continue
         if differ(off_run.compiled, on_run.compiled):

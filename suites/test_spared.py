@@ -59,6 +59,30 @@ def test_a_run_grouping_nothing_is_its_own_run_without_the_pass():
     assert grouped_nothing >= 3 and grouped >= 3, (grouped_nothing, grouped)  # the sample has both kinds
 
 
+def test_a_needless_change_without_dedup_repeats_what_it_did_with_it():
+    """``harness.recall.needless``: a change that reached no guard, or whose
+    recompile grouped nothing, does the same without deduplication."""
+    from harness.recall import needless
+
+    config = replace(run_config("aot_eager"), spare=False)
+    checked = 0
+    for program in SAMPLE[:10]:
+        outcome = run_program(program, config)
+        off_run0, off = outcome.companions["dedup_off"]
+        if outcome.compiled.failure is not None or _same_values(outcome.compiled, off_run0):
+            continue  # the oracle compares the changed calls only where the first calls agree to the bit
+        same = sorted(outcome.capture.guards) == sorted(off.guards)
+        for on_run, off_run in zip(outcome.capture.variants, off.variants):
+            if not needless(on_run, same):
+                continue
+            checked += 1
+            assert off_run.compiled is not None and off_run.compiled.failure is None
+            assert (on_run.recompiled, on_run.served_by_original) == (off_run.recompiled, off_run.served_by_original)
+            assert dedup_toggle.guard_difference(on_run.new_guards, off_run.new_guards) == ([], [])
+            assert not _same_values(on_run.compiled, off_run.compiled)
+    assert checked >= 5
+
+
 def test_a_second_capture_on_eager_sees_what_one_on_the_backend_sees():
     config = replace(run_config("aot_eager"), spare=False)
     compared = 0
