@@ -9,9 +9,10 @@ field), found by taking the differences away one kind at a time.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import Callable, Iterator
 
 from generators.check import check as well_formed
 from generators.check import mutates
@@ -79,8 +80,48 @@ def alike(other: Verdict, like: Verdict) -> bool:
     return like.kind != "crash" or normalize(other.message) == normalize(like.message)
 
 
+class _Reruns:
+    """Re-runs shared by the triage of one run's failures: each program is run
+    once, with what every failing oracle reads (their companions, changed
+    calls, recorder), and judged by each from that one run."""
+
+    def __init__(self, oracles: list, variants: int) -> None:
+        self.companions = tuple(dict.fromkeys(c for o in oracles for c in o.needs))
+        self.variants = variants if any(o.variants for o in oracles) else 0
+        self.structure = any(o.structure for o in oracles)
+        self.runs: dict = {}
+
+    def run(self, program: Program, config: RunConfig) -> Outcome:
+        wide = replace(config, companions=tuple(dict.fromkeys((*config.companions, *self.companions))),
+                       variants=config.variants or self.variants,
+                       record_structure=config.record_structure or self.structure)
+        key = (program.to_json(), wide)
+        if key not in self.runs:
+            self.runs[key] = run_program(program, wide)
+        return self.runs[key]
+
+
+_shared: _Reruns | None = None
+
+
+@contextlib.contextmanager
+def shared_reruns(oracles: list, variants: int = 0) -> Iterator[None]:
+    """Within it, triage's re-runs of one program serve every failing oracle
+    in ``oracles`` (``variants``: the changed calls of the run being triaged)."""
+    global _shared
+    saved, _shared = _shared, _Reruns(oracles, variants)
+    try:
+        yield
+    finally:
+        _shared = saved
+
+
+def _rerun(program: Program, config: RunConfig) -> Outcome:
+    return _shared.run(program, config) if _shared is not None else run_program(program, config)
+
+
 def fails_alike(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict], like: Verdict) -> bool:
-    return alike(oracle(run_program(program, config)), like)
+    return alike(oracle(_rerun(program, config)), like)
 
 
 def fingerprint(outcome: Outcome, verdict: Verdict, culprit: str, partial: str) -> str:
@@ -218,7 +259,7 @@ def _first_call_fails(program: Program, config: RunConfig, verdict: Verdict) -> 
     if twin is None or any(counts.get(b, 0) > 1 for b in compile_region.changed_blocks(cut, twin)):
         return False
     try:
-        again = compile_region.check(run_program(cut, config))
+        again = compile_region.check(_rerun(cut, config))
     except InvalidProgram:
         return False
     return alike(again, verdict) and again.details.get("twin") == verdict.details.get("twin") \

@@ -39,7 +39,7 @@ from .known_issues import match
 from .localize import localize
 from .minimize import minimize_finding
 from .repro import driver_for, render_repro
-from .triage import Finding, known_issue, normalize, triage, triage_replay
+from .triage import Finding, known_issue, normalize, shared_reruns, triage, triage_replay
 from .unmask import unmasked_runs
 from .worker_start import save_coverage
 
@@ -159,19 +159,25 @@ def _judge(outcome, oracles: tuple, verdicts: list, findings: list, unmasked: st
     crashes = []
     seen = {f["signature"] for f in findings}
     recall = recall or Recall({}, "")
-    for verdict in judge(outcome, oracles):
-        verdicts.append(verdict)
-        if not verdict.failed:
-            continue
-        finding, how = recall.triage(outcome, verdict)
-        known = known_issue(finding)
-        if verdict.kind == "crash" and known is not None:
-            crashes.append(known)
-        if finding.signature not in seen:
-            seen.add(finding.signature)
-            described = {**_describe(finding, outcome.capture.graphs, _repro_dedup(outcome, verdict)), **how}
-            findings.append({**described, "unmasked": unmasked} if unmasked else described)
+    judged = judge(outcome, oracles)
+    verdicts += judged
+    failing = [v for v in judged if v.failed]
+    with shared_reruns([ORACLES[v.oracle] for v in failing], outcome.config.variants):
+        for verdict in failing:
+            _triaged(outcome, verdict, recall, crashes, seen, findings, unmasked)
     return crashes
+
+
+def _triaged(outcome, verdict, recall: Recall, crashes: list, seen: set, findings: list, unmasked: str) -> None:
+    """One failure triaged into ``findings`` (once per signature); a known crash goes to ``crashes``."""
+    finding, how = recall.triage(outcome, verdict)
+    known = known_issue(finding)
+    if verdict.kind == "crash" and known is not None:
+        crashes.append(known)
+    if finding.signature not in seen:
+        seen.add(finding.signature)
+        described = {**_describe(finding, outcome.capture.graphs, _repro_dedup(outcome, verdict)), **how}
+        findings.append({**described, "unmasked": unmasked} if unmasked else described)
 
 
 def _repro_dedup(outcome, verdict) -> bool:
