@@ -1,0 +1,74 @@
+"""Nothing found before the campaign got faster may be lost: the worker's run
+task finds, on a fixed sample of drawn programs, exactly the signatures it
+found before (``suites/data/verdicts_seed0.json``, recorded with the code of
+commit f6cf95d on torch 2.13.0), and a re-hit recalled by its fingerprint
+gets the signature full triage gives it. ``python -m harness bench`` checks
+all 48 recorded programs."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from generators.ir import from_dict
+from oracles.registry import ORACLES, run_config
+from reports.worker import _run, config_to
+
+RECORDED = json.loads((Path(__file__).parent / "data" / "verdicts_seed0.json").read_text())
+# programs of the record: with findings of many oracles (a known crash and its unmasked runs, five
+# oracles on one program, a missed merge), and two without any
+SAMPLE = (0, 6, 9, 21, 27, 43)
+
+pytestmark = [
+    pytest.mark.long(seconds=60),
+    pytest.mark.skipif(torch.__version__ != RECORDED["torch"],
+                       reason=f"verdicts recorded on torch {RECORDED['torch']}, this is {torch.__version__}"),
+]
+
+
+@functools.lru_cache(maxsize=None)
+def _first(i: int) -> dict:
+    return _findings(i)
+
+
+def _findings(i: int, learned: dict | None = None) -> dict:
+    task = {"id": f"kept-{i}", "program": RECORDED["programs"][i]["program"], "oracles": list(ORACLES),
+            "config": config_to(run_config("aot_eager", tuple(ORACLES))), "learned": learned or {}}
+    return _run(task)
+
+
+@pytest.mark.parametrize("i", SAMPLE)
+def test_the_recorded_findings_are_found_again(i):
+    result = _first(i)
+    assert "invalid" not in result
+    assert sorted({f["signature"] for f in result["findings"]}) == RECORDED["programs"][i]["findings"]
+    assert result["program"]["verdicts"].get("fail", 0) == RECORDED["programs"][i]["fail"]
+
+
+def test_a_recalled_re_hit_gets_the_signature_full_triage_gives(monkeypatch):
+    from reports.worker import Recall
+
+    first = _first(27)
+    learned = {f["fingerprint"]: f["signature"] for f in first["findings"] if f.get("fingerprint")}
+    assert len(learned) >= 2, "program 27's wrong values need re-runs to name: they have fingerprints"
+    monkeypatch.setattr(Recall, "sampled", lambda self, verdict: False)
+    again = _findings(27, learned)
+    assert sorted(f["signature"] for f in again["findings"]) == sorted(f["signature"] for f in first["findings"])
+    assert sum(bool(f.get("recalled")) for f in again["findings"]) == len(learned)
+
+
+def test_a_sampled_re_hit_is_triaged_in_full_and_says_where_its_fingerprint_was_wrong(monkeypatch):
+    from reports.worker import Recall
+
+    first = _first(27)
+    wrong = "differential:mismatch:dedup:planted-wrong-signature"
+    learned = {f["fingerprint"]: wrong for f in first["findings"] if f.get("fingerprint")}
+    monkeypatch.setattr(Recall, "sampled", lambda self, verdict: True)
+    again = _findings(27, learned)
+    assert sorted(f["signature"] for f in again["findings"]) == RECORDED["programs"][27]["findings"]
+    flagged = [f for f in again["findings"] if f.get("sampled")]
+    assert len(flagged) == len(learned) and all(f["expected"] == wrong and not f["recalled"] for f in flagged)
