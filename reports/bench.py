@@ -24,6 +24,23 @@ per-program ratios; also in CPU time of this process, which other work on the
 machine disturbs less than wall time), and where the time goes (``Outcome.seconds``: the eager
 runs, the compile under test, each companion; ``judge``: the oracles; ``other``:
 the rest).
+
+Then, unless skipped, two campaign-level figures, each from a real campaign
+(``reports.campaign.run``: all oracles, worker processes, triage, follow-ups)
+in a process of its own, so that a planted Dynamo fault its check resolves is
+never entered in this one:
+
+- *campaign* (``--campaign N``): N programs on the bench's backend with
+  ``--workers`` workers: wall seconds, programs per second per worker, the
+  ratio of seconds per program per worker to the bare loop's seconds per
+  program, and from its ``summary.json`` the seconds per program by stage,
+  triage and follow-up counts and the root causes;
+- *planted faults* (``--faults``): per fault of ``FAULTS``, a campaign on
+  that fault's backend that stops at the first finding no known issue names
+  (``Options.stop_on_new``), or at ``--fault-budget`` seconds: the seconds
+  from its start event to that finding event in ``findings.jsonl``, its
+  signature, the programs run by then, and the seconds in bare programs'
+  worth (seconds / bare seconds per program).
 """
 
 from __future__ import annotations
@@ -32,10 +49,12 @@ import argparse
 import contextlib
 import gc
 import json
+import os
 import platform
 import random
 import statistics
 import sys
+import tempfile
 import time
 import traceback
 import warnings
@@ -55,6 +74,8 @@ from harness.outcome import RunConfig
 from harness.pipeline import InvalidProgram, isolated_global_state, run_eager, run_program
 from oracles import guards
 from oracles.registry import ORACLES, judge, run_config
+from reports.campaign import Options
+from reports.ledger import LOG, read_events
 
 # Oracle sets measured, by name; each is run as its oracles' own run_config.
 SETS: dict[str, tuple[str, ...]] = {
@@ -69,14 +90,71 @@ SETS: dict[str, tuple[str, ...]] = {
 BARE = "bare"
 BATCH = 25  # programs drawn per Hypothesis run, as a campaign draws them
 
+# Planted faults timed to their first finding: name -> campaign backend. Only
+# strings: they are resolved in the campaign's processes (harness.backends),
+# never imported here. Every planted fault in suites/ a campaign can run on
+# CPU, but the ones that kill or hang the worker (abort_or_hang,
+# abort_on_subgraph_calls), the CUDA-graph ones (planted_cudagraphs) and
+# float_sign_guarded (the guard Dynamo should have: not a fault). A
+# ``<fault>__aot_eager`` backend is aot_eager with a planted Dynamo fault
+# entered in the worker process.
+FAULTS: dict[str, str] = {
+    # wrong backends (suites/planted.py)
+    "perturb_one_element": "suites.planted:perturb_one_element",
+    "wrong_dtype": "suites.planted:wrong_dtype",
+    "drop_gradient": "suites.planted:drop_gradient",
+    "zero_sign_lost": "suites.planted:zero_sign_lost",
+    "nan_zeroed": "suites.planted:nan_zeroed",
+    "corrupt_every_third_invoke_subgraph": "suites.planted:corrupt_every_third_invoke_subgraph",
+    "leak_dispatch_mode": "suites.planted:leak_dispatch_mode",
+    "corrupt_second_inner_call": "suites.planted_nested:corrupt_second_inner_call",
+    # the deduplication pass itself (suites/planted_pass.py)
+    "ints_ignored": "suites.planted_pass:ints_ignored__aot_eager",
+    "grad_mode_ignored": "suites.planted_pass:grad_mode_ignored__aot_eager",
+    "tensor_metadata_ignored": "suites.planted_pass:tensor_metadata_ignored__aot_eager",
+    "arguments_swapped": "suites.planted_pass:arguments_swapped__aot_eager",
+    "mutation_check_skipped": "suites.planted_pass:mutation_check_skipped__aot_eager",
+    "cyclic_edge": "suites.planted_pass:cyclic_edge__aot_eager",
+    "grad_mode_moved": "suites.planted_pass:grad_mode_moved__aot_eager",
+    "regions_dropped": "suites.planted_pass:regions_dropped__aot_eager",
+    "regions_flaky": "suites.planted_pass:regions_flaky__aot_eager",
+    "extra_guard": "suites.planted_pass:extra_guard__aot_eager",
+    "mutation_reordered": "suites.planted_pass:mutation_reordered__aot_eager",
+    # Dynamo's guards (suites/planted_guards.py)
+    "dtype_check_dropped": "suites.planted_guards:dtype_check_dropped__aot_eager",
+    "constant_check_dropped": "suites.planted_guards:constant_check_dropped__aot_eager",
+    "module_attribute_check_dropped": "suites.planted_guards:module_attribute_check_dropped__aot_eager",
+    "storage_guarded": "suites.planted_guards:storage_guarded__aot_eager",
+    "float_guard_signless": "suites.planted_guards:float_guard_signless__aot_eager",
+    "module_identity_dropped": "suites.planted_guards:module_identity_dropped__aot_eager",
+    # what only the generator's edge kinds reach (suites/planted_edges.py)
+    "pending_stores_ignored": "suites.planted_edges:pending_stores_ignored__aot_eager",
+    "last_region_as_reference": "suites.planted_edges:last_region_as_reference__aot_eager",
+    "object_fields_unguarded": "suites.planted_edges:object_fields_unguarded__aot_eager",
+    "writes_deferred": "suites.planted_edges:writes_deferred",
+}
+NO_FAULTS = "none"
+CAMPAIGN_BUDGET = 3600.0  # seconds: a safety cap on the --campaign run, which stops at its program count
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", default="aot_eager", help="built-in name or package.module:callable")
-    parser.add_argument("-n", type=int, default=20, help="programs to measure (eager-valid ones)")
+    parser.add_argument("-n", type=int, default=20, help="programs to measure (eager-valid ones; 0: none)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeat", type=int, default=1, help="runs of every program per side (median kept)")
     parser.add_argument("--json", type=Path, default=None, help="also write the report here")
     parser.add_argument("--sets", default="", help=f"comma-separated oracle sets (default: all of {', '.join(SETS)})")
+    parser.add_argument("--campaign", type=int, default=40, metavar="N",
+                        help="programs of a real campaign on --backend with all oracles (default 40; 0: none)")
+    parser.add_argument("--workers", type=int, default=0,
+                        help="worker processes of the campaigns (default: every core)")
+    parser.add_argument("--faults", default="", metavar="NAMES",
+                        help=f"comma-separated planted faults timed to their first finding (default: all "
+                             f"{len(FAULTS)} of the catalogue; {NO_FAULTS}: none)")
+    parser.add_argument("--fault-budget", type=float, default=90.0, metavar="S",
+                        help="seconds per planted fault's campaign (default 90)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="keep the campaigns here (DIR/campaign, DIR/faults/NAME; default: a temporary folder)")
 
 
 # -- drawing -----------------------------------------------------------------
@@ -254,6 +332,9 @@ def table(report: dict) -> str:
             lines.append("  ".join("-" * w for w in widths) + "  " + "-" * len(r[-1]))
     head = (f"bench: {report['programs']} programs x {report['repeat']} on {report['backend']}, "
             f"torch {report['torch']}, 1 thread; ratio = harness seconds / bare seconds")
+    if not report["sets"]:
+        return f"bench: no programs measured per oracle set (-n {report['asked']}) on {report['backend']}, " \
+               f"torch {report['torch']}"
     return "\n".join([head, "", *lines])
 
 
@@ -265,8 +346,9 @@ def run(backend: str, n: int, seed: int, repeat: int, set_names: tuple[str, ...]
     chosen = {name: SETS[name] for name in set_names}
     configs = {name: run_config(backend, names) for name, names in chosen.items()}
     t = time.perf_counter()
-    programs = draw_programs(n, seed)
-    progress(f"drew {len(programs)} eager-valid programs in {time.perf_counter() - t:.1f} s")
+    programs = draw_programs(n, seed) if n else []
+    if n:
+        progress(f"drew {len(programs)} eager-valid programs in {time.perf_counter() - t:.1f} s")
 
     sides: dict[str, Side] = {BARE: Side(BARE)}
     sides.update({name: Side(name, names) for name, names in chosen.items()})
@@ -307,6 +389,7 @@ def run(backend: str, n: int, seed: int, repeat: int, set_names: tuple[str, ...]
         "backend": backend,
         "seed": seed,
         "repeat": repeat,
+        "asked": n,
         "programs": len(sides[BARE].runs),
         "errors": errors,
         "torch": torch.__version__,
@@ -316,21 +399,250 @@ def run(backend: str, n: int, seed: int, repeat: int, set_names: tuple[str, ...]
     }
 
 
+# -- campaigns ---------------------------------------------------------------------
+
+def _campaign_process(options: Options, label: str) -> tuple[dict | None, float, str]:
+    """Runs in a spawned process of its own: (summary, wall seconds, error)."""
+    from reports.campaign import run as run_campaign_here
+
+    warnings.filterwarnings("ignore", message="invoke_subgraph traced multiple backward graphs")
+    last = [time.time()]
+
+    def progress(line: str, final: bool) -> None:
+        if final or time.time() - last[0] >= 15:
+            last[0] = time.time()
+            print(f"  {label}: {line}", flush=True)
+
+    t = time.perf_counter()
+    try:
+        summary = run_campaign_here(options, progress)
+    except Exception as e:  # a bad backend, workers that cannot start: the bench's report says so
+        return None, time.perf_counter() - t, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    return summary, time.perf_counter() - t, ""
+
+
+def campaign_in_process(options: Options, label: str) -> tuple[dict | None, float, str]:
+    """``reports.campaign.run(options)`` in a fresh process: its check
+    resolves the backend, which for a planted Dynamo fault
+    (``<fault>__<backend>``) enters the fault for good in the process that
+    resolves it."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_campaign_process, options, label).result()
+
+
+def _bare_seconds(report: dict) -> float | None:
+    """The bare loop's seconds per program in this bench run, if it ran."""
+    bare = report.get("sets", {}).get(BARE)
+    return bare["seconds_per_program"] if bare and bare.get("programs") else None
+
+
+def run_campaign(backend: str, programs: int, seed: int, workers: int, out: Path, bare: float | None,
+                 progress: Callable[[str], None] = print) -> dict:
+    """A real campaign of ``programs`` programs on ``backend``, all oracles."""
+    options = Options(backend=backend, budget=CAMPAIGN_BUDGET, seed=seed, out=out, workers=workers,
+                      programs=programs)
+    progress(f"campaign: {programs} programs on {backend}, all oracles, workers {workers}")
+    summary, wall, error = campaign_in_process(options, "campaign")
+    entry: dict = {"backend": backend, "seed": seed, "workers": workers, "programs_asked": programs,
+                   "out": str(out), "bare_seconds_per_program": bare}
+    if summary is None:
+        return {**entry, "error": error}
+    n = summary["programs"]
+    entry.update({
+        "programs": n,
+        "invalid": summary.get("errors", {}).get("invalid_program", 0),
+        "wall_seconds": round(wall, 2),
+        "campaign_seconds": summary.get("seconds"),  # from its start to its stop event
+        "programs_per_second_per_worker": round(n / wall / workers, 4) if n and wall else 0.0,
+        "seconds_per_program_per_worker": round(wall * workers / n, 3) if n else None,
+        "ratio_to_bare": round(wall * workers / n / bare, 2) if n and bare else None,
+        "seconds_per_program": summary.get("seconds_per_program", {}),
+        "triage": summary.get("triage", {}),
+        "follow_ups": summary.get("follow_ups", {}),
+        "root_causes": summary.get("root_causes", {}),
+        "workers_lost": summary.get("workers_lost", {}),
+    })
+    if "harness_seconds" in summary:  # workers' seconds: torch running programs vs the harness around them
+        entry["harness_seconds"] = summary["harness_seconds"]
+    if summary.get("aborted"):
+        entry["aborted"] = summary["aborted"]
+    return entry
+
+
+def first_new_finding(out: Path) -> dict | None:
+    """From a campaign's event log: the first finding no known issue names,
+    seconds after the start event, and the programs run by then (results
+    logged before it: a program's result comes before its findings)."""
+    start = None
+    ran = 0
+    for e in read_events(out / LOG):
+        kind = e.get("event")
+        if kind == "start" and start is None:
+            start = e["at"]
+        elif kind in ("program", "lost"):
+            ran += 1
+        elif kind == "finding" and not e.get("known_issue") and start is not None:
+            return {"seconds": round(e["at"] - start, 2), "signature": e["signature"], "oracle": e.get("oracle"),
+                    "severity": e.get("severity"), "programs": ran}
+    return None
+
+
+def run_fault(name: str, seed: int, workers: int, budget: float, out: Path, bare: float | None,
+              progress: Callable[[str], None] = print) -> dict:
+    """A campaign on a planted fault's backend until its first new finding."""
+    backend = FAULTS[name]
+    options = Options(backend=backend, budget=budget, seed=seed, out=out, workers=workers, stop_on_new=True)
+    progress(f"fault {name}: {backend}, workers {workers}, at most {budget:g} s")
+    summary, wall, error = campaign_in_process(options, name)
+    entry: dict = {"backend": backend, "budget": budget, "out": str(out)}
+    if summary is None:
+        return {**entry, "found": False, "error": error}
+    first = first_new_finding(out)
+    entry.update({"found": first is not None, "wall_seconds": round(wall, 2), "programs_run": summary["programs"]})
+    if first is not None:
+        entry.update(first)
+        entry["bare_programs"] = round(first["seconds"] / bare, 1) if bare else None
+    else:
+        entry["known_issues_seen"] = summary.get("root_causes", {}).get("known", {})
+    return entry
+
+
+def run_faults(names: tuple[str, ...], seed: int, workers: int, budget: float, out: Path, bare: float | None,
+               campaign: dict | None, progress: Callable[[str], None] = print) -> dict:
+    faults = {}
+    # a signature the bench's own campaign (no planted fault) also found may be torch's bug, not the fault
+    honest = set() if not campaign else {*campaign.get("root_causes", {}).get("new", []),
+                                         *campaign.get("root_causes", {}).get("unconfirmed", [])}
+    for name in names:
+        entry = run_fault(name, seed, workers, budget, out / name, bare, progress)
+        if entry.get("signature") and campaign and "error" not in campaign:
+            entry["also_without_fault"] = entry["signature"] in honest
+        faults[name] = entry
+        progress(f"fault {name}: " + _fault_cell(entry))
+    return {"seed": seed, "workers": workers, "budget": budget, "bare_seconds_per_program": bare,
+            "results": faults}
+
+
+def _fault_cell(e: dict) -> str:
+    if e.get("error"):
+        return f"error: {e['error']}"
+    if not e["found"]:
+        return f"not found in {e['budget']:g} s ({e['programs_run']} programs)"
+    return f"{e['seconds']:.1f} s, {e['programs']} programs: {e['signature']}"
+
+
+def campaign_table(c: dict) -> str:
+    head = (f"campaign: {c['programs_asked']} programs asked on {c['backend']}, all oracles, "
+            f"workers {c['workers']}, seed {c['seed']}")
+    if c.get("error"):
+        return "\n".join([head, f"  error: {c['error']}"])
+    bare = c["bare_seconds_per_program"]
+    ratio = (f"{c['ratio_to_bare']:.2f} (bare {bare:.3f} s/program)" if c.get("ratio_to_bare") is not None
+             else "n/a: the bare loop was not measured in this run (-n 0)")
+    rc = c["root_causes"]
+    known = ", ".join(f"{k} x{n}" for k, n in rc.get("known", {}).items()) or "none"
+    lines = [
+        head,
+        f"  programs {c['programs']} (+{c['invalid']} invalid) in {c['wall_seconds']:.1f} s wall "
+        f"(campaign {c['campaign_seconds']} s from start to stop event)",
+        f"  programs/s/worker {c['programs_per_second_per_worker']:.4f}, "
+        f"s/program/worker {c['seconds_per_program_per_worker']}, ratio to bare {ratio}",
+        "  s/program by stage: " + (", ".join(f"{k} {v}" for k, v in c["seconds_per_program"].items()) or "none"),
+        "  triage: " + (", ".join(f"{k} {v}" for k, v in c["triage"].items()) or "none")
+        + "; follow-ups: " + (", ".join(f"{k} {v}" for k, v in c["follow_ups"].items()) or "none"),
+        f"  root causes: known {known}; new {len(rc.get('new', []))}; unconfirmed {len(rc.get('unconfirmed', []))}",
+    ]
+    lines += [f"    new: {s}" for s in rc.get("new", [])]
+    lines += [f"    unconfirmed: {s}" for s in rc.get("unconfirmed", [])]
+    if c.get("harness_seconds"):
+        lines.append("  worker seconds, torch + harness: " + _split_cell(c["harness_seconds"]))
+    if c.get("workers_lost"):
+        lines.append(f"  workers lost: {c['workers_lost']}")
+    if c.get("aborted"):
+        lines.append(f"  stopped early: {c['aborted']}")
+    return "\n".join(lines)
+
+
+def faults_table(f: dict) -> str:
+    bare = f["bare_seconds_per_program"]
+    head = (f"planted faults: a campaign per fault (all oracles, workers {f['workers']}, seed {f['seed']}, "
+            f"at most {f['budget']:g} s); seconds from its start to the first finding no known issue names"
+            + ("" if bare else "; bare programs' worth n/a: the bare loop was not measured in this run"))
+    rows = [("fault", "seconds", "programs", "bare progs", "first new finding")]
+    for name, e in f["results"].items():
+        if e.get("error") or not e["found"]:
+            rows.append((name, "-", str(e.get("programs_run", "-")), "-", _fault_cell(e)))
+            continue
+        worth = "-" if e.get("bare_programs") is None else f"{e['bare_programs']:.1f}"
+        note = " (also found without the fault)" if e.get("also_without_fault") else ""
+        rows.append((name, f"{e['seconds']:.1f}", str(e["programs"]), worth, e["signature"] + note))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    lines = [head, ""]
+    for i, r in enumerate(rows):
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths) + "  " + "-" * len(r[-1]))
+    return "\n".join(lines)
+
+
+def _split_cell(split: dict) -> str:
+    """summary.json's harness_seconds: per task type, torch's seconds and the harness's; idle seconds."""
+    parts = []
+    for kind, v in split.items():
+        if isinstance(v, dict) and "torch" in v and "harness" in v:
+            per = v.get("per_task") or {}
+            each = f" (per task {per['torch']} + {per['harness']})" if "torch" in per and "harness" in per else ""
+            parts.append(f"{kind} {v.get('tasks', '?')} tasks {v['torch']} + {v['harness']} s{each}")
+        else:
+            parts.append(f"{kind} {v} s")
+    return ", ".join(parts) or "none"
+
+
+def _error(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
 def main(args: argparse.Namespace) -> int:
     set_names = tuple(s for s in args.sets.split(",") if s) or tuple(SETS)
     unknown = [s for s in set_names if s not in SETS]
     if unknown:
-        print(f"error: unknown oracle set(s) {', '.join(unknown)}: use {', '.join(SETS)}", file=sys.stderr)
-        return 2
-    if args.n < 1 or args.repeat < 1:
-        print("error: -n and --repeat must be positive", file=sys.stderr)
-        return 2
+        return _error(f"unknown oracle set(s) {', '.join(unknown)}: use {', '.join(SETS)}")
+    if args.n < 0 or args.repeat < 1:
+        return _error("-n must be a count (0: no per-program measurement) and --repeat positive")
+    if args.campaign < 0 or args.workers < 0:
+        return _error("--campaign and --workers must be counts (--campaign 0: no campaign; --workers 0: every core)")
+    if not args.fault_budget > 0:
+        return _error("--fault-budget must be positive seconds")
+    fault_names = tuple(s for s in args.faults.split(",") if s) or tuple(FAULTS)
+    if fault_names == (NO_FAULTS,):
+        fault_names = ()
+    unknown = [s for s in fault_names if s not in FAULTS]
+    if unknown:
+        return _error(f"unknown fault(s) {', '.join(unknown)}: use {NO_FAULTS} or {', '.join(FAULTS)}")
+    workers = args.workers or os.cpu_count() or 1
     try:
         report = run(args.backend, args.n, args.seed, args.repeat, set_names)
     except BackendError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return _error(str(e))
+    bare = _bare_seconds(report)
+    with contextlib.ExitStack() as stack:
+        out = args.out or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-")))
+        report["campaign"] = (run_campaign(args.backend, args.campaign, args.seed, workers, out / "campaign", bare)
+                              if args.campaign else None)
+        report["faults"] = (run_faults(fault_names, args.seed, workers, args.fault_budget, out / "faults", bare,
+                                       report["campaign"]) if fault_names else None)
+    if args.out is None:  # the temporary folder is gone
+        for entry in [report["campaign"] or {}, *(report["faults"] or {}).get("results", {}).values()]:
+            entry.pop("out", None)
     print(table(report))
+    if report["campaign"]:
+        print("\n" + campaign_table(report["campaign"]))
+    if report["faults"]:
+        print("\n" + faults_table(report["faults"]))
     for e in report["errors"]:
         print(f"harness error on program {e['program']}:\n{e['traceback']}")
     if args.json:

@@ -12,7 +12,7 @@ import weakref
 import torch
 from torch._dynamo.guards import GuardBuilder
 
-from .planted_pass import _patched as _patched_on
+from .planted_pass import _patched as _patched_on, fault_backend
 
 _patched = functools.partial(_patched_on, GuardBuilder)
 
@@ -152,3 +152,11 @@ def module_identity_dropped():
             yield
     finally:
         torch.nn.Module.__setattr__ = original_setattr  # type: ignore[method-assign]
+
+
+def __getattr__(name: str):
+    """``<fault>__<backend>``: a backend under a planted guard fault
+    (``float_sign_guarded`` is not a fault, so not one of them)."""
+    return fault_backend(name, {f.__name__: f for f in (
+        dtype_check_dropped, constant_check_dropped, module_attribute_check_dropped, storage_guarded,
+        float_guard_signless, module_identity_dropped)})

@@ -189,4 +189,6 @@ def render_planted(program, backend: str, check: str, *args, dedup: bool = True,
 
 def __getattr__(name: str):
     """``<fault>__<backend>``: a backend under a planted pass fault."""
-    return fault_backend(name, {f.__name__: f for f in (grad_mode_moved, cyclic_edge, mutation_reordered)})
+    return fault_backend(name, {f.__name__: f for f in (
+        ints_ignored, grad_mode_ignored, tensor_metadata_ignored, arguments_swapped, mutation_check_skipped,
+        cyclic_edge, grad_mode_moved, regions_dropped, regions_flaky, extra_guard, mutation_reordered)})

@@ -22,7 +22,8 @@ def _args(*argv: str) -> argparse.Namespace:
 
 def test_quick_bench_reports_every_set(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    assert bench.main(_args("--backend", "eager", "-n", "2", "--seed", "1", "--json", str(out))) == 0
+    assert bench.main(_args("--backend", "eager", "-n", "2", "--seed", "1", "--campaign", "0", "--faults", "none",
+                            "--json", str(out))) == 0
     report = json.loads(out.read_text())
     assert report["programs"] == 2 and report["backend"] == "eager" and not report["errors"]
     assert set(report["sets"]) == {bench.BARE, *bench.SETS}
@@ -75,3 +76,75 @@ def test_oracles_without_structure_judge_alike_without_the_recorder():
     for name in light:
         a, b = ORACLES[name](without), ORACLES[name](with_)
         assert (a.status, a.kind, a.where) == (b.status, b.kind, b.where), name
+
+
+def test_campaign_and_a_planted_fault_are_timed(tmp_path, capsys):
+    """One real two-program campaign and one planted fault's campaign (a
+    wrong-value backend every drawn program shows), both on one worker."""
+    out = tmp_path / "bench.json"
+    argv = ("--backend", "eager", "-n", "2", "--sets", "differential", "--campaign", "2", "--workers", "1",
+            "--faults", "perturb_one_element", "--fault-budget", "60", "--out", str(tmp_path / "runs"),
+            "--json", str(out))
+    assert bench.main(_args(*argv)) == 0
+    report = json.loads(out.read_text())
+    campaign = report["campaign"]
+    assert "error" not in campaign, campaign
+    assert campaign["workers"] == 1 and campaign["programs"] >= 1 and campaign["wall_seconds"] > 0
+    assert campaign["programs_per_second_per_worker"] > 0 and campaign["ratio_to_bare"] > 0
+    assert campaign["bare_seconds_per_program"] == report["sets"][bench.BARE]["seconds_per_program"]
+    assert campaign["seconds_per_program"] and set(campaign["root_causes"]) == {"known", "new", "unconfirmed"}
+    assert (tmp_path / "runs" / "campaign" / "summary.json").exists()
+
+    fault = report["faults"]["results"]["perturb_one_element"]
+    assert fault["found"], fault
+    assert fault["backend"] == bench.FAULTS["perturb_one_element"]
+    assert 0 < fault["seconds"] < 60 and fault["programs"] >= 1 and fault["bare_programs"] > 0
+    first = bench.first_new_finding(tmp_path / "runs" / "faults" / "perturb_one_element")
+    assert first is not None and first["signature"] == fault["signature"]
+    findings = json.loads((tmp_path / "runs" / "faults" / "perturb_one_element" / "summary.json").read_text())["findings"]
+    assert not next(f for f in findings if f["signature"] == fault["signature"])["known_issue"]
+
+    printed = capsys.readouterr().out
+    assert "campaign: 2 programs" in printed and "programs/s/worker" in printed
+    assert "planted faults" in printed and f"perturb_one_element  {fault['seconds']:.1f}" in printed
+
+
+def test_no_campaign_and_no_faults_skip_both(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    argv = ("--backend", "eager", "-n", "1", "--sets", "differential", "--campaign", "0", "--faults", "none",
+            "--json", str(out))
+    assert bench.main(_args(*argv)) == 0
+    report = json.loads(out.read_text())
+    assert report["campaign"] is None and report["faults"] is None and report["programs"] == 1
+    printed = capsys.readouterr().out
+    assert "campaign:" not in printed and "planted faults" not in printed
+
+
+@pytest.mark.parametrize("argv, message", [
+    (("--faults", "perturb_one_element,telepathy"), "unknown fault(s) telepathy"),
+    (("--campaign", "-1"), "--campaign and --workers must be counts"),
+    (("--workers", "-2"), "--campaign and --workers must be counts"),
+    (("-n", "-1"), "-n must be a count"),
+    (("--fault-budget", "-5"), "--fault-budget must be positive"),
+])
+def test_bad_campaign_input_is_an_error(argv, message, capsys):
+    assert bench.main(_args(*argv)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1
+
+
+def test_the_fault_catalogue_names_backends_by_string():
+    """reports/ never imports suites/: every fault is a backend string a
+    worker resolves, one per planted fault usable on CPU."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(bench.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not any(m.startswith("suites") for m in imported)
+    assert all(isinstance(b, str) and b.startswith("suites.planted") for b in bench.FAULTS.values())
+    assert not {"abort_or_hang", "abort_on_subgraph_calls", "float_sign_guarded"} & set(bench.FAULTS)
+    for name, backend in bench.FAULTS.items():
+        module, _, attr = backend.partition(":")
+        assert attr.partition("__")[0] == name, (name, backend)
