@@ -29,6 +29,18 @@ def recording_guards(capture: Capture) -> Callable:
     return keep_all
 
 
+def symbolic(gm: torch.fx.GraphModule) -> bool:
+    """Whether a graph takes a symbolic value: a SymInt or SymFloat, or a
+    tensor with a symbolic size (dynamic shapes, a float made dynamic)."""
+    for node in gm.graph.find_nodes(op="placeholder"):
+        value = node.meta.get("example_value")
+        if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return True
+        if isinstance(value, torch.Tensor) and not all(isinstance(d, int) for d in value.shape):
+            return True
+    return False
+
+
 def recording_backend(compiler_fn: Callable, capture: Capture, recorder: Optional[StructureRecorder]) -> Callable:
     """``recorder``: None when the run records no structure (RunConfig.record_structure)."""
 
@@ -37,6 +49,7 @@ def recording_backend(compiler_fn: Callable, capture: Capture, recorder: Optiona
         if not capture.recording:
             capture.late_compiles += 1
             capture.late_invoke_subgraph_calls += calls
+            capture.late_symbolic += symbolic(gm)
             return compiler_fn(gm, example_inputs)
         if recorder is not None:
             with in_harness():

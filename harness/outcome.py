@@ -82,6 +82,7 @@ class VariantRun:
     guards: str = ""  # the guards of the entry that served the call, as Dynamo prints them
     new_guards: list[str] = field(default_factory=list)  # "GUARD_TYPE name" of any recompile
     grouped: bool = False  # a recompile for it handed the backend an invoke_subgraph call
+    symbolic: bool = False  # a recompile for it traced a symbolic value (a dynamic size or float)
     # Not called, and why: in a run without deduplication, a change that can
     # tell nothing the run with it did not (harness.recall.needless)
     skipped: str = ""
@@ -114,6 +115,7 @@ class Capture:
     recording: bool = True  # off once the first call is recorded: later compiles are counted apart
     late_compiles: int = 0
     late_invoke_subgraph_calls: int = 0  # in the graphs of those later compiles
+    late_symbolic: int = 0  # those later compiles whose graph takes a symbolic value
     late_guards: list[str] = field(default_factory=list)
     late_leaked_state: list[str] = field(default_factory=list)  # left behind by the variants' calls
 

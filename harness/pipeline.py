@@ -210,7 +210,7 @@ def _run_companions(outcome: Outcome, module: ModuleType) -> None:
             _run_program_companion(outcome, module, name)
         elif name not in outcome.companions:  # a program companion may have run it already
             outcome.companions[name] = run_compiled(module, outcome.program,
-                                                    replace(COMPANIONS[name](config, outcome.program), companions=()),
+                                                    replace(COMPANIONS[name](config, outcome.program, outcome.capture), companions=()),
                                                     known=outcome.capture if name == "dedup_off" else None)
         outcome.seconds[name] = time.perf_counter() - t
 
@@ -243,7 +243,13 @@ def without_dedup(outcome: Outcome, config: RunConfig) -> Outcome:
     ``dedup_off`` companion) and its eager runs; a fresh run when it has none."""
     off = outcome.companions.get("dedup_off")
     config = replace(config, dedup=False)
-    if off is None or not outcome.config.dedup:
+    # A spared run is its own run without the pass only for a pass that does
+    # nothing when it groups nothing: blame needs the real compile without it
+    # (a pass under test may break graphs it groups nothing in).
+    # Changed calls it skipped as needless next to the run with the pass are
+    # needed where the run without it is judged on its own.
+    if off is None or not outcome.config.dedup or "dedup_off" in outcome.spared \
+            or (config.variants and any(r.skipped for r in off[1].variants)):
         return run_program(outcome.program, config)
     suffix = ":dedup_off"  # twins compiled without deduplication serve as its twins
     made = {k.removesuffix(suffix): v for k, v in outcome.companions.items() if k.endswith(suffix)}
@@ -279,7 +285,7 @@ def _run_program_companion(outcome: Outcome, module: ModuleType, name: str) -> N
         if reason:
             outcome.spared["dedup_off"] = reason
         outcome.companions["dedup_off"] = (outcome.compiled, outcome.capture) if reason else \
-            run_compiled(module, program, replace(COMPANIONS["dedup_off"](config, program), companions=()),
+            run_compiled(module, program, replace(COMPANIONS["dedup_off"](config, program, outcome.capture), companions=()),
                          known=outcome.capture)
     # The twins are other programs: no changed re-calls, no pass recorder.
     plain = replace(config, companions=(), variants=0, record_structure=False)
@@ -305,18 +311,24 @@ SPARED = ("dedup_off", "recapture")
 AUDIT_EVERY = 8
 
 # Extra compiles of the same program that oracles compare the main run with.
-COMPANIONS: dict[str, Callable[[RunConfig, Program], RunConfig]] = {
+COMPANIONS: dict[str, Callable[[RunConfig, Program, Capture], RunConfig]] = {
     # the same backend without the pass (oracles.dedup_toggle; oracles.guards
     # compares the variants' recompiles)
-    "dedup_off": lambda c, p: replace(c, dedup=False),
+    "dedup_off": lambda c, p, cap: replace(c, dedup=False),
     # a second capture (its compiled code decides which frames recompile),
     # forward only (oracles.determinism; oracles.dedup_toggle's guards): what
     # it reads is Dynamo's, decided before any backend sees a graph, so the
-    # backend is "eager", unless shapes are symbolic, where a backend's own
-    # tracing may add guards
-    "recapture": lambda c, p: replace(c, backward=False, variants=0,
-                                      backend=c.backend if _symbolic(p, c) else "eager"),
+    # backend is "eager" where nothing the backend computes can reach Dynamo:
+    # one frame, no graph break (else a value handed across a break, an
+    # .item(), is baked into the next graph), and no symbolic shape (a
+    # backend's own tracing may add shape guards)
+    "recapture": lambda c, p, cap: replace(c, backward=False, variants=0,
+                                           backend="eager" if _backend_blind(p, c, cap) else c.backend),
 }
+
+
+def _backend_blind(program: Program, config: RunConfig, capture: Capture) -> bool:
+    return capture.frames == 1 and not capture.graph_breaks and not _symbolic(program, config)
 
 
 def _symbolic(program: Program, config: RunConfig) -> bool:

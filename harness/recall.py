@@ -117,6 +117,9 @@ def needless(run: Optional[VariantRun], same_guards: bool) -> str:
         return "it reached no guard of the frame with deduplication, whose guards are the same"
     if run.recompiled and not run.grouped:
         return "its recompile with deduplication grouped nothing: the same compile"
+    if run.recompiled and not run.symbolic and same_guards:
+        return ("its recompile traced no symbolic value, under guards the same either way: the pass, which "
+                "runs after tracing, has no shape to guard")
     return ""
 
 
@@ -168,11 +171,12 @@ def _run_one(bench: Workbench, variant: Variant, original: Any, capture: Capture
         if serving is not None:
             run.guards = str(serving.guard_manager)[:GUARD_TEXT_LIMIT]
         compiles, n_reasons, n_guards = capture.late_compiles, len(reasons), len(capture.late_guards)
-        calls = capture.late_invoke_subgraph_calls
+        calls, symbolic = capture.late_invoke_subgraph_calls, capture.late_symbolic
         run.compiled = execute(bench.compiled, bench.model, inputs, bench.names, bench.backward, kwargs)
         run.recompiled = capture.late_compiles > compiles or len(reasons) > n_reasons or \
             len(_entries(bench.code)) > len(entries)
         run.recompile_reasons = reasons[n_reasons:]
         run.grouped = capture.late_invoke_subgraph_calls > calls
+        run.symbolic = capture.late_symbolic > symbolic
         run.new_guards = capture.late_guards[n_guards:]
     return run

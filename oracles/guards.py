@@ -34,7 +34,9 @@ VARIANTS = 3  # changed calls per program unless the run asks for more
 
 
 def _ran(runs: list[VariantRun]) -> list[VariantRun]:
-    return [r for r in runs if not r.invalid]
+    """The changed calls made: not those eager could not run, nor those a run
+    without deduplication skipped as needless (harness.recall.needless)."""
+    return [r for r in runs if not r.invalid and not r.skipped]
 
 
 def _details(run: VariantRun, label: str | None = None) -> dict:
@@ -118,8 +120,8 @@ def _against_dedup_off(outcome: Outcome) -> list[Verdict]:
     out = []
     if differ(off[0], outcome.compiled):
         return out
-    for on_run, off_run in zip(_ran(outcome.capture.variants), _ran(off[1].variants)):
-        if off_run.skipped:  # nothing it could tell (harness.recall.needless)
+    for on_run, off_run in zip(outcome.capture.variants, off[1].variants):  # one selection, in one order
+        if on_run.invalid or off_run.invalid or off_run.skipped:  # skipped: nothing it could tell
             continue
         if on_run.variant != off_run.variant or on_run.compiled.failure or off_run.compiled.failure:
             continue

@@ -42,7 +42,7 @@ from .worker import config_from, config_to, lost_finding
 from .worker_start import covered_paths
 
 BATCH = 25  # programs drawn per Hypothesis seed
-SAMPLE_KNOWN = 4  # one distinct known-issue finding in this many is followed up (Campaign.follows_up)
+SAMPLE_KNOWN = 8  # one distinct known-issue finding in this many has its repro run (Campaign.follows_up)
 # Files a campaign writes into its folder (cleared when a new campaign starts there).
 OUTPUTS = (LOG, "campaign.json", "summary.json", "report.md", "report.html", "junit.xml", "findings", "workers",
            "coverage")
@@ -213,10 +213,11 @@ class Campaign:
             self.learned[fp] = sig
 
     def follows_up(self, entry: dict) -> bool:
-        """Whether a distinct finding gets its repro run, minimized and
-        localized: every new root cause; one recorded root cause (a known
-        issue: the baseline holds its minimal repro) in SAMPLE_KNOWN, by
-        signature, counted in the summary (``follow_ups``)."""
+        """Whether a distinct finding's repro is run: every new root cause's;
+        one recorded root cause's (a known issue) in SAMPLE_KNOWN, by
+        signature, counted in the summary (``follow_ups``). Only new root
+        causes are minimized and localized: the baseline holds a known
+        issue's minimal repro."""
         import zlib
 
         return not entry["known_issue"] or zlib.crc32(entry["signature"].encode()) % SAMPLE_KNOWN == 0
@@ -239,10 +240,11 @@ class Campaign:
         if not self.follows_up(entry):
             self.log.write({"event": "follow_up", "signature": sig, "skipped": f"known issue {entry['known_issue']}"})
             return
-        self.log.write({"event": "follow_up", "signature": sig, "skipped": ""})
+        self.log.write({"event": "follow_up", "signature": sig, "skipped": "",
+                        "known_issue": entry["known_issue"]})
         if self.options.verify_repros and finding["kind"] != "hang":
             self._verify(entry, finding["files"]["repro.py"])  # at once: a minimization may never come
-        if finding.get("minimizable", True) and self.options.minimize_seconds > 0:
+        if finding.get("minimizable", True) and self.options.minimize_seconds > 0 and not entry["known_issue"]:
             self._queue_minimize(entry, program, task)
 
     def _queue_minimize(self, entry: dict, program: dict, task: dict) -> None:
@@ -331,6 +333,13 @@ def markdown(s: dict) -> str:
         f"Verdicts: {s['verdicts']}. Workers lost: {s.get('workers_lost') or 'none'}.", "",
         f"Seconds per program by stage: {s.get('seconds_per_program', {})}.", "",
     ]
+    split = s.get("harness_seconds") or {}
+    if split.get("run", {}).get("per_task"):
+        per = split["run"]["per_task"]
+        others = ", ".join(f"{k} {v['seconds']} s ({v['tasks']})" for k, v in split.items() if k not in ("run", "idle"))
+        lines += [f"Workers' seconds per program: torch {per['torch']} s, harness {per['harness']} s; "
+                  f"follow-up tasks: {others or 'none'}; idle: {split.get('idle', 0)} s. Finding hits triaged: "
+                  f"{s.get('triage') or {}}; distinct findings followed up: {s.get('follow_ups') or {}}.", ""]
     if s.get("aborted"):
         lines += [f"**Stopped early:** {s['aborted']}", ""]
     if s.get("unavailable"):

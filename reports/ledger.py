@@ -86,7 +86,8 @@ class Ledger:
             self.task_seconds[f"{e['type']}:torch"] += e.get("torch", 0.0)
             self.task_seconds[f"{e['type']}:tasks"] += 1
         elif kind == "follow_up":
-            self.follow_ups["skipped_known" if e.get("skipped") else "followed"] += 1
+            self.follow_ups["skipped_known" if e.get("skipped") else
+                            "sampled_known" if e.get("known_issue") else "new"] += 1
         elif kind == "minimized":
             entry = self.findings.get(e["signature"])
             if entry is not None:

@@ -17,6 +17,13 @@ summary.json::
     aborted: str                      # why it stopped early, "" if it did not
     root_causes: {known: {KI: hits}, new: [signature], unconfirmed: [signature]}
     unavailable: {capability: what is lost}   # what this torch lacks (harness.capabilities)
+    triage: {full, recalled, sampled, mismatched}   # finding hits: triaged in full, or recalled from an
+                                      # earlier hit's fingerprint; sampled: recalled ones triaged in full
+                                      # anyway; mismatched: of those, the ones full triage named otherwise
+    follow_ups: {new, sampled_known, skipped_known}  # distinct findings whose repro was run (new ones also
+                                      # minimized and localized), or not (known issues but a sample)
+    harness_seconds: {<task type>: {tasks, seconds, torch, harness, per_task}, idle}   # workers' seconds:
+                                      # torch running programs (harness.clock) vs the harness around them
     findings: [finding, ...]          # most hits first
 
 finding::

@@ -124,22 +124,30 @@ def fails_alike(program: Program, config: RunConfig, oracle: Callable[[Outcome],
     return alike(oracle(_rerun(program, config)), like)
 
 
-def fingerprint(outcome: Outcome, verdict: Verdict, culprit: str, partial: str) -> str:
+def fingerprint(outcome: Outcome, verdict: Verdict, partial: str) -> str:
     """What a wrong-value finding's signature is decided by, short of the
-    re-runs that name the difference between repeats it needs: the partial
-    signature (oracle, kind, culprit, label, tags, where, change) and the
-    kinds of difference the program has to take away. Two hits with one
-    fingerprint were triaged alike so far (a campaign samples re-hits to
-    keep checking that)."""
-    return "|".join([partial, culprit, ",".join(sorted(outcome.program.variations())),
-                     str(verdict.details.get("twin", ""))])
+    re-runs that blame a layer and name the difference between repeats it
+    needs: the partial signature (oracle, kind, label, tags, where, change),
+    the kinds of difference the program has to take away, and whether its
+    compile grouped anything. Two hits with one fingerprint were triaged
+    alike so far (a campaign samples re-hits to keep checking that)."""
+    return "|".join([partial, ",".join(sorted(outcome.program.variations())),
+                     str(verdict.details.get("twin", "")), f"grouped={outcome.capture.deduplicated}"])
+
+
+def _recalled(learned: dict | None, fp: str, verdict: Verdict, outcome: Outcome, config: RunConfig) -> Finding | None:
+    if not learned or not learned.get(fp):
+        return None
+    signature = learned[fp]
+    return Finding(signature, verdict, outcome.program, config, signature.split(":")[2], "", outcome.source,
+                   {"fingerprint": fp, "recalled": True})
 
 
 def triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> Finding:
-    """``learned``: fingerprint -> signature of earlier hits; a hit whose
-    fingerprint is there takes that signature without the re-runs
-    (``Finding.extra["recalled"]``). Every finding that needed re-runs
-    carries its fingerprint in ``extra``."""
+    """``learned``: fingerprint -> signature of earlier hits; a wrong-value
+    hit whose fingerprint is there takes that signature without the re-runs
+    (``Finding.extra["recalled"]``). Every wrong-value finding carries its
+    fingerprint in ``extra``."""
     program = outcome.program
     oracle = ORACLES[verdict.oracle]
     # Re-runs pay only for what this oracle reads: no changed re-calls or
@@ -148,27 +156,29 @@ def triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> F
                      record_structure=outcome.config.record_structure and oracle.structure)
     if verdict.oracle == compile_region.NAME:
         return _triage_region(outcome, verdict, config, learned)
+    trigger, extra = "", {}
+    # Wrong inputs or buffers after the run are a class of their own, and
+    # so is a wrong call after a change (guards: the kind of change).
+    where = ["state"] if verdict.where.startswith("state[") or verdict.details.get("value", "").startswith("state[") else []
+    change = [verdict.details["variant"]["kind"]] if "variant" in verdict.details else []
+    wrong_values = verdict.kind != "crash" and "label" not in verdict.details
+    if wrong_values:
+        extra["fingerprint"] = fp = fingerprint(outcome, verdict, ":".join([verdict.oracle, verdict.kind, *tags(program),
+                                                                           *where, *change]))
+        found = _recalled(learned, fp, verdict, outcome, config)
+        if found is not None:
+            return found
     culprit = "backend"
     # a capture without the pass is captured again only to blame determinism
     off_config = replace(config, spare=verdict.oracle != determinism.NAME)
     if config.dedup and not alike(oracle(without_dedup(outcome, off_config)), verdict):
         culprit = "dedup"
-    trigger, extra = "", {}
     if verdict.kind == "crash":
         detail = f"{verdict.details.get('stage')}:{normalize(verdict.message)}"
-    elif "label" in verdict.details:  # structural oracles name the difference themselves
+    elif not wrong_values:  # structural oracles name the difference themselves
         detail = ":".join([verdict.details["label"], *tags(program)])
     else:
-        # Wrong inputs or buffers after the run are a class of their own, and
-        # so is a wrong call after a change (guards: the kind of change).
-        where = ["state"] if verdict.where.startswith("state[") or verdict.details.get("value", "").startswith("state[") else []
-        change = [verdict.details["variant"]["kind"]] if "variant" in verdict.details else []
         if culprit == "dedup" or program.variations():
-            fp = fingerprint(outcome, verdict, culprit, ":".join([verdict.oracle, verdict.kind, *tags(program), *where, *change]))
-            if learned and learned.get(fp):
-                return Finding(learned[fp], verdict, program, config, culprit, "", outcome.source,
-                               {"fingerprint": fp, "recalled": True})
-            extra["fingerprint"] = fp
             trigger = _trigger(program, config, oracle, verdict)
         if culprit != "dedup" and trigger == "identical-repeats":
             trigger = ""  # a backend failing on identical repeats: nothing between repeats to name
@@ -219,11 +229,11 @@ def _triage_region(outcome: Outcome, verdict: Verdict, config: RunConfig, learne
         extra["equivalent"] = f"differential:crash:{'dedup' if details.get('dedup') else 'backend'}:" \
                               f"{details.get('stage')}:{error}"
     else:
-        fp = fingerprint(outcome, verdict, culprit, ":".join([verdict.oracle, verdict.kind, label, *tags(program)]))
-        if learned and learned.get(fp):
-            return Finding(learned[fp], verdict, program, config, culprit, "", outcome.source,
-                           {"fingerprint": fp, "recalled": True})
-        extra["fingerprint"] = fp
+        extra["fingerprint"] = fp = fingerprint(outcome, verdict, ":".join([verdict.oracle, verdict.kind, culprit, label,
+                                                                           *tags(program)]))
+        found = _recalled(learned, fp, verdict, outcome, config)
+        if found is not None:
+            return found
         if label.endswith(":later_call") and _first_call_fails(program, config, verdict):
             label = label.removesuffix(":later_call") + ":first_call"
         # every program this oracle fails has a decorated block: that tag says nothing here
