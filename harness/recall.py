@@ -130,6 +130,12 @@ def run_variants(bench: Workbench, config: RunConfig, capture: Capture, known: O
     original = bench.original_entry(capture)
     same_guards = known is not None and sorted(known.guards) == sorted(capture.guards)
     before = {str(r.variant): r for r in known.variants} if known is not None else {}
+    # An entry compiled for one change may serve a later one (two objects
+    # alike enough): where that happened with deduplication, every recompile
+    # is needed without it too, or the later call would find no such entry.
+    if any(r.compiled is not None and not r.recompiled and not r.served_by_original
+           for r in (known.variants if known is not None else [])):
+        before = {k: r for k, r in before.items() if not r.recompiled}
     reasons: list[str] = []
     chosen = select(bench.program, config.variants)
     # Each change may add an entry: Dynamo's recompile limit (8) is about

@@ -8,6 +8,7 @@ backend sees. Each program is run with every companion compiled
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -151,3 +152,23 @@ def test_without_dedup_reuses_the_dedup_off_compile():
         fresh = without_dedup(outcome, outcome.config)
         assert fresh.compiled is not outcome.companions["dedup_off"][0]
         assert not any(r.skipped for r in fresh.capture.variants)
+
+
+def test_a_change_served_by_an_earlier_changes_entry_keeps_that_recompile_without_dedup():
+    """Found by a campaign: CONFIG replaced by a new object recompiles; CONFIG
+    replaced again, by another of its kind, is served by that entry. Without
+    deduplication the first recompile was skipped as needless, so the second
+    call recompiled there only: a false "recompiles with deduplication off
+    only". Every recompile is kept where an entry of a change served a later one."""
+    from generators.ir import Program
+
+    program = Program.from_json((Path(__file__).parent / "data" / "served_by_a_changed_calls_entry.json").read_text())
+    spare = run_program(program, run_config("aot_eager"))
+    served_later = [r for r in spare.capture.variants if not r.recompiled and not r.served_by_original]
+    assert served_later, "the program no longer shows an entry of one change serving another"
+    off = spare.companions["dedup_off"][1]
+    assert all(not r.skipped for r, on in zip(off.variants, spare.capture.variants) if on.recompiled)
+    full = run_program(program, replace(run_config("aot_eager"), spare=False))
+    for check in (guards.check, guards.check_recompiles):
+        a, b = check(full), check(spare)
+        assert (a.status, a.kind, a.where) == (b.status, b.kind, b.where) and not b.failed, (a, b)
