@@ -596,6 +596,8 @@ def _split_cell(split: dict) -> str:
             per = v.get("per_task") or {}
             each = f" (per task {per['torch']} + {per['harness']})" if "torch" in per and "harness" in per else ""
             parts.append(f"{kind} {v.get('tasks', '?')} tasks {v['torch']} + {v['harness']} s{each}")
+        elif isinstance(v, dict):  # a repro in a process of its own: not split
+            parts.append(f"{kind} {v.get('tasks', '?')} tasks {v.get('seconds')} s")
         else:
             parts.append(f"{kind} {v} s")
     return ", ".join(parts) or "none"

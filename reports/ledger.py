@@ -17,7 +17,8 @@ from typing import Iterable
 from .schema import root_causes
 
 LOG = "findings.jsonl"
-TIMELINE_POINTS = 60  # at most this many points in summary.json's timeline
+TIMELINE_POINTS = 60
+CHILD_TASKS = ("verify",)  # worker tasks whose torch runs in a child process  # at most this many points in summary.json's timeline
 
 # The fields of a finding event that describe the bug, not the hit.
 FINDING_FIELDS = ("signature", "oracle", "kind", "severity", "culprit", "known_issue", "message", "driver", "variant", "dedup")
@@ -173,9 +174,10 @@ def _split(self: Ledger, seconds: float) -> dict:
         out: dict = {}
         for kind in sorted({k.split(":")[0] for k in t}):
             total, torch_s, n = t[f"{kind}:total"], t[f"{kind}:torch"], t[f"{kind}:tasks"]
-            out[kind] = {"tasks": n, "seconds": round(total, 1), "torch": round(torch_s, 1),
-                         "harness": round(total - torch_s, 1),
-                         "per_task": {"torch": round(torch_s / n, 3), "harness": round((total - torch_s) / n, 3)} if n else {}}
+            out[kind] = {"tasks": n, "seconds": round(total, 1)}
+            if kind not in CHILD_TASKS:  # a repro runs torch in a process of its own: not split
+                out[kind].update(torch=round(torch_s, 1), harness=round(total - torch_s, 1), per_task={
+                    "torch": round(torch_s / n, 3), "harness": round((total - torch_s) / n, 3)} if n else {})
         workers = self.config.get("workers") or 0
         if workers and seconds:
             out["idle"] = round(max(0.0, workers * seconds - sum(v["seconds"] for v in out.values())), 1)
