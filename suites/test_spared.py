@@ -19,8 +19,6 @@ from oracles.differential import compare_runs
 from oracles.registry import run_config
 from reports.bench import draw_programs
 
-pytestmark = pytest.mark.long(seconds=120)
-
 SAMPLE = draw_programs(14, seed=3)
 
 
@@ -34,6 +32,7 @@ def _stable(guards_: list[str]) -> list[str]:
     return extra
 
 
+@pytest.mark.long(seconds=40)
 def test_a_run_grouping_nothing_is_its_own_run_without_the_pass():
     config = replace(run_config("aot_eager"), spare=False)
     grouped_nothing = grouped = 0

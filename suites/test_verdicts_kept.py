@@ -24,7 +24,6 @@ RECORDED = json.loads((Path(__file__).parent / "data" / "verdicts_seed0.json").r
 SAMPLE = (0, 6, 9, 21, 27, 43)
 
 pytestmark = [
-    pytest.mark.long(seconds=60),
     pytest.mark.skipif(torch.__version__ != RECORDED["torch"],
                        reason=f"verdicts recorded on torch {RECORDED['torch']}, this is {torch.__version__}"),
 ]
