@@ -18,7 +18,7 @@ def pending_stores_ignored():
     assigned earlier in the compiled call reads as it was when the call began
     (only programs that rebind a value between repeats see it)."""
     return _patched(side_effects.SideEffects, "has_pending_mutation_of_attr",
-                    lambda orig: lambda self, item, name: False)
+                    lambda orig: lambda self, item, name, *kinds: False)  # torch 2.13 adds mutation_kinds
 
 
 def last_region_as_reference():
