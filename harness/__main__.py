@@ -74,6 +74,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--id", required=True, help="KI-<number>")
     p.add_argument("--title", required=True)
 
+    check = sub.add_parser("check", help="one nn.Module (package.module:factory -> (model, inputs)) through the oracles")
+    check.add_argument("factory", help="package.module:name, a callable returning (model, inputs)")
+    check.add_argument("--backend", default="aot_eager")
+    check.add_argument("--out", type=Path, default=Path("runs/check"))
+
     bench = sub.add_parser("bench", help="programs per second per oracle set, and overhead over plain torch.compile")
     from reports import bench as bench_module
 
@@ -215,7 +220,13 @@ def _regress(args) -> int:
     return 0
 
 
-COMMANDS = {"fuzz": _fuzz, "report": _report, "bench": _bench, "stats": _stats, "regress": _regress}
+def _check(args) -> int:
+    from reports import check
+
+    return check.main(args)
+
+
+COMMANDS = {"fuzz": _fuzz, "report": _report, "bench": _bench, "stats": _stats, "regress": _regress, "check": _check}
 
 if __name__ == "__main__":
     sys.exit(main())

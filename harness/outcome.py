@@ -143,3 +143,6 @@ class Outcome:
     # spared "dedup_off" is the main run itself (the same compile), a spared
     # "recapture" is absent; oracles that read them say so in their verdict.
     spared: dict[str, str] = field(default_factory=dict)
+    # How values are judged where there is no program to ask (a model run by
+    # harness.model): {"floor": dtype name, "signed_zeros": bool}.
+    numerics: Optional[dict] = None

@@ -55,6 +55,8 @@ def check(outcome: Outcome) -> Verdict:
 def numerics(outcome: Outcome) -> dict:
     """How values of this program are judged: its precision floor, and
     whether the sign of a zero is the program's to decide (see compare)."""
+    if outcome.numerics is not None:  # a model (harness.model): no program to ask
+        return {"floor": getattr(torch, outcome.numerics["floor"]), "signed_zeros": outcome.numerics["signed_zeros"]}
     return {"floor": precision_floor(outcome), "signed_zeros": zero_signs_determined(outcome.program)}
 
 
