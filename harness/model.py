@@ -12,11 +12,12 @@ guards' changed calls) do not apply (``MODEL_ORACLES``).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib
 import time
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 import torch._dynamo
@@ -26,15 +27,79 @@ from .backends import resolve
 from .capabilities import has
 from .execute import execute, failure
 from .hygiene import clean_up, leaked_state
-from .observe import recording_backend, recording_guards
-from .outcome import Capture, Execution, Outcome, RunConfig
+from .observe import recording_backend, recording_guards, recording_recompiles
+from .capabilities import recompile_limit_name
+from .outcome import Capture, Execution, Outcome, RunConfig, VariantRun
 from .pipeline import backend_config, isolated_global_state, spared
 from .structure import StructureRecorder, recording_structure, region_nodes
 
 # The oracles that judge a model (the others read a generated program).
 MODEL_ORACLES = ("differential", "hygiene", "region_identity", "rewrite", "graph_validity", "dedup_toggle",
-                 "determinism")
+                 "determinism", "guards", "recompiles")
 SEED = 0
+
+
+def _batch_of(args: list, kwargs: dict) -> Optional[int]:
+    first = next((t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor) and t.dim()), None)
+    return None if first is None else first.shape[0]
+
+
+def _map(args: list, kwargs: dict, fn) -> tuple[list, dict]:  # type: ignore[no-untyped-def]
+    """``fn`` over every input, once per object: an input passed twice (input
+    ids as labels) stays one object, as the model got it."""
+    made: dict[int, Any] = {}
+
+    def once(x: Any) -> Any:
+        if id(x) not in made:
+            made[id(x)] = fn(x)
+        return made[id(x)]
+
+    return [once(a) for a in args], {k: once(v) for k, v in kwargs.items()}
+
+
+def _doubled_batch(model, args, kwargs):  # type: ignore[no-untyped-def]
+    b = _batch_of(args, kwargs)
+    return model, *_map(args, kwargs, lambda t: torch.cat([t, t.flip(0)]) if isinstance(t, torch.Tensor) and t.dim()
+                        and t.shape[0] == b else t)
+
+
+def _shorter(model, args, kwargs):  # type: ignore[no-untyped-def]
+    first = next((t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor) and t.dim() >= 2), None)
+    if first is None or first.shape[1] < 3:
+        return None
+    n = first.shape[1]
+    return model, *_map(args, kwargs, lambda t: t[:, : n - 2] if isinstance(t, torch.Tensor) and t.dim() >= 2
+                        and t.shape[1] == n else t)
+
+
+def _new_values(model, args, kwargs):  # type: ignore[no-untyped-def]
+    def fresh(t):  # type: ignore[no-untyped-def]
+        if not isinstance(t, torch.Tensor) or not t.numel():
+            return t
+        if t.is_floating_point():
+            return torch.randn_like(t).requires_grad_(t.requires_grad)
+        return t.flatten().roll(1).reshape(t.shape)  # the same token values, elsewhere
+
+    return model, *_map(args, kwargs, fresh)
+
+
+def _train(model, args, kwargs):  # type: ignore[no-untyped-def]
+    return model.train(), args, kwargs
+
+
+# Changes a model's second call makes (its guards must see them): name ->
+# (what it does, neutral: cannot change what the model computes, dtype it
+# brings in, how to make it from (model, args, kwargs) -> same or None, the
+# context the call runs under). Adding one is one entry.
+MODEL_CHANGES: dict[str, tuple[str, bool, str, Callable, Callable]] = {
+    "model:values": ("new input values of the same shapes", True, "", _new_values, contextlib.nullcontext),
+    "model:batch": ("the batch doubled", False, "", _doubled_batch, contextlib.nullcontext),
+    "model:sequence": ("the sequence two shorter", False, "", _shorter, contextlib.nullcontext),
+    "model:train": ("model.train()", False, "", _train, contextlib.nullcontext),
+    "model:no_grad": ("the call under torch.no_grad()", False, "", lambda m, a, k: (m, a, k), torch.no_grad),
+    "model:autocast": ("the call under bfloat16 autocast", False, "bfloat16", lambda m, a, k: (m, a, k),
+                       lambda: torch.autocast("cpu", dtype=torch.bfloat16)),
+}
 
 
 class FactoryError(ValueError):
@@ -122,11 +187,71 @@ def run_compiled(factory: Callable[[], Any], spec: str, config: RunConfig) -> tu
         if recorder is not None:
             capture.structure = recorder.graphs
             capture.region_groups = [g for record in recorder.graphs for g in region_nodes(record.groups)]
+        if config.variants and result.failure is None:
+            _recall(factory, spec, compiled, model, config, capture)
     capture.leaked_state = leaked_state()
     if capture.leaked_state:
         clean_up()
     torch._dynamo.reset()
     return result, capture
+
+
+def _recall(factory, spec: str, compiled, model, config: RunConfig, capture: Capture) -> None:  # type: ignore[no-untyped-def]
+    """Each change of MODEL_CHANGES, one at a time, to the compiled model
+    (its weights put back first): eager twice and in float64 under the same
+    change, then the compiled call; whether it recompiled and why."""
+    weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    reasons: list[str] = []
+    name = recompile_limit_name()
+    chosen = list(MODEL_CHANGES.items())[: config.variants if config.variants > 0 else None]
+    with recording_recompiles(reasons), torch._dynamo.config.patch(**{name: getattr(torch._dynamo.config, name) + len(chosen)}):
+        for kind, (description, neutral, dtype, change, context) in chosen:
+            run = VariantRun({"kind": kind, "target": "model", "description": description, "neutral": neutral,
+                              "dtype": dtype, "apply": [], "undo": []})
+            capture.variants.append(run)
+
+            def under(float64: bool = False, target=None):  # type: ignore[no-untyped-def]
+                torch.manual_seed(SEED)
+                m, args, kwargs = build(factory, spec)
+                made = change(m, args, kwargs)
+                if made is None:
+                    return None
+                m, args, kwargs = made
+                if float64:
+                    m, args, kwargs = _float64(m, args, kwargs)
+                fn = m if target is None else target
+                with context():
+                    return execute(fn, m if target is None else model, args, [f"arg{i}" for i in range(len(args))],
+                                   config.backward, kwargs), (m, args, kwargs)
+
+            first = under()
+            if first is None:
+                run.invalid = "the model has no such input"
+                continue
+            run.eager = first[0]
+            if run.eager.failure is not None:
+                run.invalid = f"eager fails under it: {run.eager.failure.type}: {run.eager.failure.message}"
+                continue
+            run.eager_again = under()[0]
+            try:
+                run.reference = under(float64=True)[0]
+                run.reference = run.reference if run.reference.failure is None else None
+            except Exception:
+                run.reference = None
+            with torch.no_grad():  # the compiled model's own weights, as the factory made them
+                model.load_state_dict(weights)
+            for p in model.parameters():
+                p.grad = None
+            training = model.training
+            _, args, kwargs = change(model, *build(factory, spec)[1:])  # the inputs eager got (one seed)
+            compiles, n = capture.late_compiles, len(reasons)
+            with context():
+                run.compiled = execute(compiled, model, args, [f"arg{i}" for i in range(len(args))], config.backward,
+                                       kwargs)
+            model.train(training)
+            run.recompiled = capture.late_compiles > compiles or len(reasons) > n
+            run.recompile_reasons = reasons[n:]
+            run.served_by_original = not run.recompiled
 
 
 def _nothing():
@@ -136,9 +261,9 @@ def _nothing():
 
 
 def model_config(backend: str = "aot_eager", **kwargs) -> RunConfig:
-    """The run MODEL_ORACLES need: a compile without deduplication and a
-    second capture; no changed calls (they are a generated program's)."""
-    return RunConfig(backend=backend, companions=("dedup_off", "recapture"), variants=0, **kwargs)
+    """The run MODEL_ORACLES need: a compile without deduplication, a second
+    capture, and every change of MODEL_CHANGES re-called."""
+    return RunConfig(backend=backend, companions=("dedup_off", "recapture"), variants=-1, **kwargs)
 
 
 def run_model(spec: str, config: RunConfig | None = None) -> Outcome:
@@ -177,6 +302,7 @@ def run_model(spec: str, config: RunConfig | None = None) -> Outcome:
             elif name == "dedup_off":
                 outcome.companions[name] = run_compiled(factory, spec, replace(config, dedup=False, companions=()))
             elif name == "recapture":
-                outcome.companions[name] = run_compiled(factory, spec, replace(config, backward=False, companions=()))
+                outcome.companions[name] = run_compiled(factory, spec, replace(config, backward=False, companions=(),
+                                                                               variants=0))
             seconds[name] = time.perf_counter() - t
     return outcome
