@@ -21,6 +21,22 @@ from .known_issues import match
 from .triage import alike, normalize
 
 
+MODEL_ISSUES = Path(__file__).parent / "model_issues"
+
+
+def known_model_issue(signature: str) -> str | None:
+    """The id of a known issue found on a model (``reports/model_issues``:
+    issue.json with patterns, and a standalone repro.py) or of the program
+    baseline, that names ``signature``."""
+    import fnmatch
+
+    for path in sorted(MODEL_ISSUES.glob("*/issue.json")):
+        issue = json.loads(path.read_text())
+        if any(fnmatch.fnmatchcase(signature, p) for p in issue["patterns"]):
+            return issue["id"]
+    return None
+
+
 def _culprit(outcome, verdict) -> str:
     """"dedup" when the same model compiled without deduplication (a real
     compile, never a spared one) passes this oracle alike."""
@@ -114,13 +130,14 @@ def check(spec: str, backend: str = "aot_eager", out: Path = Path("runs/check"),
         culprit = _culprit(outcome, v)
         sig = signature(outcome, v, culprit)
         known = match(sig, backend)
+        known_id = known.id if known else known_model_issue(sig)
         folder = out / "findings" / "".join(c if c.isalnum() else "-" for c in sig)[:80]
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "repro.py").write_text(REPRO.format(signature=sig, spec=spec, backend=backend, dedup=config.dedup,
                                                       cwd=os.getcwd()))
         (folder / "log.txt").write_text(f"{v}\n\n{json.dumps(v.details, indent=2, default=str)[:20000]}\n")
         findings.append({"signature": sig, "oracle": v.oracle, "kind": v.kind, "culprit": culprit,
-                         "known_issue": known.id if known else None, "message": str(v)[:500],
+                         "known_issue": known_id, "message": str(v)[:500],
                          "folder": str(folder.relative_to(out))})
     summary = {"model": spec, "backend": backend, "torch": torch.__version__, "oracles": list(MODEL_ORACLES),
                "seconds": round(time.time() - started, 1), "seconds_by_stage": {k: round(s, 3) for k, s in outcome.seconds.items()},
