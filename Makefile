@@ -4,6 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+MODELS := $(VENV)/.models
 TORCH_PIN := torch==2.13.0
 BUDGET ?= 120
 OUT ?= runs/latest
@@ -21,7 +22,12 @@ $(STAMP): pyproject.toml
 fuzz: $(STAMP)
 	$(PY) -m harness fuzz --budget $(BUDGET) --out $(OUT)
 
-test: $(STAMP)
+# The model zoo's optional extra (transformers, pinned in pyproject.toml).
+$(MODELS): $(STAMP)
+	$(PY) -m pip install --quiet -e ".[models]"
+	touch $(MODELS)
+
+test: $(STAMP) $(MODELS)
 	@command -v chromium >/dev/null || (command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
 		apt-get install -y -qq chromium >/dev/null 2>&1) || echo "note: no chromium; the HTML report's browser test will skip"
 	$(PY) -m pytest suites/

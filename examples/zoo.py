@@ -60,6 +60,9 @@ __all__ = [
     "bart",
     "t5",
     "t5_eager_attention",
+    "vit",
+    "convnext",
+    "resnet",
 ]
 
 
@@ -268,6 +271,42 @@ def t5_eager_attention():
     return model, inputs
 
 
+# --- vision (transformers' own implementations: no torchvision needed) ------
+
+IMAGE = 32
+
+
+def _image_inputs() -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    return {"pixel_values": torch.randn(BATCH, 3, IMAGE, IMAGE, generator=g),
+            "labels": torch.randint(0, 10, (BATCH,), generator=g)}
+
+
+def vit():
+    from transformers import ViTConfig, ViTForImageClassification
+
+    config = ViTConfig(image_size=IMAGE, patch_size=8, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+                       num_attention_heads=HEADS, intermediate_size=FFN, num_labels=10)
+    return _build(ViTForImageClassification, config), _image_inputs()
+
+
+def convnext():
+    from transformers import ConvNextConfig, ConvNextForImageClassification
+
+    # three stages of depth 3: each stage's blocks repeat
+    config = ConvNextConfig(num_channels=3, hidden_sizes=[16, 32, 64], depths=[3, 3, 3], num_stages=3,
+                            drop_path_rate=0.0, num_labels=10, image_size=IMAGE)
+    return _build(ConvNextForImageClassification, config), _image_inputs()
+
+
+def resnet():
+    from transformers import ResNetConfig, ResNetForImageClassification
+
+    config = ResNetConfig(num_channels=3, embedding_size=16, hidden_sizes=[16, 32], depths=[3, 3],
+                          layer_type="basic", num_labels=10)
+    return _build(ResNetForImageClassification, config), _image_inputs()
+
+
 FACTORIES: dict[str, Callable[[], tuple[nn.Module, dict[str, torch.Tensor]]]] = {
     "llama": llama,
     "mistral": mistral,
@@ -280,4 +319,7 @@ FACTORIES: dict[str, Callable[[], tuple[nn.Module, dict[str, torch.Tensor]]]] = 
     "bart": bart,
     "t5": t5,
     "t5_eager_attention": t5_eager_attention,
+    "vit": vit,
+    "convnext": convnext,
+    "resnet": resnet,
 }

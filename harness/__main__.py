@@ -75,9 +75,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--title", required=True)
 
     check = sub.add_parser("check", help="one nn.Module (package.module:factory -> (model, inputs)) through the oracles")
-    check.add_argument("factory", help="package.module:name, a callable returning (model, inputs)")
+    check.add_argument("factory", help="package.module:name or path/to/file.py:name, a callable returning (model, inputs)")
     check.add_argument("--backend", default="aot_eager")
     check.add_argument("--out", type=Path, default=Path("runs/check"))
+
+    zoo = sub.add_parser("zoo", help="model factories compiled once each, every mode re-called and timed (a table)")
+    zoo.add_argument("models", nargs="+", help="examples.zoo names (llama, t5, vit, ...) or factory specs")
+    zoo.add_argument("--backend", nargs="+", default=["aot_eager"], help="one or more backends")
+    zoo.add_argument("--json", type=Path, help="write the results here")
 
     bench = sub.add_parser("bench", help="programs per second per oracle set, and overhead over plain torch.compile")
     from reports import bench as bench_module
@@ -226,7 +231,14 @@ def _check(args) -> int:
     return check.main(args)
 
 
-COMMANDS = {"fuzz": _fuzz, "report": _report, "bench": _bench, "stats": _stats, "regress": _regress, "check": _check}
+def _zoo(args) -> int:
+    from reports import zoo
+
+    return zoo.main(args)
+
+
+COMMANDS = {"fuzz": _fuzz, "report": _report, "bench": _bench, "stats": _stats, "regress": _regress, "check": _check,
+            "zoo": _zoo}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -15,7 +15,10 @@ from __future__ import annotations
 import contextlib
 import copy
 import importlib
+import importlib.util
+import sys
 import time
+from pathlib import Path
 from dataclasses import replace
 from typing import Any, Callable, Optional
 
@@ -64,12 +67,16 @@ def _doubled_batch(model, args, kwargs):  # type: ignore[no-untyped-def]
 
 
 def _shorter(model, args, kwargs):  # type: ignore[no-untyped-def]
-    first = next((t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor) and t.dim() >= 2), None)
+    """Token ids (the first integer input of two or more dimensions) and
+    every input sharing their sequence length, two shorter; None for a model
+    without token ids (an image's dimension 1 is its channels)."""
+    first = next((t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor) and t.dim() >= 2
+                  and not t.is_floating_point() and not t.is_complex()), None)
     if first is None or first.shape[1] < 3:
         return None
     n = first.shape[1]
-    return model, *_map(args, kwargs, lambda t: t[:, : n - 2] if isinstance(t, torch.Tensor) and t.dim() >= 2
-                        and t.shape[1] == n else t)
+    return model, *_map(args, kwargs, lambda t: t[:, : n - 2].contiguous() if isinstance(t, torch.Tensor)
+                        and t.dim() >= 2 and t.shape[1] == n else t)
 
 
 def _new_values(model, args, kwargs):  # type: ignore[no-untyped-def]
@@ -83,6 +90,34 @@ def _new_values(model, args, kwargs):  # type: ignore[no-untyped-def]
     return model, *_map(args, kwargs, fresh)
 
 
+def _state(model: torch.nn.Module) -> dict[str, str]:
+    """Every submodule's plain Python attributes (and those of objects it
+    holds, a config), as text: what Dynamo guards on besides tensors."""
+    state = {}
+    for name, module in model.named_modules():
+        for key, value in vars(module).items():
+            if key in ("_parameters", "_buffers", "_modules") or isinstance(value, (torch.Tensor, torch.nn.Module)):
+                continue
+            if hasattr(value, "__dict__") and not callable(value):
+                state.update((f"{name}.{key}.{k}".lstrip("."), repr(v)) for k, v in vars(value).items()
+                             if not isinstance(v, torch.Tensor))
+            else:
+                state[f"{name}.{key}".lstrip(".")] = repr(value)
+    return state
+
+
+def own_state_changes(factory: Callable[[], Any], spec: str) -> list[str]:
+    """The attributes a model changes on its own first (eager) call:
+    transformers' classifiers set ``config.problem_type`` there, and a guard
+    on it rightly recompiles the same call."""
+    model, args, kwargs = build(factory, spec)
+    before = _state(model)
+    with torch.no_grad():
+        model(*args, **kwargs)
+    after = _state(model)
+    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+
+
 def _train(model, args, kwargs):  # type: ignore[no-untyped-def]
     return model.train(), args, kwargs
 
@@ -90,15 +125,18 @@ def _train(model, args, kwargs):  # type: ignore[no-untyped-def]
 # Changes a model's second call makes (its guards must see them): name ->
 # (what it does, neutral: cannot change what the model computes, dtype it
 # brings in, how to make it from (model, args, kwargs) -> same or None, the
-# context the call runs under). Adding one is one entry.
+# context the call runs under). Adding one is one entry. The changes of mode
+# come before those of shape: a shape change recompiles with dynamic sizes,
+# and every later recompile keeps them.
 MODEL_CHANGES: dict[str, tuple[str, bool, str, Callable, Callable]] = {
+    "model:again": ("the same inputs again", True, "", lambda m, a, k: (m, a, k), contextlib.nullcontext),
     "model:values": ("new input values of the same shapes", True, "", _new_values, contextlib.nullcontext),
-    "model:batch": ("the batch doubled", False, "", _doubled_batch, contextlib.nullcontext),
-    "model:sequence": ("the sequence two shorter", False, "", _shorter, contextlib.nullcontext),
     "model:train": ("model.train()", False, "", _train, contextlib.nullcontext),
     "model:no_grad": ("the call under torch.no_grad()", False, "", lambda m, a, k: (m, a, k), torch.no_grad),
     "model:autocast": ("the call under bfloat16 autocast", False, "bfloat16", lambda m, a, k: (m, a, k),
                        lambda: torch.autocast("cpu", dtype=torch.bfloat16)),
+    "model:batch": ("the batch doubled", False, "", _doubled_batch, contextlib.nullcontext),
+    "model:sequence": ("the sequence two shorter", False, "", _shorter, contextlib.nullcontext),
 }
 
 
@@ -106,12 +144,33 @@ class FactoryError(ValueError):
     """The factory cannot be loaded or does not return (model, inputs)."""
 
 
+def _module(name: str):  # type: ignore[no-untyped-def]
+    """``package.module``, or a file (``examples/tiny_llama.py``, ``.py``
+    optional) loaded under a name of its own."""
+    if "/" not in name and not name.endswith(".py"):
+        return importlib.import_module(name)
+    path = Path(name if name.endswith(".py") else name + ".py").resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    key = f"_factory_{abs(hash(str(path)))}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[key] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[key]
+            raise
+    return sys.modules[key]
+
+
 def load_factory(spec: str) -> Callable[[], Any]:
-    module_name, sep, name = spec.partition(":")
+    module_name, sep, name = spec.rpartition(":")
     if not sep or not module_name or not name:
-        raise FactoryError(f"factory {spec!r}: expected package.module:name")
+        raise FactoryError(f"factory {spec!r}: expected package.module:name or path/to/file.py:name")
     try:
-        module = importlib.import_module(module_name)
+        module = _module(module_name)
     except Exception as e:
         raise FactoryError(f"factory {spec!r}: importing {module_name} raised {type(e).__name__}: {e}") from None
     factory = getattr(module, name, None)
@@ -204,10 +263,14 @@ def _recall(factory, spec: str, compiled, model, config: RunConfig, capture: Cap
     reasons: list[str] = []
     name = recompile_limit_name()
     chosen = list(MODEL_CHANGES.items())[: config.variants if config.variants > 0 else None]
+    changed_itself = own_state_changes(factory, spec)
     with recording_recompiles(reasons), torch._dynamo.config.patch(**{name: getattr(torch._dynamo.config, name) + len(chosen)}):
         for kind, (description, neutral, dtype, change, context) in chosen:
+            started = time.perf_counter()
             run = VariantRun({"kind": kind, "target": "model", "description": description, "neutral": neutral,
                               "dtype": dtype, "apply": [], "undo": []})
+            if kind == "model:again" and changed_itself:  # its recompile is the model's doing
+                run.variant["explained"] = f"the model changes its own state on a call: {', '.join(changed_itself[:5])}"
             capture.variants.append(run)
 
             def under(float64: bool = False, target=None):  # type: ignore[no-untyped-def]
@@ -252,6 +315,7 @@ def _recall(factory, spec: str, compiled, model, config: RunConfig, capture: Cap
             run.recompiled = capture.late_compiles > compiles or len(reasons) > n
             run.recompile_reasons = reasons[n:]
             run.served_by_original = not run.recompiled
+            run.seconds = time.perf_counter() - started
 
 
 def _nothing():

@@ -86,6 +86,7 @@ class VariantRun:
     # Not called, and why: in a run without deduplication, a change that can
     # tell nothing the run with it did not (harness.recall.needless)
     skipped: str = ""
+    seconds: float = 0.0  # the changed call's eager runs and compiled call (model checks time modes apart)
 
 
 @dataclass

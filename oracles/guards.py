@@ -172,6 +172,14 @@ def _first_call(outcome: Outcome, mode: str):  # type: ignore[no-untyped-def]
     return (outcome.compiled, outcome.capture) if mode == "on" else outcome.companions["dedup_off"]
 
 
+def each_call(outcome: Outcome) -> dict[str, Verdict]:
+    """Each changed call's own verdict by its kind (``check`` keeps the first
+    failure): a model check reports its modes apart, so a crash after one
+    change does not hide how the others did."""
+    runs, _ = judged_runs(outcome)
+    return {r.variant["kind"]: _judge_call(r, _floor(outcome, r)) for r in runs}
+
+
 def check(outcome: Outcome) -> Verdict:
     skipped = _not_run(outcome, NAME)
     if skipped is not None:
@@ -217,7 +225,7 @@ def check_recompiles(outcome: Outcome) -> Verdict:
                                 "failing_guards": capture.original_rejects_because})
     for run in runs:
         if run.variant["neutral"] and run.recompiled and run.compiled.failure is None \
-                and not all(_data_dependent(r) for r in run.recompile_reasons):
+                and not run.variant.get("explained") and not all(_data_dependent(r) for r in run.recompile_reasons):
             kind = run.variant["kind"]
             reason = (run.recompile_reasons or ["(no reason recorded)"])[-1]  # the oldest entry's
             return Verdict(RECOMPILES, Status.FAIL, kind="recompile", where=f"variant {kind}",

@@ -6,7 +6,6 @@ with a ``repro.py`` that rebuilds the model from its factory."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from dataclasses import replace
@@ -14,9 +13,11 @@ from pathlib import Path
 
 import torch
 
-from harness.model import MODEL_ORACLES, FactoryError, model_config, run_compiled, load_factory, run_model
+from harness.model import MODEL_CHANGES, MODEL_ORACLES, FactoryError, model_config, run_compiled, load_factory, run_model
+from oracles.guards import each_call
 from oracles.registry import ORACLES, judge
 
+from .html import render_check_html
 from .known_issues import match
 from .triage import alike, normalize
 
@@ -24,17 +25,32 @@ from .triage import alike, normalize
 MODEL_ISSUES = Path(__file__).parent / "model_issues"
 
 
-def known_model_issue(signature: str) -> str | None:
+def known_model_issue(signature: str, model: str = "") -> str | None:
     """The id of a known issue found on a model (``reports/model_issues``:
-    issue.json with patterns, and a standalone repro.py) or of the program
-    baseline, that names ``signature``."""
+    issue.json with patterns, and a standalone repro.py) that names
+    ``signature``. An issue with ``models`` (factory patterns) names only
+    those models' findings: a model where a known bug shows as a plain
+    mismatch must not make every model's mismatch known."""
     import fnmatch
 
     for path in sorted(MODEL_ISSUES.glob("*/issue.json")):
         issue = json.loads(path.read_text())
+        if issue.get("models") and not any(fnmatch.fnmatchcase(model, m) for m in issue["models"]):
+            continue
         if any(fnmatch.fnmatchcase(signature, p) for p in issue["patterns"]):
             return issue["id"]
     return None
+
+
+def _dedup_off(outcome):  # type: ignore[no-untyped-def]
+    """A real compile of the model without deduplication: the companion
+    when it was compiled, else made once per outcome."""
+    if "dedup_off" in outcome.companions and "dedup_off" not in outcome.spared:
+        return outcome.companions["dedup_off"]
+    if "_blame" not in outcome.companions:
+        outcome.companions["_blame"] = run_compiled(load_factory(outcome.source), outcome.source,
+                                                    replace(outcome.config, dedup=False, companions=()))
+    return outcome.companions["_blame"]
 
 
 def _culprit(outcome, verdict) -> str:
@@ -42,7 +58,7 @@ def _culprit(outcome, verdict) -> str:
     compile, never a spared one) passes this oracle alike."""
     if not outcome.config.dedup:
         return "backend"
-    off = run_compiled(load_factory(outcome.source), outcome.source, replace(outcome.config, dedup=False, companions=()))
+    off = _dedup_off(outcome)
     again = replace(outcome, config=replace(outcome.config, dedup=False), compiled=off[0], capture=off[1],
                     companions={"dedup_off": off}, spared={"recapture": "judging blame"})
     return "backend" if alike(ORACLES[verdict.oracle](again), verdict) else "dedup"
@@ -58,14 +74,28 @@ def signature(outcome, verdict, culprit: str) -> str:
     return ":".join(p for p in (verdict.oracle, verdict.kind, culprit, detail) if p)
 
 
-REPRO = '''"""Repro: {signature}
-Model: {spec} (rebuilt from its factory), backend {backend!r}, deduplication {dedup}.
-Exit 1: the compiled model differs from eager (or crashes); 0: it does not; 2: the repro failed."""
-import importlib, os, sys
-sys.path.insert(0, {cwd!r})
-import torch
+def failures(outcome, verdicts) -> list[tuple]:
+    """(verdict, signature, known issue id or None) of each failed verdict."""
+    named = []
+    for v in verdicts:
+        if v.failed:
+            sig = signature(outcome, v, _culprit(outcome, v))
+            known = match(sig, outcome.config.backend)
+            named.append((v, sig, known.id if known else known_model_issue(sig, outcome.source)))
+    return named
 
-SPEC, BACKEND, DEDUP = {spec!r}, {backend!r}, {dedup!r}
+
+REPRO = '''"""Repro: {signature}
+Model: {spec} (rebuilt from its factory), backend {backend!r}, deduplication {dedup};
+after the first call, the changed calls {changes} (harness.model.MODEL_CHANGES), in order.
+Exit 1: the compiled model differs from eager (or crashes); 0: it does not; 2: the repro failed."""
+import contextlib, importlib, sys
+sys.path.insert(0, {root!r})  # the harness, for the factory loader and the changes
+import torch
+from harness.capabilities import recompile_limit_name
+from harness.model import MODEL_CHANGES, build, load_factory
+
+SPEC, BACKEND, DEDUP, CHANGES = {spec!r}, {backend!r}, {dedup!r}, {changes!r}
 
 
 def backend():
@@ -75,67 +105,107 @@ def backend():
     return BACKEND
 
 
-def build():
-    module, name = SPEC.split(":")
-    torch.manual_seed(0)
-    model, inputs = getattr(importlib.import_module(module), name)()
-    inputs = inputs() if callable(inputs) else inputs
-    return model, ((), inputs) if isinstance(inputs, dict) else (tuple(inputs), {{}})
+def fresh(change=None):
+    model, args, kwargs = build(load_factory(SPEC), SPEC)
+    return change(model, args, kwargs) if change else (model, args, kwargs)
 
 
-def run(fn_of_model):
-    model, (args, kwargs) = build()
-    out = fn_of_model(model)(*args, **kwargs)
-    leaves = [x for x in torch.utils._pytree.tree_leaves(out) if isinstance(x, torch.Tensor)]
-    loss = sum(x.float().sum() for x in leaves if x.requires_grad)
-    if torch.is_tensor(loss):
-        loss.backward()
-    grads = [p.grad for p in model.parameters() if p.grad is not None]
-    return [x.detach() for x in leaves], grads
+def run(model, args, kwargs, fn, context):
+    with context():
+        out = fn(*args, **kwargs)
+        leaves = [x for x in torch.utils._pytree.tree_leaves(out) if isinstance(x, torch.Tensor)]
+        loss = sum(x.float().sum() for x in leaves if x.requires_grad)
+        if torch.is_tensor(loss):
+            loss.backward()
+    return [x.detach() for x in leaves], [p.grad for p in model.parameters() if p.grad is not None]
 
 
-try:
-    expected = run(lambda m: m)
-    expected_again = run(lambda m: m)
-except Exception as e:
-    print(f"ERROR: the model fails in eager: {{type(e).__name__}}: {{e}}"); sys.exit(2)
-try:
-    with torch._dynamo.config.patch(use_graph_deduplication=DEDUP):
-        actual = run(lambda m: torch.compile(m, backend=backend()))
-except Exception as e:
-    print(f"REPRODUCED: the compile raised {{type(e).__name__}}: {{str(e).splitlines()[0][:300]}}"); sys.exit(1)
+def differ(tag, expected, again, actual, floor):
+    bad = []
+    for kind, exp, exp2, act in (("output", expected[0], again[0], actual[0]), ("grad", expected[1], again[1], actual[1])):
+        for i, (e, e2, a) in enumerate(zip(exp, exp2, act)):
+            noise = (e.double() - e2.double()).abs().max().item() if e.numel() else 0.0
+            tol = max(floor, 10 * noise) * max(1.0, e.double().abs().max().item() if e.numel() else 1.0)
+            if e.shape != a.shape or (e.numel() and (e.double() - a.double()).abs().max().item() > tol):
+                bad.append(f"{{tag}}{{kind}}[{{i}}]")
+    return bad
+
+
+def eager(change, context):
+    try:
+        return [run(m, a, k, m, context) for m, a, k in (fresh(change), fresh(change))]
+    except Exception as e:
+        print(f"ERROR: the model fails in eager: {{type(e).__name__}}: {{e}}"); sys.exit(2)
+
+
+calls = [("", None, contextlib.nullcontext, "")]
+calls += [(kind + ": ", MODEL_CHANGES[kind][3], MODEL_CHANGES[kind][4], MODEL_CHANGES[kind][2]) for kind in CHANGES]
+model, args, kwargs = fresh()
+weights = {{k: v.detach().clone() for k, v in model.state_dict().items()}}
+limit = recompile_limit_name()
 bad = []
-for kind, exp, again, act in (("output", expected[0], expected_again[0], actual[0]), ("grad", expected[1], expected_again[1], actual[1])):
-    for i, (e, e2, a) in enumerate(zip(exp, again, act)):
-        noise = (e.double() - e2.double()).abs().max().item() if e.numel() else 0.0
-        tol = max(1e-4, 10 * noise) * max(1.0, e.double().abs().max().item() if e.numel() else 1.0)
-        if e.shape != a.shape or (e.double() - a.double()).abs().max().item() > tol:
-            bad.append(f"{{kind}}[{{i}}]")
+with torch._dynamo.config.patch(**{{"use_graph_deduplication": DEDUP, limit: getattr(torch._dynamo.config, limit) + len(CHANGES)}}):
+    compiled = torch.compile(model, backend=backend())
+    for tag, change, context, dtype in calls:
+        expected, again = eager(change, context)
+        with torch.no_grad():
+            model.load_state_dict(weights)
+        for p in model.parameters():
+            p.grad = None
+        training = model.training
+        _, args, kwargs = change(model, *fresh()[1:]) if change else (model, *fresh()[1:])
+        try:
+            actual = run(model, args, kwargs, compiled, context)
+        except Exception as e:
+            print(f"REPRODUCED: {{tag or 'the first call: '}}the compiled call raised {{type(e).__name__}}: {{" ".join(str(e).split())[:300]}}")
+            sys.exit(1)
+        model.train(training)
+        bad += differ(tag, expected, again, actual, 5e-2 if dtype else 1e-4)
 if bad:
     print(f"REPRODUCED: {{', '.join(bad[:8])}} differ from eager (torch {{torch.__version__}})"); sys.exit(1)
 print(f"not reproduced: compiled matches eager (torch {{torch.__version__}})"); sys.exit(0)
 '''
 
 
-def check(spec: str, backend: str = "aot_eager", out: Path = Path("runs/check"), train: bool = False) -> dict:
+def _verdict(v) -> dict:
+    return {} if v is None else {"status": v.status.value, "verdict": f"{v.status.value}{' [' + v.kind + ']' if v.kind else ''}",
+                                 "message": v.message[:300]}
+
+
+def _changes_through(verdict) -> list[str]:
+    """The changed calls a guard finding needs replayed: each of
+    MODEL_CHANGES up to the one it failed at (an entry one made can serve the next)."""
+    kind = (verdict.details.get("variant") or {}).get("kind")
+    kinds = list(MODEL_CHANGES)
+    return kinds[: kinds.index(kind) + 1] if kind in kinds else []
+
+
+def _absolute(spec: str) -> str:
+    """A factory file's spec by its absolute path, so its repro runs from anywhere."""
+    module, _, name = spec.rpartition(":")
+    return f"{Path(module).resolve()}:{name}" if "/" in module or module.endswith(".py") else spec
+
+
+def check(spec: str, backend: str = "aot_eager", out: Path = Path("runs/check")) -> dict:
     started = time.time()
     config = model_config(backend)
     outcome = run_model(spec, config)
     verdicts = judge(outcome, MODEL_ORACLES)
+    calls = each_call(outcome) if outcome.compiled.failure is None else {}
     out.mkdir(parents=True, exist_ok=True)
     findings = []
-    for v in verdicts:
-        if not v.failed:
-            continue
-        culprit = _culprit(outcome, v)
-        sig = signature(outcome, v, culprit)
-        known = match(sig, backend)
-        known_id = known.id if known else known_model_issue(sig)
+    for v, sig, known_id in failures(outcome, verdicts):
+        culprit = sig.split(":")[2]
         folder = out / "findings" / "".join(c if c.isalnum() else "-" for c in sig)[:80]
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "repro.py").write_text(REPRO.format(signature=sig, spec=spec, backend=backend, dedup=config.dedup,
-                                                      cwd=os.getcwd()))
+        changes = _changes_through(v)
+        (folder / "repro.py").write_text(REPRO.format(signature=sig, spec=_absolute(spec), backend=backend, dedup=config.dedup,
+                                                      changes=changes,
+                                                      root=str(Path(__file__).resolve().parents[1])))
         (folder / "log.txt").write_text(f"{v}\n\n{json.dumps(v.details, indent=2, default=str)[:20000]}\n")
+        (folder / "meta.json").write_text(json.dumps({"model": spec, "backend": backend, "dedup": config.dedup,
+                                                       "oracle": v.oracle, "kind": v.kind, "culprit": culprit,
+                                                       "torch": torch.__version__}, indent=2))
         findings.append({"signature": sig, "oracle": v.oracle, "kind": v.kind, "culprit": culprit,
                          "known_issue": known_id, "message": str(v)[:500],
                          "folder": str(folder.relative_to(out))})
@@ -144,6 +214,9 @@ def check(spec: str, backend: str = "aot_eager", out: Path = Path("runs/check"),
                "invoke_subgraph_calls": outcome.capture.invoke_subgraph_calls, "frames": outcome.capture.frames,
                "region_groups": len(outcome.capture.region_groups), "spared": outcome.spared,
                "verdicts": {v.oracle: {"status": v.status.value, "kind": v.kind, "message": v.message[:300]} for v in verdicts},
+               "changes": [{"kind": r.variant["kind"], "description": r.variant["description"],
+                            "recompiled": r.recompiled, "invalid": r.invalid, "seconds": round(r.seconds, 3),
+                            **_verdict(calls.get(r.variant["kind"]))} for r in outcome.capture.variants],
                "findings": findings}
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     lines = [f"# Model check: {spec} on {backend}, torch {torch.__version__}", "",
@@ -152,9 +225,13 @@ def check(spec: str, backend: str = "aot_eager", out: Path = Path("runs/check"),
              "| oracle | verdict | |", "|---|---|---|"]
     lines += [f"| {name} | {v['status']}{' [' + v['kind'] + ']' if v['kind'] else ''} | {v['message'][:120]} |"
               for name, v in summary["verdicts"].items()]
+    lines += ["", "## Changed calls", "", "| change | call | verdict | seconds |", "|---|---|---|---|"]
+    lines += [f"| {c['kind']} ({c['description']}) | {c['invalid'] or ('recompiled' if c['recompiled'] else 'served')} "
+              f"| {c.get('verdict', '—')} {c.get('message', '')[:100]} | {c['seconds']} |" for c in summary["changes"]]
     lines += ["", "## Findings", ""] + ([f"- `{f['signature']}` ({f['known_issue'] or '**NEW**'}): `{f['folder']}/repro.py`"
                                          for f in findings] or ["(none)"])
     (out / "report.md").write_text("\n".join(lines) + "\n")
+    (out / "report.html").write_text(render_check_html(summary, out))
     return summary
 
 
@@ -166,5 +243,5 @@ def main(args) -> int:
         return 2
     for name, v in summary["verdicts"].items():
         print(f"{name:16s} {v['status']}{' [' + v['kind'] + ']' if v['kind'] else ''}")
-    print(f"{len(summary['findings'])} finding(s); report: {args.out / 'report.md'}")
+    print(f"{len(summary['findings'])} finding(s); report: {args.out / 'report.md'} (also report.html)")
     return 1 if any(not f["known_issue"] for f in summary["findings"]) else 0

@@ -172,7 +172,7 @@ def _read(path: Path) -> Optional[str]:
         return None
 
 
-def _finding_section(f: dict, out: Path) -> str:
+def _finding_section(f: dict, out: Path, files: tuple[str, ...] = ("repro.py", "log.txt", "meta.json", "program.json")) -> str:
     sig = str(f.get("signature"))
     folder_name = f.get("folder") or "(no folder recorded)"
     folder = out / folder_name
@@ -190,7 +190,7 @@ def _finding_section(f: dict, out: Path) -> str:
                 if v is not None else "—") for k, v in meta.items())
     files = " ".join(
         f'<a href="{_e(quote(folder_name))}/{n}">{n}</a>' if (folder / n).is_file() else f'<span class="missing">{n} missing</span>'
-        for n in ("repro.py", "log.txt", "meta.json", "program.json"))
+        for n in files)
     # each <pre> opens with a newline: HTML parsing drops one there, so a file's own leading newline survives
     repro = _read(folder / "repro.py")
     log = _read(folder / "log.txt")
@@ -337,3 +337,43 @@ def _generator(generator: dict) -> str:
     return (f'<h2 id="generator">Generator coverage</h2><details{" open" if len(items) <= 40 else ""}><summary>{len(items)} features, '
             f'{sum(1 for _, v in items if not v)} never drawn</summary><table id="generator-table">'
             f"<tr><th>feature</th><th>programs</th></tr>{cells}</table></details>")
+
+
+def render_check_html(summary: dict, out: Path) -> str:
+    """The page of a model check (``reports.check``): the model's verdicts,
+    its changed calls with their times, and each finding as a campaign's."""
+    out = Path(out)
+    findings = list(summary.get("findings") or [])
+    title = f"Model check: {summary.get('model', '?')} on {summary.get('backend', '?')}, torch {summary.get('torch', '?')}"
+    fields = [("model", summary.get("model")), ("backend", summary.get("backend")), ("torch", summary.get("torch")),
+              ("seconds", summary.get("seconds")), ("invoke_subgraph calls", summary.get("invoke_subgraph_calls")),
+              ("graphs", summary.get("frames")), ("region groups", summary.get("region_groups"))]
+    stages = ", ".join(f"{_e(k)} {_e(v)}" for k, v in (summary.get("seconds_by_stage") or {}).items())
+    verdicts = "".join(
+        f'<tr class="verdict"><td>{_e(name)}</td><td>{_e(v.get("status"))}{" [" + _e(v["kind"]) + "]" if v.get("kind") else ""}'
+        f'</td><td>{_e(v.get("message"))}</td></tr>' for name, v in (summary.get("verdicts") or {}).items())
+    changes = "".join(
+        f'<tr class="change"><td><code>{_e(c.get("kind"))}</code></td><td>{_e(c.get("description"))}</td>'
+        f'<td>{_e(c.get("invalid") or ("recompiled" if c.get("recompiled") else "served by the first entry"))}</td>'
+        f'<td>{_e(c.get("verdict", "—"))} <span class="muted">{_e(c.get("message", ""))}</span></td>'
+        f'<td class="num">{_e(c.get("seconds"))}</td></tr>' for c in summary.get("changes") or [])
+    rows = "".join(
+        f'<tr class="finding"><td><code>{_e(f.get("signature"))}</code></td><td>{_known(f)}</td>'
+        f'<td>{_e(f.get("culprit"))}</td><td><a href="#{section_id(str(f.get("signature")))}">details</a></td></tr>'
+        for f in findings) or '<tr class="none"><td colspan="4" class="muted">none</td></tr>'
+    parts = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>", f"<h1>{_e(title)}</h1>",
+        _table((k, _e("—" if v is None else v)) for k, v in fields),
+        f"<p>Seconds by stage: {stages}.</p>" if stages else "",
+        '<h2 id="verdicts">Verdicts</h2><table id="verdict-table"><tr><th>oracle</th><th>verdict</th><th></th></tr>'
+        f"{verdicts}</table>",
+        '<h2 id="changes">Changed calls</h2><table id="change-table"><tr><th>change</th><th>what</th><th>call</th>'
+        f"<th>verdict</th><th>seconds</th></tr>{changes}</table>" if changes else "",
+        '<h2 id="summary">Findings</h2><table id="findings"><tr><th>signature</th><th>known issue</th><th>culprit</th>'
+        f"<th></th></tr>{rows}</table>",
+        '<h2 id="details">Findings in detail</h2>' if findings else "",
+        *(_finding_section(f, out, ("repro.py", "log.txt", "meta.json")) for f in findings),
+        "</body></html>",
+    ]
+    return "\n".join(p for p in parts if p)

@@ -1,0 +1,119 @@
+"""A zoo of model factories through the compile, mode by mode: the table a
+backend's engineers read (``python -m harness zoo``) and what the zoo suite
+asserts (every failure named by a known issue).
+
+One compile per model and backend, then each change of
+``harness.model.MODEL_CHANGES`` re-called on it (train(), no_grad, bfloat16
+autocast, then the batch and sequence changes), each judged on its own
+(``oracles.guards.each_call``), with its seconds. Unlike ``check`` there is
+no companion compile: blame needs a compile without deduplication, made only
+for a failure no known issue names with the culprit "dedup" (the known
+issue's own repro is what proves deduplication at fault there).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from harness.model import run_model, model_config
+from oracles.guards import each_call
+from oracles.registry import judge
+
+from .check import failures, known_model_issue, signature
+from .known_issues import match
+
+# Judged on the first call and on each changed call (the structural oracles
+# need the companions a check compiles).
+ORACLES = ("differential", "hygiene", "guards", "recompiles")
+ZOO = "examples.zoo"
+
+
+def _named(outcome, verdict) -> tuple[str, str | None]:  # type: ignore[no-untyped-def]
+    """The signature and known issue of a failed verdict: as blamed on
+    deduplication when a known issue names it so, else with real blame."""
+    sig = signature(outcome, verdict, "dedup" if outcome.config.dedup else "backend")
+    known = match(sig, outcome.config.backend)
+    known_id = known.id if known else known_model_issue(sig, outcome.source)
+    if known_id:
+        return sig, known_id
+    (_, sig, known_id), = failures(outcome, [verdict])
+    return sig, known_id
+
+
+def run(spec: str, backend: str = "aot_eager") -> dict:
+    """One model's result: the first call's verdicts and each mode's."""
+    started = time.perf_counter()
+    outcome = run_model(spec, replace(model_config(backend), companions=()))
+    first, verdicts = [], judge(outcome, ORACLES)
+    # a wrong first call is the differential oracle's finding, repeated by every later call
+    first_wrong = any(v.oracle == "guards" and v.kind == "first_call_wrong" for v in verdicts)
+    for v in verdicts:
+        if v.failed and not (v.oracle == "guards"):  # the guards verdict is read call by call below
+            sig, known = _named(outcome, v)
+            first.append({"oracle": v.oracle, "signature": sig, "known_issue": known, "message": v.message[:300]})
+    changes = sum(r.seconds for r in outcome.capture.variants)  # timed inside the compile's run
+    modes = {"first call": {"status": "fail" if outcome.compiled.failure else "pass",
+                            "seconds": round(outcome.seconds.get("compiled", 0.0) - changes, 2)}}
+    calls = each_call(outcome) if outcome.compiled.failure is None and not first_wrong else {}
+    for r in outcome.capture.variants:
+        kind, v = r.variant["kind"], calls.get(r.variant["kind"])
+        mode = {"status": "invalid" if r.invalid else v.status.value if v else
+                "first call wrong" if first_wrong else "not judged",
+                "recompiled": r.recompiled, "seconds": round(r.seconds, 2)}
+        if r.invalid:
+            mode["message"] = r.invalid
+        if v is not None and v.failed:
+            mode["signature"], mode["known_issue"] = _named(outcome, v)
+            mode["message"] = v.message[:300]
+        modes[kind] = mode
+    return {"model": spec, "backend": backend, "invoke_subgraph_calls": outcome.capture.invoke_subgraph_calls,
+            "region_groups": len(outcome.capture.region_groups), "first_call": first, "modes": modes,
+            "seconds": round(time.perf_counter() - started, 1)}
+
+
+def unknown(result: dict) -> list[str]:
+    """Each failure no known issue names, as signature and message."""
+    found = [f for f in result["first_call"] if not f["known_issue"]]
+    found += [m for m in result["modes"].values() if m.get("signature") and not m["known_issue"]]
+    return [f"{f['signature']}\n  {f['message']}" for f in found]
+
+
+def _cell(mode: dict) -> str:
+    verdict = mode.get("known_issue") or ("NEW" if mode.get("signature") else mode["status"])
+    return f"{verdict} {mode['seconds']}s"
+
+
+def table(results: list[dict]) -> str:
+    """Markdown: a row per model and backend, a column per mode."""
+    modes = list(dict.fromkeys(k for r in results for k in r["modes"]))
+    lines = ["| model | backend | calls | first call: oracles | " + " | ".join(modes) + " | seconds |",
+             "|---|---|---|---|" + "---|" * len(modes) + "---|"]
+    for r in results:
+        first = ", ".join(sorted({f["known_issue"] or "NEW" for f in r["first_call"]})) or "pass"
+        cells = " | ".join(_cell(r["modes"][m]) if m in r["modes"] else "—" for m in modes)
+        lines.append(f"| {r['model'].split(':')[-1]} | {r['backend']} | {r['invoke_subgraph_calls']} | {first} | "
+                     f"{cells} | {r['seconds']} |")
+    return "\n".join(lines)
+
+
+def main(args) -> int:
+    from harness.model import FactoryError
+
+    results = []
+    for name in args.models:
+        spec = name if ":" in name else f"{ZOO}:{name}"
+        for backend in args.backend:
+            try:
+                results.append(run(spec, backend))
+            except FactoryError as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 2
+            print(table(results[-1:]).splitlines()[-1], flush=True)
+    print(table(results))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 1 if any(unknown(r) for r in results) else 0

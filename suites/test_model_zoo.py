@@ -1,0 +1,81 @@
+"""The model zoo: tiny configurations of real architectures from
+``transformers`` (``examples/zoo.py``: random weights, built offline) compiled
+with deduplication, right in forward and backward against eager and the
+float64 referee on the first call and after every change of mode and shape
+(new values, train(), no_grad, bfloat16 autocast, batch, sequence), each
+judged on its own (``reports.zoo``). A failure no known issue names fails.
+
+``pytest suites/ -m models`` runs the zoo alone (aot_eager); inductor's share
+is one model, marked ``inductor`` too."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reports import zoo
+
+HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
+NO_TRANSFORMERS = "transformers is not installed: pip install -e .[models] (make test does)"
+pytestmark = pytest.mark.models
+needs_transformers = pytest.mark.skipif(not HAS_TRANSFORMERS, reason=NO_TRANSFORMERS)
+
+# Decoder-only, encoder-only, encoder-decoder and vision. t5_eager_attention
+# is left to `python -m harness zoo`: its KI-001 is T5's too, and it costs
+# four times as much.
+FAMILIES = ("llama", "mistral", "qwen2", "gemma", "phi3", "opt", "gpt2", "bert", "bart", "t5", "vit", "convnext",
+            "resnet")
+INDUCTOR = ("gpt2",)
+MODEL_ISSUES = sorted(Path(zoo.__file__).parent.glob("model_issues/*/repro.py"))
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def _assert_named(result: dict) -> None:
+    assert result["modes"]["first call"]["status"] == "fail" or result["invoke_subgraph_calls"] >= 2, \
+        f"repeated layers, yet {result['invoke_subgraph_calls']} invoke_subgraph calls"
+    judged = [m for m in result["modes"].values() if m["status"] not in ("invalid", "not judged")]
+    assert len(judged) >= 2, result["modes"]
+    new = zoo.unknown(result)
+    assert not new, "failures no known issue names:\n" + "\n".join(new) + "\n\n" + zoo.table([result])
+
+
+@needs_transformers
+@pytest.mark.long(seconds=25)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_zoo_model_is_right_in_every_mode_or_fails_on_a_known_issue(family):
+    _assert_named(zoo.run(f"{zoo.ZOO}:{family}", "aot_eager"))
+
+
+@needs_transformers
+@pytest.mark.inductor
+@pytest.mark.long(seconds=60)
+@pytest.mark.parametrize("family", INDUCTOR)
+def test_a_zoo_model_on_inductor(family):
+    _assert_named(zoo.run(f"{zoo.ZOO}:{family}", "inductor"))
+
+
+@pytest.mark.known_issue
+@pytest.mark.parametrize("repro", MODEL_ISSUES, ids=[p.parent.name.split("-")[0] + "-" + p.parent.name.split("-")[2]
+                                                      for p in MODEL_ISSUES])
+def test_a_model_issue_reproduces(repro):
+    """As the program baseline's: a repro that stops reproducing says the
+    issue appears fixed (record the release); 2 is a torch without the feature."""
+    issue = json.loads((repro.parent / "issue.json").read_text())
+    if issue.get("repro") == "model" and not HAS_TRANSFORMERS:
+        pytest.skip(NO_TRANSFORMERS)
+    done = subprocess.run([sys.executable, str(repro)], capture_output=True, text=True, timeout=600)
+    said = (done.stdout[-1500:] + done.stderr[-1500:]).strip()
+    if done.returncode == 2:
+        pytest.skip(f"{issue['id']}: {said}")
+    assert done.returncode != 0, f"{issue['id']} appears fixed in this torch: its repro.py exits 0 ({said}); " \
+                                 "record the release in its issue.json"
+    assert done.returncode == 1, f"{issue['id']}: repro.py exited {done.returncode}: {said}"
