@@ -3,7 +3,7 @@
 Every factory takes no arguments and returns ``(model, inputs)``: ``model`` is an
 ``nn.Module`` built from a config object with random weights (nothing is
 downloaded: no ``from_pretrained``, no tokenizer, no hub access), ``inputs`` a
-dict of keyword tensors to call it with (``model(**inputs)``). Each model has
+dict of keyword tensors to call it with (``model(**inputs)``). Each text model has
 three identical layers (the repeated blocks deduplication should find), hidden
 size 32-64, vocabulary 128, and inputs of batch 2 by sequence 8, built under
 ``torch.manual_seed(0)`` so two calls give the same weights and inputs. Models
@@ -20,13 +20,17 @@ Resolve a factory by attribute (``examples.zoo:llama``) or by name through
 ``FACTORIES``. Needs the optional dependency group ``models``
 (``pip install -e .[models]``).
 
-Every family here runs in eager. Two fail under torch.compile with graph
-deduplication (torch 2.13, aot_eager) and are kept as findings: ``t5`` (SDPA
-attention) crashes with "view size is not compatible with input tensor's size
-and stride" in the compiled forward, and ``t5_eager_attention`` gives wrong
-outputs and gradients (the encoder's and decoder's relative-position buckets
-divide by different float constants, ``math.log(max_distance / max_exact)``,
-and deduplication merges the two regions: KI-001).
+Vision models (``vit``, ``convnext``, ``resnet``) are transformers' own
+implementations (no torchvision: none on PyPI installs next to torch 2.13),
+on 32x32 images of batch 2 with class labels.
+
+Every family here runs in eager. What the compile makes of them (torch 2.13,
+aot_eager, deduplication on; ``python -m harness zoo``): ``t5`` (SDPA) crashes
+in the compiled forward (KI-042), ``t5_eager_attention`` gives wrong outputs
+and gradients (KI-001: the encoder's and decoder's relative-position buckets
+differ only in a float constant), decoder models crash on a shape change
+(KI-041; OPT: KI-043), ResNet in ``train()`` meets KI-008 (batch norm's
+buffer updates).
 """
 
 from __future__ import annotations

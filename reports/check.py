@@ -157,7 +157,7 @@ with torch._dynamo.config.patch(**{{"use_graph_deduplication": DEDUP, limit: get
         try:
             actual = run(model, args, kwargs, compiled, context)
         except Exception as e:
-            print(f"REPRODUCED: {{tag or 'the first call: '}}the compiled call raised {{type(e).__name__}}: {{" ".join(str(e).split())[:300]}}")
+            print(f"REPRODUCED: {{tag or 'the first call: '}}the compiled call raised {{type(e).__name__}}: {{' '.join(str(e).split())[:300]}}")
             sys.exit(1)
         model.train(training)
         bad += differ(tag, expected, again, actual, 5e-2 if dtype else 1e-4)
@@ -167,9 +167,11 @@ print(f"not reproduced: compiled matches eager (torch {{torch.__version__}})"); 
 '''
 
 
-def _verdict(v) -> dict:
-    return {} if v is None else {"status": v.status.value, "verdict": f"{v.status.value}{' [' + v.kind + ']' if v.kind else ''}",
-                                 "message": v.message[:300]}
+def _verdict(v, invalid: str) -> dict:
+    if v is None:
+        return {"status": "invalid" if invalid else "not judged", "verdict": "invalid" if invalid else "not judged"}
+    return {"status": v.status.value, "verdict": f"{v.status.value}{' [' + v.kind + ']' if v.kind else ''}",
+            "message": v.message[:300]}
 
 
 def _changes_through(verdict) -> list[str]:
@@ -216,7 +218,7 @@ def check(spec: str, backend: str = "aot_eager", out: Path = Path("runs/check"))
                "verdicts": {v.oracle: {"status": v.status.value, "kind": v.kind, "message": v.message[:300]} for v in verdicts},
                "changes": [{"kind": r.variant["kind"], "description": r.variant["description"],
                             "recompiled": r.recompiled, "invalid": r.invalid, "seconds": round(r.seconds, 3),
-                            **_verdict(calls.get(r.variant["kind"]))} for r in outcome.capture.variants],
+                            **_verdict(calls.get(r.variant["kind"]), r.invalid)} for r in outcome.capture.variants],
                "findings": findings}
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     lines = [f"# Model check: {spec} on {backend}, torch {torch.__version__}", "",

@@ -39,3 +39,21 @@ def stack_kwargs():
 
 def not_a_pair():
     return Stack()
+
+
+class Labelled(Stack):
+    """Sets an attribute on its first call, as transformers' classifiers set
+    ``config.problem_type``: the same call rightly recompiles once."""
+
+    def __init__(self):
+        super().__init__()
+        self.problem_type = None
+
+    def forward(self, x):
+        if self.problem_type is None:
+            self.problem_type = "regression"
+        return super().forward(x)
+
+
+def labelled():
+    return Labelled(), (torch.randn(2, 4, 8, requires_grad=True),)

@@ -64,3 +64,53 @@ def test_a_planted_backend_fault_is_a_finding_whose_repro_rebuilds_the_model(tmp
     ran = subprocess.run([sys.executable, str(tmp_path / "honest.py")], capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "(none)" not in (tmp_path / "report.md").read_text()
+
+
+def test_a_factory_file_by_path_writes_a_report_page(tmp_path):
+    done = _cli("suites/model_factories.py:stack", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert all(v["status"] == "pass" for v in summary["verdicts"].values()), summary["verdicts"]
+    from harness.model import MODEL_CHANGES
+
+    assert [c["kind"] for c in summary["changes"]] == list(MODEL_CHANGES)
+    # a stack of floats has no token ids to shorten
+    assert all(c["status"] == "pass" or c["kind"] == "model:sequence" and c["status"] == "invalid"
+               for c in summary["changes"]), summary["changes"]
+    page = (tmp_path / "report.html").read_text()
+    assert page.count('<tr class="verdict">') == len(MODEL_ORACLES)
+    assert page.count('<tr class="change">') == len(MODEL_CHANGES) and "src=" not in page
+
+    from suites.test_html_report import CHROMIUM, _chromium
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} not found: the page was checked as text only")
+    dumped = _chromium("--dump-dom", (tmp_path / "report.html").as_uri(), profile=tmp_path / "profile")
+    assert dumped.returncode == 0 and "Model check: suites/model_factories.py:stack" in dumped.stdout
+    assert dumped.stdout.count('class="change"') == len(MODEL_CHANGES)
+
+
+def test_a_model_that_changes_its_own_state_recompiles_without_a_finding(monkeypatch):
+    outcome = run_model("suites.model_factories:labelled")
+    again = next(r for r in outcome.capture.variants if r.variant["kind"] == "model:again")
+    assert again.recompiled and "problem_type" in again.variant["explained"]
+    assert judge(outcome, ["recompiles"])[0].status.value == "pass"
+    # planted: the same recompile, unexplained, is the recompile oracle's finding
+    import harness.model
+
+    monkeypatch.setattr(harness.model, "own_state_changes", lambda factory, spec: [])
+    verdict = judge(run_model("suites.model_factories:labelled"), ["recompiles"])[0]
+    assert verdict.failed and verdict.kind == "recompile" and "model:again" in verdict.where
+
+
+def test_the_zoo_table_names_each_mode_and_fails_on_a_planted_fault():
+    from reports import zoo
+
+    honest = zoo.run("suites.model_factories:stack", "aot_eager")
+    assert not zoo.unknown(honest) and honest["invoke_subgraph_calls"] >= 3
+    assert all(m["status"] == "pass" for k, m in honest["modes"].items() if k != "model:sequence"), honest["modes"]
+    assert honest["modes"]["model:sequence"]["status"] == "invalid"  # no token ids to shorten
+    row = zoo.table([honest]).splitlines()[-1]
+    assert row.startswith("| stack | aot_eager | ") and row.count("pass") == len(honest["modes"])
+    planted = zoo.run("suites.model_factories:stack", "suites.planted_pass:arguments_swapped__aot_eager")
+    assert zoo.unknown(planted) and "differential:crash:dedup:" in zoo.unknown(planted)[0]
