@@ -25,17 +25,20 @@ from .triage import alike, normalize
 MODEL_ISSUES = Path(__file__).parent / "model_issues"
 
 
-def known_model_issue(signature: str, model: str = "") -> str | None:
+def known_model_issue(signature: str, model: str = "", backend: str = "") -> str | None:
     """The id of a known issue found on a model (``reports/model_issues``:
     issue.json with patterns, and a standalone repro.py) that names
     ``signature``. An issue with ``models`` (factory patterns) names only
     those models' findings: a model where a known bug shows as a plain
-    mismatch must not make every model's mismatch known."""
+    mismatch must not make every model's mismatch known; one with a
+    ``backend`` other than "all", only that backend's."""
     import fnmatch
 
     for path in sorted(MODEL_ISSUES.glob("*/issue.json")):
         issue = json.loads(path.read_text())
         if issue.get("models") and not any(fnmatch.fnmatchcase(model, m) for m in issue["models"]):
+            continue
+        if backend and issue.get("backend", "all") not in ("all", backend):
             continue
         if any(fnmatch.fnmatchcase(signature, p) for p in issue["patterns"]):
             return issue["id"]
@@ -81,7 +84,7 @@ def failures(outcome, verdicts) -> list[tuple]:
         if v.failed:
             sig = signature(outcome, v, _culprit(outcome, v))
             known = match(sig, outcome.config.backend)
-            named.append((v, sig, known.id if known else known_model_issue(sig, outcome.source)))
+            named.append((v, sig, known.id if known else known_model_issue(sig, outcome.source, outcome.config.backend)))
     return named
 
 

@@ -37,17 +37,18 @@ def _named(outcome, verdict) -> tuple[str, str | None]:  # type: ignore[no-untyp
     deduplication when a known issue names it so, else with real blame."""
     sig = signature(outcome, verdict, "dedup" if outcome.config.dedup else "backend")
     known = match(sig, outcome.config.backend)
-    known_id = known.id if known else known_model_issue(sig, outcome.source)
+    known_id = known.id if known else known_model_issue(sig, outcome.source, outcome.config.backend)
     if known_id:
         return sig, known_id
     (_, sig, known_id), = failures(outcome, [verdict])
     return sig, known_id
 
 
-def run(spec: str, backend: str = "aot_eager") -> dict:
-    """One model's result: the first call's verdicts and each mode's."""
+def run(spec: str, backend: str = "aot_eager", changes: bool = True) -> dict:
+    """One model's result: the first call's verdicts and each mode's (none
+    without ``changes``)."""
     started = time.perf_counter()
-    outcome = run_model(spec, replace(model_config(backend), companions=()))
+    outcome = run_model(spec, replace(model_config(backend), companions=(), variants=-1 if changes else 0))
     first, verdicts = [], judge(outcome, ORACLES)
     # a wrong first call is the differential oracle's finding, repeated by every later call
     first_wrong = any(v.oracle == "guards" and v.kind == "first_call_wrong" for v in verdicts)

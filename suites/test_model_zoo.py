@@ -41,7 +41,7 @@ def offline(monkeypatch):
 def assert_named(result: dict) -> None:
     assert result["modes"]["first call"]["status"] == "fail" or result["invoke_subgraph_calls"] >= 2, \
         f"repeated layers, yet {result['invoke_subgraph_calls']} invoke_subgraph calls"
-    if result["modes"]["first call"]["status"] == "pass":
+    if result["modes"]["first call"]["status"] == "pass" and len(result["modes"]) > 1:
         judged = [m for m in result["modes"].values() if m["status"] not in ("invalid", "not judged")]
         assert len(judged) >= 4, result["modes"]
     new = zoo.unknown(result)
