@@ -38,7 +38,7 @@ from .structure import StructureRecorder, recording_structure, region_nodes
 
 # The oracles that judge a model (the others read a generated program).
 MODEL_ORACLES = ("differential", "hygiene", "region_identity", "rewrite", "graph_validity", "dedup_toggle",
-                 "determinism", "guards", "recompiles")
+                 "determinism", "completeness", "guards", "recompiles")
 SEED = 0
 
 
@@ -60,10 +60,15 @@ def _map(args: list, kwargs: dict, fn) -> tuple[list, dict]:  # type: ignore[no-
     return [once(a) for a in args], {k: once(v) for k, v in kwargs.items()}
 
 
+def _leaf(made: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A changed input is an input of its own: a leaf, requiring grad as the original did."""
+    return made.detach().requires_grad_(like.requires_grad)
+
+
 def _doubled_batch(model, args, kwargs):  # type: ignore[no-untyped-def]
     b = _batch_of(args, kwargs)
-    return model, *_map(args, kwargs, lambda t: torch.cat([t, t.flip(0)]) if isinstance(t, torch.Tensor) and t.dim()
-                        and t.shape[0] == b else t)
+    return model, *_map(args, kwargs, lambda t: _leaf(torch.cat([t, t.flip(0)]), t) if isinstance(t, torch.Tensor)
+                        and t.dim() and t.shape[0] == b else t)
 
 
 def _shorter(model, args, kwargs):  # type: ignore[no-untyped-def]
@@ -75,7 +80,7 @@ def _shorter(model, args, kwargs):  # type: ignore[no-untyped-def]
     if first is None or first.shape[1] < 3:
         return None
     n = first.shape[1]
-    return model, *_map(args, kwargs, lambda t: t[:, : n - 2].contiguous() if isinstance(t, torch.Tensor)
+    return model, *_map(args, kwargs, lambda t: _leaf(t[:, : n - 2].contiguous(), t) if isinstance(t, torch.Tensor)
                         and t.dim() >= 2 and t.shape[1] == n else t)
 
 
@@ -104,6 +109,27 @@ def _state(model: torch.nn.Module) -> dict[str, str]:
             else:
                 state[f"{name}.{key}".lstrip(".")] = repr(value)
     return state
+
+
+def repeated_layers(model: torch.nn.Module) -> dict[str, int]:
+    """Containers (ModuleList, Sequential, ModuleDict) holding two or more
+    children alike: one class, the same parameter and buffer shapes and
+    dtypes, the same plain attributes except ints (a layer's index). The
+    largest alike group's size, by the container's path."""
+    found = {}
+    for path, module in model.named_modules():
+        if not isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict)):
+            continue
+        groups: dict[tuple, int] = {}
+        for child in module.children():
+            key = (type(child), tuple((n, tuple(t.shape), t.dtype) for n, t in (*child.named_parameters(),
+                                                                                *child.named_buffers())),
+                   tuple(sorted((k, v) for k, v in _state(child).items() if not k.rsplit(".", 1)[-1].endswith(
+                       ("idx", "index", "_id")) and not v.lstrip("-").isdigit())))
+            groups[key] = groups.get(key, 0) + 1
+        if groups and max(groups.values()) >= 2:
+            found[path or "(root)"] = max(groups.values())
+    return found
 
 
 def own_state_changes(factory: Callable[[], Any], spec: str) -> list[str]:
@@ -353,7 +379,7 @@ def run_model(spec: str, config: RunConfig | None = None) -> Outcome:
         compiled, capture = run_compiled(factory, spec, config)
         seconds["compiled"] = time.perf_counter() - t
         outcome = Outcome(None, config, spec, eager, eager_again, reference, compiled, capture, seconds,
-                          numerics=numerics(factory, spec))
+                          numerics=numerics(factory, spec), repeats=repeated_layers(build(factory, spec)[0]))
         reason = spared(config, compiled, capture)
         for name in config.companions:
             t = time.perf_counter()

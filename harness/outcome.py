@@ -147,3 +147,6 @@ class Outcome:
     # How values are judged where there is no program to ask (a model run by
     # harness.model): {"floor": dtype name, "signed_zeros": bool}.
     numerics: Optional[dict] = None
+    # A model's repeated layers, where they can be known (harness.model.repeated_layers):
+    # container path -> how many of its children are alike.
+    repeats: Optional[dict[str, int]] = None

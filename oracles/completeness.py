@@ -172,6 +172,8 @@ def check(outcome: Outcome) -> Verdict:
     failure = outcome.compiled.failure
     if failure is not None and failure.stage in ("dynamo", "backend_compile"):
         return Verdict(NAME, Status.INCONCLUSIVE, kind="not_compiled", message="the program did not compile")
+    if program is None:
+        return _check_model(outcome)
     if program.block.compile_region:
         return _check_compile_region(outcome)
     repeats = _traced_repeats(outcome)
@@ -312,3 +314,25 @@ def _check_compile_region(outcome: Outcome) -> Verdict:
                                message=f"identical calls of a nested_compile_region use {len(subgraphs)} subgraphs: {sorted(subgraphs)}",
                                details={"label": "compile_region"})
     return Verdict(NAME, Status.PASS, message="identical nested_compile_region calls share subgraphs")
+
+
+def _check_model(outcome: Outcome) -> Verdict:
+    """A model's repeats are known only as layers alike in class, shapes and
+    plain attributes (harness.model.repeated_layers), not as traced regions:
+    the pass must have merged something where such layers exist and one
+    graph holds them; how much it merged is not judged (a region may span
+    a layer and a half, or part of one)."""
+    repeats = outcome.repeats or {}
+    if not repeats:
+        return Verdict(NAME, Status.PASS, message="no repeated layers to merge")
+    said = ", ".join(f"{path} ({n} alike)" for path, n in repeats.items())
+    capture = outcome.capture
+    if capture.invoke_subgraph_calls >= 2:
+        return Verdict(NAME, Status.PASS, message=f"{capture.invoke_subgraph_calls} invoke_subgraph calls for {said}")
+    if capture.frames != 1:
+        return Verdict(NAME, Status.INCONCLUSIVE, kind="graph_breaks",
+                       message=f"{capture.frames} graphs: graph breaks may split the repeats of {said}")
+    return Verdict(NAME, Status.FAIL, kind="missed_merge", where="model",
+                   message=f"one graph holds {said}, yet the pass merged nothing "
+                           f"({capture.invoke_subgraph_calls} invoke_subgraph calls)",
+                   details={"label": "missed:model_layers", "repeats": repeats})

@@ -98,14 +98,21 @@ import torch
 from harness.capabilities import recompile_limit_name
 from harness.model import MODEL_CHANGES, build, load_factory
 
-SPEC, BACKEND, DEDUP, CHANGES = {spec!r}, {backend!r}, {dedup!r}, {changes!r}
+SPEC, BACKEND, DEDUP, CHANGES, ORACLE = {spec!r}, {backend!r}, {dedup!r}, {changes!r}, {oracle!r}
+CALLS = []  # invoke_subgraph calls in each graph the backend is handed
 
 
 def backend():
     if ":" in BACKEND:  # package.module:callable, as the harness resolves it
         module, name = BACKEND.split(":")
-        return getattr(importlib.import_module(module), name)
-    return BACKEND
+        inner = getattr(importlib.import_module(module), name)
+    else:
+        inner = torch._dynamo.lookup_backend(BACKEND)
+
+    def counting(gm, example_inputs, **kwargs):
+        CALLS.append(sum(n.target is torch.ops.higher_order.invoke_subgraph for n in gm.graph.nodes))
+        return inner(gm, example_inputs, **kwargs)
+    return counting
 
 
 def fresh(change=None):
@@ -166,6 +173,9 @@ with torch._dynamo.config.patch(**{{"use_graph_deduplication": DEDUP, limit: get
         bad += differ(tag, expected, again, actual, 5e-2 if dtype else 1e-4)
 if bad:
     print(f"REPRODUCED: {{', '.join(bad[:8])}} differ from eager (torch {{torch.__version__}})"); sys.exit(1)
+if ORACLE == "completeness" and DEDUP and CALLS and CALLS[0] < 2:  # the first call's graph
+    print(f"REPRODUCED: the model's repeated layers, and the pass merged nothing: {{CALLS[0]}} invoke_subgraph calls")
+    sys.exit(1)
 print(f"not reproduced: compiled matches eager (torch {{torch.__version__}})"); sys.exit(0)
 '''
 
@@ -205,7 +215,7 @@ def check(spec: str, backend: str = "aot_eager", out: Path = Path("runs/check"))
         folder.mkdir(parents=True, exist_ok=True)
         changes = _changes_through(v)
         (folder / "repro.py").write_text(REPRO.format(signature=sig, spec=_absolute(spec), backend=backend, dedup=config.dedup,
-                                                      changes=changes,
+                                                      changes=changes, oracle=v.oracle,
                                                       root=str(Path(__file__).resolve().parents[1])))
         (folder / "log.txt").write_text(f"{v}\n\n{json.dumps(v.details, indent=2, default=str)[:20000]}\n")
         (folder / "meta.json").write_text(json.dumps({"model": spec, "backend": backend, "dedup": config.dedup,

@@ -114,3 +114,19 @@ def test_the_zoo_table_names_each_mode_and_fails_on_a_planted_fault():
     assert row.startswith("| stack | aot_eager | ") and row.count("pass") == len(honest["modes"])
     planted = zoo.run("suites.model_factories:stack", "suites.planted_pass:arguments_swapped__aot_eager")
     assert zoo.unknown(planted) and "differential:crash:dedup:" in zoo.unknown(planted)[0]
+
+
+def test_a_planted_pass_that_merges_nothing_is_a_completeness_finding(tmp_path):
+    planted = "suites.planted_pass:regions_dropped__aot_eager"  # the tracker finds no region
+    done = _cli("suites.model_factories:stack", "--backend", planted, "--out", str(tmp_path))
+    assert done.returncode == 1, done.stdout + done.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    finding = next(f for f in summary["findings"] if f["oracle"] == "completeness")
+    assert finding["signature"] == "completeness:missed_merge:dedup:missed:model_layers", finding
+    assert "layers (3 alike)" in summary["verdicts"]["completeness"]["message"]
+    repro = tmp_path / finding["folder"] / "repro.py"
+    ran = subprocess.run([sys.executable, str(repro)], capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 1 and "merged nothing" in ran.stdout, ran.stdout + ran.stderr
+    (tmp_path / "honest.py").write_text(repro.read_text().replace(repr(planted), "'aot_eager'"))
+    ran = subprocess.run([sys.executable, str(tmp_path / "honest.py")], capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
