@@ -19,7 +19,7 @@ import importlib.util
 import sys
 import time
 from pathlib import Path
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional
 
 import torch
@@ -95,6 +95,20 @@ def _new_values(model, args, kwargs):  # type: ignore[no-untyped-def]
     return model, *_map(args, kwargs, fresh)
 
 
+@contextlib.contextmanager
+def restored(model: torch.nn.Module):  # type: ignore[no-untyped-def]
+    """Every module's plain attributes (training, a dropout's p) put back
+    after a change made them otherwise: the next change starts from the model
+    as its factory made it."""
+    saved = [(m, {k: v for k, v in vars(m).items() if k not in ("_parameters", "_buffers", "_modules")
+                  and not isinstance(v, (torch.Tensor, torch.nn.Module))}) for m in model.modules()]
+    try:
+        yield model
+    finally:
+        for m, attributes in saved:
+            m.__dict__.update(attributes)
+
+
 def _state(model: torch.nn.Module) -> dict[str, str]:
     """Every submodule's plain Python attributes (and those of objects it
     holds, a config), as text: what Dynamo guards on besides tensors."""
@@ -148,21 +162,76 @@ def _train(model, args, kwargs):  # type: ignore[no-untyped-def]
     return model.train(), args, kwargs
 
 
-# Changes a model's second call makes (its guards must see them): name ->
-# (what it does, neutral: cannot change what the model computes, dtype it
-# brings in, how to make it from (model, args, kwargs) -> same or None, the
-# context the call runs under). Adding one is one entry. The changes of mode
-# come before those of shape: a shape change recompiles with dynamic sizes,
-# and every later recompile keeps them.
-MODEL_CHANGES: dict[str, tuple[str, bool, str, Callable, Callable]] = {
-    "model:again": ("the same inputs again", True, "", lambda m, a, k: (m, a, k), contextlib.nullcontext),
-    "model:values": ("new input values of the same shapes", True, "", _new_values, contextlib.nullcontext),
-    "model:train": ("model.train()", False, "", _train, contextlib.nullcontext),
-    "model:no_grad": ("the call under torch.no_grad()", False, "", lambda m, a, k: (m, a, k), torch.no_grad),
-    "model:autocast": ("the call under bfloat16 autocast", False, "bfloat16", lambda m, a, k: (m, a, k),
-                       lambda: torch.autocast("cpu", dtype=torch.bfloat16)),
-    "model:batch": ("the batch doubled", False, "", _doubled_batch, contextlib.nullcontext),
-    "model:sequence": ("the sequence two shorter", False, "", _shorter, contextlib.nullcontext),
+def _same(model, args, kwargs):  # type: ignore[no-untyped-def]
+    return model, args, kwargs
+
+
+DROPOUT = 0.1
+
+
+def _dropout(model, args, kwargs):  # type: ignore[no-untyped-def]
+    dropouts = [m for m in model.modules() if isinstance(m, torch.nn.Dropout)]
+    if not dropouts:
+        return None
+    for m in dropouts:
+        m.p = DROPOUT
+    return model.train(), args, kwargs
+
+
+_DRAWS: dict[str, bool] = {}
+
+
+def draws_like_eager(backend: str) -> bool:
+    """Whether ``backend`` draws eager's random numbers under one seed
+    (aot_eager does; inductor draws its own unless ``fallback_random``): asked
+    of the backend with a dropout once per process, never assumed by name."""
+    if backend not in _DRAWS:
+        layer = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.5)).train()
+        x = torch.randn(4, 8)
+        torch.manual_seed(SEED)
+        expected = layer(x)
+        torch._dynamo.reset()
+        with torch._dynamo.config.patch(use_graph_deduplication=False), isolated_global_state():
+            compiled = torch.compile(layer, backend=resolve(backend).compiler_fn())
+            torch.manual_seed(SEED)
+            try:
+                _DRAWS[backend] = torch.equal(compiled(x), expected)
+            except Exception:
+                _DRAWS[backend] = False
+        torch._dynamo.reset()
+    return _DRAWS[backend]
+
+
+def _random_drawn_alike(config: RunConfig) -> str:
+    return "" if draws_like_eager(config.backend) else \
+        f"{config.backend} draws its own random numbers (a dropout differs from eager under one seed)"
+
+
+@dataclass(frozen=True)
+class ModelChange:
+    """A change a model's second call makes (its guards must see it)."""
+
+    description: str
+    neutral: bool  # cannot change what the model computes
+    dtype: str  # the floating dtype it brings in, if less precise
+    make: Callable  # (model, args, kwargs) -> the same, changed, or None where it does not apply
+    context: Callable = contextlib.nullcontext  # what the call runs under
+    judged: Callable[[RunConfig], str] = lambda config: ""  # why it cannot be judged on this run, or ""
+
+
+# Adding one is one entry. The changes of mode come before those of shape: a
+# shape change recompiles with dynamic sizes, and every later recompile keeps them.
+MODEL_CHANGES: dict[str, ModelChange] = {
+    "model:again": ModelChange("the same inputs again", True, "", _same),
+    "model:values": ModelChange("new input values of the same shapes", True, "", _new_values),
+    "model:train": ModelChange("model.train()", False, "", _train),
+    "model:no_grad": ModelChange("the call under torch.no_grad()", False, "", _same, torch.no_grad),
+    "model:autocast": ModelChange("the call under bfloat16 autocast", False, "bfloat16", _same,
+                                  lambda: torch.autocast("cpu", dtype=torch.bfloat16)),
+    "model:dropout": ModelChange(f"train() with every nn.Dropout at p={DROPOUT}, drawn under one seed", False, "",
+                                 _dropout, judged=_random_drawn_alike),
+    "model:batch": ModelChange("the batch doubled", False, "", _doubled_batch),
+    "model:sequence": ModelChange("the sequence two shorter", False, "", _shorter),
 }
 
 
@@ -291,10 +360,11 @@ def _recall(factory, spec: str, compiled, model, config: RunConfig, capture: Cap
     chosen = list(MODEL_CHANGES.items())[: config.variants if config.variants > 0 else None]
     changed_itself = own_state_changes(factory, spec)
     with recording_recompiles(reasons), torch._dynamo.config.patch(**{name: getattr(torch._dynamo.config, name) + len(chosen)}):
-        for kind, (description, neutral, dtype, change, context) in chosen:
+        for kind, entry in chosen:
             started = time.perf_counter()
-            run = VariantRun({"kind": kind, "target": "model", "description": description, "neutral": neutral,
-                              "dtype": dtype, "apply": [], "undo": []})
+            change, context = entry.make, entry.context
+            run = VariantRun({"kind": kind, "target": "model", "description": entry.description,
+                              "neutral": entry.neutral, "dtype": entry.dtype, "apply": [], "undo": []})
             if kind == "model:again" and changed_itself:  # its recompile is the model's doing
                 run.variant["explained"] = f"the model changes its own state on a call: {', '.join(changed_itself[:5])}"
             capture.variants.append(run)
@@ -313,9 +383,12 @@ def _recall(factory, spec: str, compiled, model, config: RunConfig, capture: Cap
                     return execute(fn, m if target is None else model, args, [f"arg{i}" for i in range(len(args))],
                                    config.backward, kwargs), (m, args, kwargs)
 
+            run.invalid = entry.judged(config)
+            if run.invalid:
+                continue
             first = under()
             if first is None:
-                run.invalid = "the model has no such input"
+                run.invalid = "it does not apply to this model"
                 continue
             run.eager = first[0]
             if run.eager.failure is not None:
@@ -331,13 +404,12 @@ def _recall(factory, spec: str, compiled, model, config: RunConfig, capture: Cap
                 model.load_state_dict(weights)
             for p in model.parameters():
                 p.grad = None
-            training = model.training
-            _, args, kwargs = change(model, *build(factory, spec)[1:])  # the inputs eager got (one seed)
-            compiles, n = capture.late_compiles, len(reasons)
-            with context():
-                run.compiled = execute(compiled, model, args, [f"arg{i}" for i in range(len(args))], config.backward,
-                                       kwargs)
-            model.train(training)
+            with restored(model):
+                _, args, kwargs = change(model, *build(factory, spec)[1:])  # the inputs eager got (one seed)
+                compiles, n = capture.late_compiles, len(reasons)
+                with context():
+                    run.compiled = execute(compiled, model, args, [f"arg{i}" for i in range(len(args))],
+                                           config.backward, kwargs)
             run.recompiled = capture.late_compiles > compiles or len(reasons) > n
             run.recompile_reasons = reasons[n:]
             run.served_by_original = not run.recompiled

@@ -96,7 +96,7 @@ import contextlib, importlib, sys
 sys.path.insert(0, {root!r})  # the harness, for the factory loader and the changes
 import torch
 from harness.capabilities import recompile_limit_name
-from harness.model import MODEL_CHANGES, build, load_factory
+from harness.model import MODEL_CHANGES, build, load_factory, restored
 
 SPEC, BACKEND, DEDUP, CHANGES, ORACLE = {spec!r}, {backend!r}, {dedup!r}, {changes!r}, {oracle!r}
 CALLS = []  # invoke_subgraph calls in each graph the backend is handed
@@ -149,7 +149,8 @@ def eager(change, context):
 
 
 calls = [("", None, contextlib.nullcontext, "")]
-calls += [(kind + ": ", MODEL_CHANGES[kind][3], MODEL_CHANGES[kind][4], MODEL_CHANGES[kind][2]) for kind in CHANGES]
+calls += [(kind + ": ", MODEL_CHANGES[kind].make, MODEL_CHANGES[kind].context, MODEL_CHANGES[kind].dtype)
+          for kind in CHANGES]
 model, args, kwargs = fresh()
 weights = {{k: v.detach().clone() for k, v in model.state_dict().items()}}
 limit = recompile_limit_name()
@@ -162,14 +163,13 @@ with torch._dynamo.config.patch(**{{"use_graph_deduplication": DEDUP, limit: get
             model.load_state_dict(weights)
         for p in model.parameters():
             p.grad = None
-        training = model.training
-        _, args, kwargs = change(model, *fresh()[1:]) if change else (model, *fresh()[1:])
-        try:
-            actual = run(model, args, kwargs, compiled, context)
-        except Exception as e:
-            print(f"REPRODUCED: {{tag or 'the first call: '}}the compiled call raised {{type(e).__name__}}: {{' '.join(str(e).split())[:300]}}")
-            sys.exit(1)
-        model.train(training)
+        with restored(model):
+            _, args, kwargs = change(model, *fresh()[1:]) if change else (model, *fresh()[1:])
+            try:
+                actual = run(model, args, kwargs, compiled, context)
+            except Exception as e:
+                print(f"REPRODUCED: {{tag or 'the first call: '}}the compiled call raised {{type(e).__name__}}: {{' '.join(str(e).split())[:300]}}")
+                sys.exit(1)
         bad += differ(tag, expected, again, actual, 5e-2 if dtype else 1e-4)
 if bad:
     print(f"REPRODUCED: {{', '.join(bad[:8])}} differ from eager (torch {{torch.__version__}})"); sys.exit(1)

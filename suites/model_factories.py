@@ -57,3 +57,12 @@ class Labelled(Stack):
 
 def labelled():
     return Labelled(), (torch.randn(2, 4, 8, requires_grad=True),)
+
+
+def own_random_backend(gm, example_inputs):
+    """A backend that runs the graph after drawing a random number of its own:
+    its dropout masks differ from eager's under one seed."""
+    def run(*args):
+        torch.rand(1)
+        return gm(*args)
+    return run

@@ -16,6 +16,9 @@ from oracles.registry import judge
 from harness.model import MODEL_ORACLES
 
 
+NOT_IN_A_STACK = ("model:sequence", "model:dropout")  # no token ids to shorten, no dropout
+
+
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "harness", "check", *args], capture_output=True, text=True,
                           cwd=cwd or Path(__file__).parent.parent, timeout=300)
@@ -74,8 +77,8 @@ def test_a_factory_file_by_path_writes_a_report_page(tmp_path):
     from harness.model import MODEL_CHANGES
 
     assert [c["kind"] for c in summary["changes"]] == list(MODEL_CHANGES)
-    # a stack of floats has no token ids to shorten
-    assert all(c["status"] == "pass" or c["kind"] == "model:sequence" and c["status"] == "invalid"
+    # a stack of floats has no token ids to shorten, nor a dropout
+    assert all(c["status"] == "pass" or c["kind"] in NOT_IN_A_STACK and c["status"] == "invalid"
                for c in summary["changes"]), summary["changes"]
     page = (tmp_path / "report.html").read_text()
     assert page.count('<tr class="verdict">') == len(MODEL_ORACLES)
@@ -108,10 +111,10 @@ def test_the_zoo_table_names_each_mode_and_fails_on_a_planted_fault():
 
     honest = zoo.run("suites.model_factories:stack", "aot_eager")
     assert not zoo.unknown(honest) and honest["invoke_subgraph_calls"] >= 3
-    assert all(m["status"] == "pass" for k, m in honest["modes"].items() if k != "model:sequence"), honest["modes"]
-    assert honest["modes"]["model:sequence"]["status"] == "invalid"  # no token ids to shorten
+    assert all(m["status"] == "pass" for k, m in honest["modes"].items() if k not in NOT_IN_A_STACK), honest["modes"]
+    assert all(honest["modes"][k]["status"] == "invalid" for k in NOT_IN_A_STACK)
     row = zoo.table([honest]).splitlines()[-1]
-    assert row.startswith("| stack | aot_eager | ") and row.count("pass") == len(honest["modes"])
+    assert row.startswith("| stack | aot_eager | ") and row.count("pass") == len(honest["modes"]) - 1
     planted = zoo.run("suites.model_factories:stack", "suites.planted_pass:arguments_swapped__aot_eager")
     assert zoo.unknown(planted) and "differential:crash:dedup:" in zoo.unknown(planted)[0]
 
@@ -130,3 +133,15 @@ def test_a_planted_pass_that_merges_nothing_is_a_completeness_finding(tmp_path):
     (tmp_path / "honest.py").write_text(repro.read_text().replace(repr(planted), "'aot_eager'"))
     ran = subprocess.run([sys.executable, str(tmp_path / "honest.py")], capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0, ran.stdout + ran.stderr
+
+
+def test_dropout_is_judged_only_where_the_backend_draws_eagers_random_numbers():
+    from harness.model import MODEL_CHANGES, draws_like_eager
+    from harness.outcome import RunConfig
+
+    assert draws_like_eager("aot_eager")  # the same aten ops on the same generator
+    judged = MODEL_CHANGES["model:dropout"].judged
+    assert judged(RunConfig(backend="aot_eager")) == ""
+    # planted: a backend drawing its own numbers (a dropout mask of its own) is found by asking it
+    assert not draws_like_eager("suites.model_factories:own_random_backend")
+    assert "draws its own random numbers" in judged(RunConfig(backend="suites.model_factories:own_random_backend"))
