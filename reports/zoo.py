@@ -114,7 +114,7 @@ def main(args) -> int:
                 print(f"error: {e}", file=sys.stderr)
                 return 2
             print(table(results[-1:]).splitlines()[-1], flush=True)
+            if args.json:  # after each model: a crash of the compiler loses nothing done
+                Path(args.json).write_text(json.dumps(results, indent=2))
     print(table(results))
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
     return 1 if any(unknown(r) for r in results) else 0
