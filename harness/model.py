@@ -190,7 +190,7 @@ def draws_like_eager(backend: str) -> bool:
         x = torch.randn(4, 8)
         torch.manual_seed(SEED)
         expected = layer(x)
-        torch._dynamo.reset()
+        # no torch._dynamo.reset(): asked in the middle of a model's re-calls, it would drop their cache entries
         with torch._dynamo.config.patch(use_graph_deduplication=False), isolated_global_state():
             compiled = torch.compile(layer, backend=resolve(backend).compiler_fn())
             torch.manual_seed(SEED)
@@ -198,7 +198,6 @@ def draws_like_eager(backend: str) -> bool:
                 _DRAWS[backend] = torch.equal(compiled(x), expected)
             except Exception:
                 _DRAWS[backend] = False
-        torch._dynamo.reset()
     return _DRAWS[backend]
 
 
@@ -359,6 +358,7 @@ def _recall(factory, spec: str, compiled, model, config: RunConfig, capture: Cap
     name = recompile_limit_name()
     chosen = list(MODEL_CHANGES.items())[: config.variants if config.variants > 0 else None]
     changed_itself = own_state_changes(factory, spec)
+    not_judged = {kind: entry.judged(config) for kind, entry in chosen}  # before any re-call
     with recording_recompiles(reasons), torch._dynamo.config.patch(**{name: getattr(torch._dynamo.config, name) + len(chosen)}):
         for kind, entry in chosen:
             started = time.perf_counter()
@@ -383,7 +383,7 @@ def _recall(factory, spec: str, compiled, model, config: RunConfig, capture: Cap
                     return execute(fn, m if target is None else model, args, [f"arg{i}" for i in range(len(args))],
                                    config.backward, kwargs), (m, args, kwargs)
 
-            run.invalid = entry.judged(config)
+            run.invalid = not_judged[kind]
             if run.invalid:
                 continue
             first = under()

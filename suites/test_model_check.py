@@ -145,3 +145,27 @@ def test_dropout_is_judged_only_where_the_backend_draws_eagers_random_numbers():
     # planted: a backend drawing its own numbers (a dropout mask of its own) is found by asking it
     assert not draws_like_eager("suites.model_factories:own_random_backend")
     assert "draws its own random numbers" in judged(RunConfig(backend="suites.model_factories:own_random_backend"))
+
+
+def test_asking_a_backend_about_random_numbers_keeps_the_models_cache_entries(monkeypatch):
+    """Asked between a model's re-calls (before the dropout change), the
+    probe must not reset Dynamo: that dropped the entries the later shape
+    changes recompile from, and hid KI-041 behind fresh static compiles."""
+    import torch
+
+    import harness.model
+
+    monkeypatch.setattr(harness.model, "_DRAWS", {})
+    compiles = []
+
+    def counting(gm, example_inputs):
+        compiles.append(gm)
+        return gm
+
+    fn = torch.compile(lambda x: x.sin() + 1, backend=counting)
+    x = torch.randn(3)
+    fn(x)
+    assert harness.model.draws_like_eager("aot_eager")
+    fn(x)
+    assert len(compiles) == 1, "the probe dropped the compiled entry"
+    torch._dynamo.reset()
