@@ -1,13 +1,14 @@
 """Any ``nn.Module`` through the pipeline, not only generated programs.
 
-A *factory* (``package.module:name``) takes no argument and returns
+A *factory* (``package.module:name`` or ``path/to/file.py:name``) takes no argument and returns
 ``(model, inputs)``: the model, and its example inputs as a dict of keyword
 arguments or a tuple of positional ones (or a callable making either). Every
 run builds the model afresh from the factory under one seed, so the eager
 runs, the float64 referee and each compile start from the same weights.
 ``run_model`` returns an ``Outcome`` like ``harness.pipeline.run_program``'s,
-with no program: the oracles that need one (completeness, compile_region,
-guards' changed calls) do not apply (``MODEL_ORACLES``).
+with no program: completeness reads the layers alike instead
+(``harness.model_state``), the guard oracles the changes of
+``harness.model_changes``; compile_region does not apply (``MODEL_ORACLES``).
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import importlib.util
 import sys
 import time
 from pathlib import Path
-from dataclasses import dataclass, replace
-from typing import Any, Callable, Optional
+from dataclasses import replace
+from typing import Any, Callable
 
 import torch
 import torch._dynamo
@@ -34,204 +35,13 @@ from .observe import recording_backend, recording_guards, recording_recompiles
 from .capabilities import recompile_limit_name
 from .outcome import Capture, Execution, Outcome, RunConfig, VariantRun
 from .pipeline import backend_config, isolated_global_state, spared
+from .model_changes import MODEL_CHANGES, SEED
+from .model_state import own_state_changes, repeated_layers, restored
 from .structure import StructureRecorder, recording_structure, region_nodes
 
 # The oracles that judge a model (the others read a generated program).
 MODEL_ORACLES = ("differential", "hygiene", "region_identity", "rewrite", "graph_validity", "dedup_toggle",
                  "determinism", "completeness", "guards", "recompiles")
-SEED = 0
-
-
-def _batch_of(args: list, kwargs: dict) -> Optional[int]:
-    first = next((t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor) and t.dim()), None)
-    return None if first is None else first.shape[0]
-
-
-def _map(args: list, kwargs: dict, fn) -> tuple[list, dict]:  # type: ignore[no-untyped-def]
-    """``fn`` over every input, once per object: an input passed twice (input
-    ids as labels) stays one object, as the model got it."""
-    made: dict[int, Any] = {}
-
-    def once(x: Any) -> Any:
-        if id(x) not in made:
-            made[id(x)] = fn(x)
-        return made[id(x)]
-
-    return [once(a) for a in args], {k: once(v) for k, v in kwargs.items()}
-
-
-def _leaf(made: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    """A changed input is an input of its own: a leaf, requiring grad as the original did."""
-    return made.detach().requires_grad_(like.requires_grad)
-
-
-def _doubled_batch(model, args, kwargs):  # type: ignore[no-untyped-def]
-    b = _batch_of(args, kwargs)
-    return model, *_map(args, kwargs, lambda t: _leaf(torch.cat([t, t.flip(0)]), t) if isinstance(t, torch.Tensor)
-                        and t.dim() and t.shape[0] == b else t)
-
-
-def _shorter(model, args, kwargs):  # type: ignore[no-untyped-def]
-    """Token ids (the first integer input of two or more dimensions) and
-    every input sharing their sequence length, two shorter; None for a model
-    without token ids (an image's dimension 1 is its channels)."""
-    first = next((t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor) and t.dim() >= 2
-                  and not t.is_floating_point() and not t.is_complex()), None)
-    if first is None or first.shape[1] < 3:
-        return None
-    n = first.shape[1]
-    return model, *_map(args, kwargs, lambda t: _leaf(t[:, : n - 2].contiguous(), t) if isinstance(t, torch.Tensor)
-                        and t.dim() >= 2 and t.shape[1] == n else t)
-
-
-def _new_values(model, args, kwargs):  # type: ignore[no-untyped-def]
-    def fresh(t):  # type: ignore[no-untyped-def]
-        if not isinstance(t, torch.Tensor) or not t.numel():
-            return t
-        if t.is_floating_point():
-            return torch.randn_like(t).requires_grad_(t.requires_grad)
-        return t.flatten().roll(1).reshape(t.shape)  # the same token values, elsewhere
-
-    return model, *_map(args, kwargs, fresh)
-
-
-@contextlib.contextmanager
-def restored(model: torch.nn.Module):  # type: ignore[no-untyped-def]
-    """Every module's plain attributes (training, a dropout's p) put back
-    after a change made them otherwise: the next change starts from the model
-    as its factory made it."""
-    saved = [(m, {k: v for k, v in vars(m).items() if k not in ("_parameters", "_buffers", "_modules")
-                  and not isinstance(v, (torch.Tensor, torch.nn.Module))}) for m in model.modules()]
-    try:
-        yield model
-    finally:
-        for m, attributes in saved:
-            m.__dict__.update(attributes)
-
-
-def _state(model: torch.nn.Module) -> dict[str, str]:
-    """Every submodule's plain Python attributes (and those of objects it
-    holds, a config), as text: what Dynamo guards on besides tensors."""
-    state = {}
-    for name, module in model.named_modules():
-        for key, value in vars(module).items():
-            if key in ("_parameters", "_buffers", "_modules") or isinstance(value, (torch.Tensor, torch.nn.Module)):
-                continue
-            if hasattr(value, "__dict__") and not callable(value):
-                state.update((f"{name}.{key}.{k}".lstrip("."), repr(v)) for k, v in vars(value).items()
-                             if not isinstance(v, torch.Tensor))
-            else:
-                state[f"{name}.{key}".lstrip(".")] = repr(value)
-    return state
-
-
-def repeated_layers(model: torch.nn.Module) -> dict[str, int]:
-    """Containers (ModuleList, Sequential, ModuleDict) holding two or more
-    children alike: one class, the same parameter and buffer shapes and
-    dtypes, the same plain attributes except ints (a layer's index). The
-    largest alike group's size, by the container's path."""
-    found = {}
-    for path, module in model.named_modules():
-        if not isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict)):
-            continue
-        groups: dict[tuple, int] = {}
-        for child in module.children():
-            key = (type(child), tuple((n, tuple(t.shape), t.dtype) for n, t in (*child.named_parameters(),
-                                                                                *child.named_buffers())),
-                   tuple(sorted((k, v) for k, v in _state(child).items() if not k.rsplit(".", 1)[-1].endswith(
-                       ("idx", "index", "_id")) and not v.lstrip("-").isdigit())))
-            groups[key] = groups.get(key, 0) + 1
-        if groups and max(groups.values()) >= 2:
-            found[path or "(root)"] = max(groups.values())
-    return found
-
-
-def own_state_changes(factory: Callable[[], Any], spec: str) -> list[str]:
-    """The attributes a model changes on its own first (eager) call:
-    transformers' classifiers set ``config.problem_type`` there, and a guard
-    on it rightly recompiles the same call."""
-    model, args, kwargs = build(factory, spec)
-    before = _state(model)
-    with torch.no_grad():
-        model(*args, **kwargs)
-    after = _state(model)
-    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
-
-
-def _train(model, args, kwargs):  # type: ignore[no-untyped-def]
-    return model.train(), args, kwargs
-
-
-def _same(model, args, kwargs):  # type: ignore[no-untyped-def]
-    return model, args, kwargs
-
-
-DROPOUT = 0.1
-
-
-def _dropout(model, args, kwargs):  # type: ignore[no-untyped-def]
-    dropouts = [m for m in model.modules() if isinstance(m, torch.nn.Dropout)]
-    if not dropouts:
-        return None
-    for m in dropouts:
-        m.p = DROPOUT
-    return model.train(), args, kwargs
-
-
-_DRAWS: dict[str, bool] = {}
-
-
-def draws_like_eager(backend: str) -> bool:
-    """Whether ``backend`` draws eager's random numbers under one seed
-    (aot_eager does; inductor draws its own unless ``fallback_random``): asked
-    of the backend with a dropout once per process, never assumed by name."""
-    if backend not in _DRAWS:
-        layer = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.5)).train()
-        x = torch.randn(4, 8)
-        torch.manual_seed(SEED)
-        expected = layer(x)
-        # no torch._dynamo.reset(): asked in the middle of a model's re-calls, it would drop their cache entries
-        with torch._dynamo.config.patch(use_graph_deduplication=False), isolated_global_state():
-            compiled = torch.compile(layer, backend=resolve(backend).compiler_fn())
-            torch.manual_seed(SEED)
-            try:
-                _DRAWS[backend] = torch.equal(compiled(x), expected)
-            except Exception:
-                _DRAWS[backend] = False
-    return _DRAWS[backend]
-
-
-def _random_drawn_alike(config: RunConfig) -> str:
-    return "" if draws_like_eager(config.backend) else \
-        f"{config.backend} draws its own random numbers (a dropout differs from eager under one seed)"
-
-
-@dataclass(frozen=True)
-class ModelChange:
-    """A change a model's second call makes (its guards must see it)."""
-
-    description: str
-    neutral: bool  # cannot change what the model computes
-    dtype: str  # the floating dtype it brings in, if less precise
-    make: Callable  # (model, args, kwargs) -> the same, changed, or None where it does not apply
-    context: Callable = contextlib.nullcontext  # what the call runs under
-    judged: Callable[[RunConfig], str] = lambda config: ""  # why it cannot be judged on this run, or ""
-
-
-# Adding one is one entry. The changes of mode come before those of shape: a
-# shape change recompiles with dynamic sizes, and every later recompile keeps them.
-MODEL_CHANGES: dict[str, ModelChange] = {
-    "model:again": ModelChange("the same inputs again", True, "", _same),
-    "model:values": ModelChange("new input values of the same shapes", True, "", _new_values),
-    "model:train": ModelChange("model.train()", False, "", _train),
-    "model:no_grad": ModelChange("the call under torch.no_grad()", False, "", _same, torch.no_grad),
-    "model:autocast": ModelChange("the call under bfloat16 autocast", False, "bfloat16", _same,
-                                  lambda: torch.autocast("cpu", dtype=torch.bfloat16)),
-    "model:dropout": ModelChange(f"train() with every nn.Dropout at p={DROPOUT}, drawn under one seed", False, "",
-                                 _dropout, judged=_random_drawn_alike),
-    "model:batch": ModelChange("the batch doubled", False, "", _doubled_batch),
-    "model:sequence": ModelChange("the sequence two shorter", False, "", _shorter),
-}
 
 
 class FactoryError(ValueError):
@@ -327,7 +137,7 @@ def run_compiled(factory: Callable[[], Any], spec: str, config: RunConfig) -> tu
         options["options"] = {**options.get("options", {}), "guard_filter_fn": recording_guards(capture)}
     with torch_config.patched(config.torch_config), torch._dynamo.config.patch(use_graph_deduplication=config.dedup), \
             backend_config(backend), isolated_global_state():
-        with recording_structure(recorder) if recorder is not None else _nothing():
+        with recording_structure(recorder) if recorder is not None else contextlib.nullcontext():
             try:
                 compiled = torch.compile(model, backend=recording_backend(backend.compiler_fn(), capture, recorder),
                                          **({"fullgraph": config.fullgraph} if config.fullgraph is not None else {}),
@@ -357,7 +167,7 @@ def _recall(factory, spec: str, compiled, model, config: RunConfig, capture: Cap
     reasons: list[str] = []
     name = recompile_limit_name()
     chosen = list(MODEL_CHANGES.items())[: config.variants if config.variants > 0 else None]
-    changed_itself = own_state_changes(factory, spec)
+    changed_itself = own_state_changes(*build(factory, spec))
     not_judged = {kind: entry.judged(config) for kind, entry in chosen}  # before any re-call
     with recording_recompiles(reasons), torch._dynamo.config.patch(**{name: getattr(torch._dynamo.config, name) + len(chosen)}):
         for kind, entry in chosen:
@@ -414,12 +224,6 @@ def _recall(factory, spec: str, compiled, model, config: RunConfig, capture: Cap
             run.recompile_reasons = reasons[n:]
             run.served_by_original = not run.recompiled
             run.seconds = time.perf_counter() - started
-
-
-def _nothing():
-    import contextlib
-
-    return contextlib.nullcontext()
 
 
 def model_config(backend: str = "aot_eager", **kwargs) -> RunConfig:

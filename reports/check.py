@@ -13,7 +13,8 @@ from pathlib import Path
 
 import torch
 
-from harness.model import MODEL_CHANGES, MODEL_ORACLES, FactoryError, model_config, run_compiled, load_factory, run_model
+from harness.model_changes import MODEL_CHANGES
+from harness.model import MODEL_ORACLES, FactoryError, model_config, run_compiled, load_factory, run_model
 from oracles.guards import each_call
 from oracles.registry import ORACLES, judge
 
@@ -90,13 +91,15 @@ def failures(outcome, verdicts) -> list[tuple]:
 
 REPRO = '''"""Repro: {signature}
 Model: {spec} (rebuilt from its factory), backend {backend!r}, deduplication {dedup};
-after the first call, the changed calls {changes} (harness.model.MODEL_CHANGES), in order.
+after the first call, the changed calls {changes} (harness.model_changes.MODEL_CHANGES), in order.
 Exit 1: the compiled model differs from eager (or crashes); 0: it does not; 2: the repro failed."""
 import contextlib, importlib, sys
 sys.path.insert(0, {root!r})  # the harness, for the factory loader and the changes
 import torch
 from harness.capabilities import recompile_limit_name
-from harness.model import MODEL_CHANGES, build, load_factory, restored
+from harness.model import build, load_factory
+from harness.model_changes import MODEL_CHANGES
+from harness.model_state import restored
 
 SPEC, BACKEND, DEDUP, CHANGES, ORACLE = {spec!r}, {backend!r}, {dedup!r}, {changes!r}, {oracle!r}
 CALLS = []  # invoke_subgraph calls in each graph the backend is handed

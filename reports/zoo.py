@@ -3,7 +3,7 @@ backend's engineers read (``python -m harness zoo``) and what the zoo suite
 asserts (every failure named by a known issue).
 
 One compile per model and backend, then each change of
-``harness.model.MODEL_CHANGES`` re-called on it (the same inputs, new values,
+``harness.model_changes.MODEL_CHANGES`` re-called on it (the same inputs, new values,
 train(), no_grad, bfloat16 autocast, dropout, then the batch and sequence
 changes), each judged on its own
 (``oracles.guards.each_call``), with its seconds. Unlike ``check`` there is

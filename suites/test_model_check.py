@@ -74,7 +74,7 @@ def test_a_factory_file_by_path_writes_a_report_page(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert all(v["status"] == "pass" for v in summary["verdicts"].values()), summary["verdicts"]
-    from harness.model import MODEL_CHANGES
+    from harness.model_changes import MODEL_CHANGES
 
     assert [c["kind"] for c in summary["changes"]] == list(MODEL_CHANGES)
     # a stack of floats has no token ids to shorten, nor a dropout
@@ -101,7 +101,7 @@ def test_a_model_that_changes_its_own_state_recompiles_without_a_finding(monkeyp
     # planted: the same recompile, unexplained, is the recompile oracle's finding
     import harness.model
 
-    monkeypatch.setattr(harness.model, "own_state_changes", lambda factory, spec: [])
+    monkeypatch.setattr(harness.model, "own_state_changes", lambda model, args, kwargs: [])
     verdict = judge(run_model("suites.model_factories:labelled"), ["recompiles"])[0]
     assert verdict.failed and verdict.kind == "recompile" and "model:again" in verdict.where
 
@@ -136,7 +136,7 @@ def test_a_planted_pass_that_merges_nothing_is_a_completeness_finding(tmp_path):
 
 
 def test_dropout_is_judged_only_where_the_backend_draws_eagers_random_numbers():
-    from harness.model import MODEL_CHANGES, draws_like_eager
+    from harness.model_changes import MODEL_CHANGES, draws_like_eager
     from harness.outcome import RunConfig
 
     assert draws_like_eager("aot_eager")  # the same aten ops on the same generator
@@ -153,9 +153,9 @@ def test_asking_a_backend_about_random_numbers_keeps_the_models_cache_entries(mo
     changes recompile from, and hid KI-041 behind fresh static compiles."""
     import torch
 
-    import harness.model
+    import harness.model_changes
 
-    monkeypatch.setattr(harness.model, "_DRAWS", {})
+    monkeypatch.setattr(harness.model_changes, "_DRAWS", {})
     compiles = []
 
     def counting(gm, example_inputs):
@@ -165,7 +165,7 @@ def test_asking_a_backend_about_random_numbers_keeps_the_models_cache_entries(mo
     fn = torch.compile(lambda x: x.sin() + 1, backend=counting)
     x = torch.randn(3)
     fn(x)
-    assert harness.model.draws_like_eager("aot_eager")
+    assert harness.model_changes.draws_like_eager("aot_eager")
     fn(x)
     assert len(compiles) == 1, "the probe dropped the compiled entry"
     torch._dynamo.reset()
