@@ -83,6 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     zoo.add_argument("models", nargs="+", help="examples.zoo names (llama, t5, vit, ...) or factory specs")
     zoo.add_argument("--backend", nargs="+", default=["aot_eager"], help="one or more backends")
     zoo.add_argument("--json", type=Path, help="write the results here")
+    zoo.add_argument("--first-call-only", action="store_true", help="no changed calls: compile and judge the first call")
 
     bench = sub.add_parser("bench", help="programs per second per oracle set, and overhead over plain torch.compile")
     from reports import bench as bench_module

@@ -114,7 +114,7 @@ def main(args) -> int:
         spec = name if ":" in name else f"{ZOO}:{name}"
         for backend in args.backend:
             try:
-                results.append(run(spec, backend))
+                results.append(run(spec, backend, changes=not args.first_call_only))
             except FactoryError as e:
                 print(f"error: {e}", file=sys.stderr)
                 return 2
