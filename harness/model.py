@@ -109,10 +109,9 @@ def _float64(model: torch.nn.Module, args: list, kwargs: dict):
     return copy.deepcopy(model).double(), [cast(a) for a in args], {k: cast(v) for k, v in kwargs.items()}
 
 
-def numerics(factory: Callable[[], Any], spec: str) -> dict:
+def numerics(model: torch.nn.Module, args: list, kwargs: dict) -> dict:
     """The least precise floating dtype the model holds or takes; zero signs
     are never judged (a model sums everywhere)."""
-    model, args, kwargs = build(factory, spec)
     dtypes = [t.dtype for t in (*model.parameters(), *model.buffers(), *args, *kwargs.values())
               if isinstance(t, torch.Tensor) and t.is_floating_point()]
     floor = max(dtypes, key=lambda d: torch.finfo(d).eps) if dtypes else torch.float32
@@ -254,8 +253,9 @@ def run_model(spec: str, config: RunConfig | None = None) -> Outcome:
         t = time.perf_counter()
         compiled, capture = run_compiled(factory, spec, config)
         seconds["compiled"] = time.perf_counter() - t
+        built = build(factory, spec)  # read, never called
         outcome = Outcome(None, config, spec, eager, eager_again, reference, compiled, capture, seconds,
-                          numerics=numerics(factory, spec), repeats=repeated_layers(build(factory, spec)[0]))
+                          numerics=numerics(*built), repeats=repeated_layers(built[0]))
         reason = spared(config, compiled, capture)
         for name in config.companions:
             t = time.perf_counter()

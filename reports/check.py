@@ -5,6 +5,8 @@ with a ``repro.py`` that rebuilds the model from its factory."""
 
 from __future__ import annotations
 
+import fnmatch
+import functools
 import json
 import sys
 import time
@@ -26,6 +28,11 @@ from .triage import alike, normalize
 MODEL_ISSUES = Path(__file__).parent / "model_issues"
 
 
+@functools.lru_cache(maxsize=1)
+def _model_issues() -> tuple[dict, ...]:
+    return tuple(json.loads(p.read_text()) for p in sorted(MODEL_ISSUES.glob("*/issue.json")))
+
+
 def known_model_issue(signature: str, model: str = "", backend: str = "") -> str | None:
     """The id of a known issue found on a model (``reports/model_issues``:
     issue.json with patterns, and a standalone repro.py) that names
@@ -33,10 +40,7 @@ def known_model_issue(signature: str, model: str = "", backend: str = "") -> str
     those models' findings: a model where a known bug shows as a plain
     mismatch must not make every model's mismatch known; one with a
     ``backend`` other than "all", only that backend's."""
-    import fnmatch
-
-    for path in sorted(MODEL_ISSUES.glob("*/issue.json")):
-        issue = json.loads(path.read_text())
+    for issue in _model_issues():
         if issue.get("models") and not any(fnmatch.fnmatchcase(model, m) for m in issue["models"]):
             continue
         if backend and issue.get("backend", "all") not in ("all", backend):
@@ -46,25 +50,14 @@ def known_model_issue(signature: str, model: str = "", backend: str = "") -> str
     return None
 
 
-def _dedup_off(outcome):  # type: ignore[no-untyped-def]
-    """A real compile of the model without deduplication: the companion
-    when it was compiled, else made once per outcome."""
-    if "dedup_off" in outcome.companions and "dedup_off" not in outcome.spared:
-        return outcome.companions["dedup_off"]
-    if "_blame" not in outcome.companions:
-        outcome.companions["_blame"] = run_compiled(load_factory(outcome.source), outcome.source,
-                                                    replace(outcome.config, dedup=False, companions=()))
-    return outcome.companions["_blame"]
-
-
-def _culprit(outcome, verdict) -> str:
-    """"dedup" when the same model compiled without deduplication (a real
-    compile, never a spared one) passes this oracle alike."""
+def _culprit(outcome, verdict, off) -> str:  # type: ignore[no-untyped-def]
+    """"dedup" when the same model compiled without deduplication (``off()``:
+    a real compile, never a spared one) passes this oracle alike."""
     if not outcome.config.dedup:
         return "backend"
-    off = _dedup_off(outcome)
-    again = replace(outcome, config=replace(outcome.config, dedup=False), compiled=off[0], capture=off[1],
-                    companions={"dedup_off": off}, spared={"recapture": "judging blame"})
+    run = off()
+    again = replace(outcome, config=replace(outcome.config, dedup=False), compiled=run[0], capture=run[1],
+                    companions={"dedup_off": run}, spared={"recapture": "judging blame"})
     return "backend" if alike(ORACLES[verdict.oracle](again), verdict) else "dedup"
 
 
@@ -78,14 +71,31 @@ def signature(outcome, verdict, culprit: str) -> str:
     return ":".join(p for p in (verdict.oracle, verdict.kind, culprit, detail) if p)
 
 
-def failures(outcome, verdicts) -> list[tuple]:
-    """(verdict, signature, known issue id or None) of each failed verdict."""
+def known_id(sig: str, outcome) -> str | None:  # type: ignore[no-untyped-def]
+    """The known issue naming ``sig``: the program baseline's, else a model issue's."""
+    known = match(sig, outcome.config.backend)
+    return known.id if known else known_model_issue(sig, outcome.source, outcome.config.backend)
+
+
+def failures(outcome, verdicts) -> list[tuple]:  # type: ignore[no-untyped-def]
+    """(verdict, signature, known issue id or None) of each failed verdict.
+    Blame needs one compile without deduplication for them all: the
+    companion when it was compiled, else made at the first blame."""
+    made: list = []
+
+    def off():  # type: ignore[no-untyped-def]
+        if not made:
+            made.append(outcome.companions["dedup_off"] if "dedup_off" in outcome.companions
+                        and "dedup_off" not in outcome.spared else
+                        run_compiled(load_factory(outcome.source), outcome.source,
+                                     replace(outcome.config, dedup=False, companions=())))
+        return made[0]
+
     named = []
     for v in verdicts:
         if v.failed:
-            sig = signature(outcome, v, _culprit(outcome, v))
-            known = match(sig, outcome.config.backend)
-            named.append((v, sig, known.id if known else known_model_issue(sig, outcome.source, outcome.config.backend)))
+            sig = signature(outcome, v, _culprit(outcome, v, off))
+            named.append((v, sig, known_id(sig, outcome)))
     return named
 
 
@@ -183,11 +193,14 @@ print(f"not reproduced: compiled matches eager (torch {{torch.__version__}})"); 
 '''
 
 
+def _said(status: str, kind: str) -> str:
+    return f"{status}{' [' + kind + ']' if kind else ''}"
+
+
 def _verdict(v, invalid: str) -> dict:
     if v is None:
         return {"status": "invalid" if invalid else "not judged", "verdict": "invalid" if invalid else "not judged"}
-    return {"status": v.status.value, "verdict": f"{v.status.value}{' [' + v.kind + ']' if v.kind else ''}",
-            "message": v.message[:300]}
+    return {"status": v.status.value, "verdict": _said(v.status.value, v.kind), "message": v.message[:300]}
 
 
 def _changes_through(verdict) -> list[str]:
@@ -241,7 +254,7 @@ def check(spec: str, backend: str = "aot_eager", out: Path = Path("runs/check"))
              f"{summary['invoke_subgraph_calls']} invoke_subgraph calls in {summary['frames']} graph(s), "
              f"{summary['region_groups']} region group(s); {summary['seconds']} s.", "",
              "| oracle | verdict | |", "|---|---|---|"]
-    lines += [f"| {name} | {v['status']}{' [' + v['kind'] + ']' if v['kind'] else ''} | {v['message'][:120]} |"
+    lines += [f"| {name} | {_said(v['status'], v['kind'])} | {v['message'][:120]} |"
               for name, v in summary["verdicts"].items()]
     lines += ["", "## Changed calls", "", "| change | call | verdict | seconds |", "|---|---|---|---|"]
     lines += [f"| {c['kind']} ({c['description']}) | {c['invalid'] or ('recompiled' if c['recompiled'] else 'served')} "
@@ -260,6 +273,6 @@ def main(args) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     for name, v in summary["verdicts"].items():
-        print(f"{name:16s} {v['status']}{' [' + v['kind'] + ']' if v['kind'] else ''}")
+        print(f"{name:16s} {_said(v['status'], v['kind'])}")
     print(f"{len(summary['findings'])} finding(s); report: {args.out / 'report.md'} (also report.html)")
     return 1 if any(not f["known_issue"] for f in summary["findings"]) else 0

@@ -24,8 +24,7 @@ from harness.model import run_model, model_config
 from oracles.guards import each_call
 from oracles.registry import judge
 
-from .check import failures, known_model_issue, signature
-from .known_issues import match
+from .check import failures, known_id, signature
 
 # Judged on the first call and on each changed call (the structural oracles
 # need the companions a check compiles).
@@ -33,16 +32,14 @@ ORACLES = ("differential", "hygiene", "guards", "recompiles")
 ZOO = "examples.zoo"
 
 
-def _named(outcome, verdict) -> tuple[str, str | None]:  # type: ignore[no-untyped-def]
-    """The signature and known issue of a failed verdict: as blamed on
-    deduplication when a known issue names it so, else with real blame."""
-    sig = signature(outcome, verdict, "dedup" if outcome.config.dedup else "backend")
-    known = match(sig, outcome.config.backend)
-    known_id = known.id if known else known_model_issue(sig, outcome.source, outcome.config.backend)
-    if known_id:
-        return sig, known_id
-    (_, sig, known_id), = failures(outcome, [verdict])
-    return sig, known_id
+def _named(outcome, verdicts) -> list[tuple[str, str | None]]:  # type: ignore[no-untyped-def]
+    """The signature and known issue of each failed verdict: as blamed on
+    deduplication when a known issue names it so, else with real blame (one
+    compile without deduplication for all of those)."""
+    cheap = [signature(outcome, v, "dedup" if outcome.config.dedup else "backend") for v in verdicts]
+    ids = [known_id(sig, outcome) for sig in cheap]
+    blamed = iter(failures(outcome, [v for v, i in zip(verdicts, ids) if not i]))
+    return [(sig, i) if i else next(blamed)[1:] for sig, i in zip(cheap, ids)]
 
 
 def run(spec: str, backend: str = "aot_eager", changes: bool = True) -> dict:
@@ -50,20 +47,21 @@ def run(spec: str, backend: str = "aot_eager", changes: bool = True) -> dict:
     without ``changes``)."""
     started = time.perf_counter()
     outcome = run_model(spec, replace(model_config(backend), companions=(), variants=-1 if changes else 0))
-    first, verdicts = [], judge(outcome, ORACLES)
+    verdicts = judge(outcome, ORACLES)
     # a wrong first call is the differential oracle's finding, repeated by every later call
     first_wrong = any(v.oracle == "guards" and v.kind == "first_call_wrong" for v in verdicts)
-    for v in verdicts:
-        if v.failed and not (v.oracle == "guards"):  # the guards verdict is read call by call below
-            sig, known = _named(outcome, v)
-            first.append({"oracle": v.oracle, "signature": sig, "known_issue": known, "message": v.message[:300]})
+    calls = each_call(outcome) if outcome.compiled.failure is None and not first_wrong else {}
+    # the guards verdict is read call by call
+    failed = [v for v in verdicts if v.failed and v.oracle != "guards"] + [v for v in calls.values() if v.failed]
+    names = dict(zip(map(id, failed), _named(outcome, failed)))
+    first = [{"oracle": v.oracle, "signature": names[id(v)][0], "known_issue": names[id(v)][1],
+              "message": v.message[:300]} for v in verdicts if id(v) in names]
     recalled = sum(r.seconds for r in outcome.capture.variants)  # timed inside the compile's run
     wrong = next((f for f in first if f["oracle"] == "differential"), None)
     modes = {"first call": {"status": "fail" if outcome.compiled.failure or wrong else "pass",
                             "seconds": round(outcome.seconds.get("compiled", 0.0) - recalled, 2),
                             **({"signature": wrong["signature"], "known_issue": wrong["known_issue"],
                                 "message": wrong["message"]} if wrong else {})}}
-    calls = each_call(outcome) if outcome.compiled.failure is None and not first_wrong else {}
     for r in outcome.capture.variants:
         kind, v = r.variant["kind"], calls.get(r.variant["kind"])
         mode = {"status": "invalid" if r.invalid else v.status.value if v else
@@ -72,7 +70,7 @@ def run(spec: str, backend: str = "aot_eager", changes: bool = True) -> dict:
         if r.invalid:
             mode["message"] = r.invalid
         if v is not None and v.failed:
-            mode["signature"], mode["known_issue"] = _named(outcome, v)
+            mode["signature"], mode["known_issue"] = names[id(v)]
             mode["message"] = v.message[:300]
         modes[kind] = mode
     return {"model": spec, "backend": backend, "invoke_subgraph_calls": outcome.capture.invoke_subgraph_calls,
