@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, Phase, settings
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 # CI fails at once on a new finding, printing its program and repro: no shrink
 # phase (Hypothesis spent 5+ minutes shrinking one failure, past the suite's
-# time budget); minimizing is the campaign's job (reports/minimize.py).
+# time budget); minimizing is the campaign's job (campaigns/minimize.py).
 settings.register_profile(
     "ci", derandomize=True, max_examples=200, deadline=None, database=None,
     suppress_health_check=_SLOW_OK, print_blob=True, phases=[Phase.explicit, Phase.reuse, Phase.generate],

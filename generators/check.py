@@ -55,6 +55,11 @@ PER_INSTANCE = ("module_list", "calls")
 AUTOCASTABLE = ("float32", "bfloat16", "float16")
 
 
+def draws_random(program: Program) -> bool:
+    """Whether the layer block draws random numbers (the op catalogue knows which ops do)."""
+    return any(OPS[s.op].random for s in program.block.body if s.op in OPS)
+
+
 def operand_value(operand, row: dict[str, Value]) -> Value:
     if isinstance(operand, Const):
         return operand.value
@@ -545,7 +550,7 @@ def check(program: Program) -> list[dict[str, TT]]:
     carried = spec_type(specs[program.inputs[0][0]])
     if has_graph_breaks(program) and program.options.fullgraph:
         raise MalformedProgram("fullgraph=True with a graph break drawn")
-    if program.is_random() and any(s.flow == "chain" for s in program.sections) and b.inputs[0] not in live_values(b):
+    if draws_random(program) and any(s.flow == "chain" for s in program.sections) and b.inputs[0] not in live_values(b):
         # All but the last call of the chain are then dead code, which a
         # compiler drops, and with it the random numbers eager draws.
         raise MalformedProgram("a chained block that draws random numbers must read its carried input")

@@ -24,14 +24,13 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any, Optional, Union
 
-Shape = tuple[int, ...]
+from .values import FLOATS, NAN, DType, Fn, PyList, PySlice, Shape, Value, typed_key  # noqa: F401 (the IR's own names too)
 
 STRUCTURES = ("calls", "for_values", "for_tuple", "for_range", "module_list", "while", "nested")
 FLOWS = ("chain", "residual", "fanout")
 BLOCK_KINDS = ("function", "module")
 OUTPUT_STYLES = ("single", "tuple", "dict")
 DTYPES = ("float32", "float64", "bfloat16", "float16", "int64", "bool")
-FLOATS = ("float32", "float64", "bfloat16", "float16")
 LAYOUTS = ("contiguous", "transposed", "strided", "expanded")
 # Call-site views of a per-repeat tensor: how the argument expression is written.
 VIEWS = ("none", "transpose", "narrow", "contiguous")
@@ -56,59 +55,6 @@ MAX_DEPTH = 3  # the layer block is level 1
 
 class MalformedProgram(ValueError):
     """The IR breaks one of its own invariants (a generator bug or a bad file)."""
-
-
-# --- Python values a program passes around ------------------------------------
-
-
-@dataclass(frozen=True)
-class PyList:
-    """A list literal (tuples are plain tuples)."""
-
-    items: tuple
-
-
-@dataclass(frozen=True)
-class PySlice:
-    start: Optional[int] = None
-    stop: Optional[int] = None
-    step: Optional[int] = None
-
-
-@dataclass(frozen=True)
-class DType:
-    """A ``torch.<name>`` dtype object passed as a Python value."""
-
-    name: str
-
-
-@dataclass(frozen=True)
-class Fn:
-    """A callable passed as a Python value, written as its dotted name
-    (``torch.sin``, ``torch.Tensor.neg``)."""
-
-    name: str
-
-
-Value = Union[int, float, bool, str, None, tuple, PyList, PySlice, DType, Fn]
-
-
-# The one NaN object programs hold: the IR's frozen dataclasses compare fields
-# as tuples, which find NaN equal to itself only by identity.
-NAN = float("nan")
-
-
-def typed_key(value: Any) -> Any:
-    """A key under which two values are equal only if they compute the same:
-    ``1``, ``1.0`` and ``True`` differ, and so do ``(1,)`` and ``[1]``; floats
-    compare bitwise (``0.0`` and ``-0.0`` differ, every NaN is the same)."""
-    if isinstance(value, tuple):
-        return ("tuple", tuple(typed_key(v) for v in value))
-    if isinstance(value, PyList):
-        return ("list", tuple(typed_key(v) for v in value.items))
-    if isinstance(value, float):
-        return ("float", repr(value))
-    return (type(value).__name__, value)
 
 
 # --- tensors, operands, statements --------------------------------------------
@@ -405,11 +351,6 @@ class Program:
         if differs([c.alias for c in calls]):
             out["alias"] = sorted({c.alias or "own" for c in calls})
         return out
-
-    def is_random(self) -> bool:
-        from .ops import OPS  # the catalogue knows which ops draw random numbers
-
-        return any(OPS[s.op].random for s in self.block.body if s.op in OPS)
 
     def to_json(self) -> str:
         return json.dumps(to_dict(self), sort_keys=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from itertools import permutations
 from typing import Callable, Union
 
-from .ir import FLOATS, NAN, DType, Fn, PyList, PySlice, Shape, Value, typed_key
+from .values import FLOATS, NAN, DType, Fn, PyList, PySlice, Shape, Value, typed_key
 
 
 class Reject(ValueError):

@@ -6,7 +6,7 @@ campaign's finding, a known issue) has no choice sequence left; this module
 shrinks the IR itself. ``candidates`` proposes smaller programs, biggest cut
 first, and keeps only those that ``check`` accepts, so the reducer needs no
 knowledge of which cut matters for the bug: the caller's predicate decides
-(``reports.minimize``). ``size`` is the measure every candidate strictly
+(``campaigns.minimize``). ``size`` is the measure every candidate strictly
 decreases, which is what makes greedy minimization terminate.
 
 Programs with a block hierarchy (``Program.subs``) shrink as a whole: a

@@ -18,7 +18,7 @@ from typing import Optional
 
 from hypothesis import assume, strategies as st
 
-from .check import mutates
+from .check import draws_random, mutates
 from .ir import Program
 from .ops import OPS
 from .strategies import programs
@@ -168,5 +168,5 @@ STATEFUL_OPS = tuple(n for n in REPLAY_OPS if OPS[n].category in ("linalg", "nor
 def replayable(draw, **kwargs) -> tuple[Program, ReplayPlan]:
     """A program without random ops, and a plan to replay it by."""
     program = draw(st.one_of(programs(ops=REPLAY_OPS, **kwargs), programs(ops=STATEFUL_OPS, **kwargs)))
-    assume(not program.is_random())
+    assume(not draws_random(program))
     return program, draw(replay_plans(program))

@@ -340,7 +340,7 @@ def _generator(generator: dict) -> str:
 
 
 def render_check_html(summary: dict, out: Path) -> str:
-    """The page of a model check (``reports.check``): the model's verdicts,
+    """The page of a model check (``campaigns.check``): the model's verdicts,
     its changed calls with their times, and each finding as a campaign's."""
     out = Path(out)
     findings = list(summary.get("findings") or [])

@@ -9,7 +9,6 @@ loudly, like ``xfail(strict=True)``, when a bug stops reproducing.
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import re
 from dataclasses import dataclass
@@ -18,6 +17,8 @@ from pathlib import Path
 from typing import Optional
 
 from generators.ir import Program
+
+from .signature import matches
 
 ROOT = Path(__file__).parent / "known_issues"
 
@@ -109,7 +110,7 @@ class KnownIssue:
                             f"{self.id}: {self.title}", self.repro, self.variant, expect_crash=self.expect_crash)
 
     def matches(self, signature: str) -> bool:
-        return any(fnmatch.fnmatchcase(signature, p) for p in self.patterns)
+        return matches(signature, self.patterns)
 
     def program(self) -> Program:
         return Program.from_json((self.folder / "program.json").read_text())

@@ -23,7 +23,7 @@ from harness.outcome import RunConfig
 from harness.pipeline import torch_compile_kwargs
 from harness.replay import call_seed
 
-from .triage import normalize
+from .signature import normalize
 
 
 def _low_precision(program: Program) -> bool:

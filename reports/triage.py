@@ -10,12 +10,11 @@ field), found by taking the differences away one kind at a time.
 from __future__ import annotations
 
 import contextlib
-import re
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
 from generators.check import check as well_formed
-from generators.check import mutates
+from generators.check import draws_random, mutates
 from generators.ir import MalformedProgram, Program
 from generators.variation import equalize
 from harness.outcome import Outcome, RunConfig
@@ -26,6 +25,7 @@ from oracles.registry import ORACLES, REPLAY_ORACLES
 from oracles.verdict import Verdict
 
 from .known_issues import match
+from .signature import normalize
 
 
 @dataclass
@@ -40,19 +40,6 @@ class Finding:
     extra: dict = field(default_factory=dict)
 
 
-def normalize(message: str) -> str:
-    """Drop what varies between hits of one bug: numbers, names, addresses,
-    the op a fake-tensor check met, tensor reprs."""
-    message = re.sub(r"\baten\.\w+(\.\w+)?", "aten.OP", message)
-    message = re.sub(r"\b(\w*Tensor|tensor)\(.*", "TENSOR(...)", message)  # a repr runs to the end: it nests
-    message = re.sub(r"<([\w.]+) object at 0x[0-9a-fA-F]+>", r"<\1>", message)  # an object's repr names its type
-    message = re.sub(r"0x[0-9a-fA-F]+", "ADDR", message)
-    message = re.sub(r"/[\w./-]+\.py", "FILE", message)
-    message = re.sub(r"\b(gp_)?[0-9a-f]{16}\b", "ID", message)
-    message = re.sub(r"[-+]?\d+(\.\d+)?(e[-+]?\d+)?", "N", message)
-    return message[:200]
-
-
 def tags(program: Program) -> list[str]:
     """Program features that make a class of wrong values of their own, so a
     known bug in one class cannot hide a new one elsewhere: in-place writes
@@ -65,7 +52,7 @@ def tags(program: Program) -> list[str]:
         out.append("mutation")
     if any(c.context.default_dtype for _, c in program.repeats()):
         out.append("default_dtype")
-    if program.is_random():
+    if draws_random(program):
         out.append("random")
     if any(b.compile_region for b in program.blocks()):
         out.append("compile_region")

@@ -38,7 +38,7 @@ def test_entry_point_plugins_and_torch_registered_backends_resolve():
     from harness.backends import names
 
     example = resolve("example")  # pyproject.toml's dedup_harness.backends entry point
-    assert "example" in names() and example.repro_spec == "examples.example_backend:backend"
+    assert "example" in names() and example.repro_spec == "harness.example_backend:backend"
     assert resolve("aot_eager_default_partitioner").backend == "aot_eager_default_partitioner"  # torch's registry
     import torch._inductor
 
@@ -53,7 +53,7 @@ def test_the_example_plugin_compiles_generated_programs_like_aot_eager():
 
     from harness.pipeline import run_program
     from oracles.registry import ORACLES, run_config
-    from reports.campaign import draw
+    from campaigns.campaign import draw
 
     for _, program in islice(draw(2, (0, 1), set()), 3):
         verdicts = [ORACLES["differential"](run_program(program, run_config(b, ("differential",))))

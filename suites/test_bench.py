@@ -1,4 +1,4 @@
-"""The bench report (reports/bench.py), and the recorder it lets a run skip."""
+"""The bench report (campaigns/bench.py), and the recorder it lets a run skip."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from harness.pipeline import run_program
 from oracles.registry import ORACLES, run_config
-from reports import bench
+from campaigns import bench
 
 pytestmark = pytest.mark.unit
 

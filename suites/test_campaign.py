@@ -111,7 +111,7 @@ def test_a_minimize_task_shrinks_localizes_and_verifies_its_repro():
 
     from generators.ir import Program, to_dict
     from oracles.registry import run_config
-    from reports import worker
+    from campaigns import worker
     from reports.known_issues import ROOT
 
     program = Program.from_json((ROOT / "KI-001-dedup-merges-float-constants" / "program.json").read_text())

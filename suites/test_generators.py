@@ -392,7 +392,7 @@ def test_equal_types_are_equal_values_of_different_types_in_number_slots():
 
 def test_stats_floors_cover_every_new_feature():
     from generators.features import universe
-    from harness.stats import FEATURE_FLOORS
+    from campaigns.stats import FEATURE_FLOORS
 
     assert set(FEATURE_FLOORS) <= set(universe())
     assert _new_features() - set(FEATURE_FLOORS) == set()
@@ -413,7 +413,7 @@ def test_stats_command_counts_features_and_rejects_bad_input():
 
 
 def test_stats_measures_eager_validity_and_regions_with_the_real_tracker():
-    from harness.stats import measure
+    from campaigns.stats import measure
 
     calls = (Call(), Call(), Call())
     body = tuple(Stmt(f"v{i}", op, (Ref("x" if i == 0 else f"v{i - 1}"),))

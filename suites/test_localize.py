@@ -8,7 +8,7 @@ from harness.outcome import RunConfig
 from harness.pipeline import run_program
 from oracles.registry import judge
 from reports.known_issues import load
-from reports.localize import LADDER, localize
+from campaigns.localize import LADDER, localize
 from reports.triage import triage
 
 pytestmark = pytest.mark.unit

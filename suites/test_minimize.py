@@ -1,5 +1,5 @@
 """Self-tests of the IR reducer (generators.reduce) and the minimizer
-(reports.minimize): every candidate is valid and smaller, the greedy search
+(campaigns.minimize): every candidate is valid and smaller, the greedy search
 reaches a fixpoint with just what the predicate needs, and a real finding
 (KI-001) shrinks without losing its signature."""
 
@@ -19,7 +19,7 @@ from generators.reduce import candidates, labeled_candidates, measure, size
 from generators.strategies import programs
 from harness.pipeline import run_program
 from oracles.registry import ORACLES, run_config
-from reports.minimize import fails_like, keeps_signature, minimize, minimize_finding
+from campaigns.minimize import fails_like, keeps_signature, minimize, minimize_finding
 from reports.triage import triage
 
 pytestmark = pytest.mark.unit

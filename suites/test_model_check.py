@@ -107,7 +107,7 @@ def test_a_model_that_changes_its_own_state_recompiles_without_a_finding(monkeyp
 
 
 def test_the_zoo_table_names_each_mode_and_fails_on_a_planted_fault():
-    from reports import zoo
+    from campaigns import zoo
 
     honest = zoo.run("suites.model_factories:stack", "aot_eager")
     assert not zoo.unknown(honest) and honest["invoke_subgraph_calls"] >= 3

@@ -1,9 +1,9 @@
 """The model zoo: tiny configurations of real architectures from
-``transformers`` (``examples/zoo.py``: random weights, built offline) compiled
+``transformers`` (``campaigns/zoo_models.py``: random weights, built offline) compiled
 with deduplication, right in forward and backward against eager and the
 float64 referee on the first call and after every change of mode and shape
 (new values, train(), no_grad, bfloat16 autocast, batch, sequence), each
-judged on its own (``reports.zoo``). A failure no known issue names fails.
+judged on its own (``campaigns.zoo``). A failure no known issue names fails.
 
 ``pytest suites/ -m models`` runs the zoo alone (aot_eager); inductor's share
 is ``test_model_zoo_inductor.py``."""
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from reports import zoo
+from campaigns import zoo
 
 HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
 NO_TRANSFORMERS = "transformers is not installed: pip install -e .[models] (make test does)"

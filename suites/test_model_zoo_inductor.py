@@ -1,4 +1,4 @@
-"""The model zoo's inductor share (``reports.zoo`` as in test_model_zoo.py).
+"""The model zoo's inductor share (``campaigns.zoo`` as in test_model_zoo.py).
 Apart from ``-m models`` so the zoo's aot_eager run stays short; ``pytest
 suites/ -m inductor`` has it. Every model tried on inductor (BERT, GPT-2,
 Llama) gets wrong gradients on its first call with deduplication (KI-044), and
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from reports import zoo
+from campaigns import zoo
 from suites.test_model_zoo import assert_named, needs_transformers
 
 INDUCTOR = ("bert",)

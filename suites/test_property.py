@@ -15,7 +15,7 @@ from conftest import record_known_hit
 from generators.strategies import programs
 from harness.pipeline import run_program
 from oracles.registry import ORACLES, judge, run_config
-from reports.localize import localize
+from campaigns.localize import localize
 from reports.repro import driver_for, render_repro
 from reports.triage import known_issue, triage
 from reports.unmask import unmasked_runs

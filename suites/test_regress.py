@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.__main__ import main
-from reports import known_issues, regress
+from campaigns.cli import main
+from reports import known_issues
+from campaigns import regress
 
 pytestmark = pytest.mark.unit
 
@@ -239,7 +240,8 @@ def test_bad_input_is_one_error_line(tmp_path, capsys, make_args, message):
 def test_a_known_issue_whose_program_now_meets_another_recorded_bug_is_fixed():
     # KI-007 on 2.15: its own crash is gone and the program now fails with
     # KI-003's KeyError: KI-007 is fixed; KI-018's new crash is no recorded bug: changed
-    from reports import known_issues, regress
+    from reports import known_issues
+    from campaigns import regress
 
     issues = {i.id: i for i in known_issues.load()}
 

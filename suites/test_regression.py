@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from reports import known_issues
-from reports.campaign import merge
+from campaigns.campaign import merge
 from reports.ledger import LOG, Ledger, read_events
 from reports.regression import diff, promote
 

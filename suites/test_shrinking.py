@@ -20,7 +20,7 @@ from generators.strategies import programs
 from harness.outcome import RunConfig
 from harness.pipeline import run_program
 from oracles import differential
-from reports.minimize import minimize
+from campaigns.minimize import minimize
 
 PLANTED = "suites.planted:corrupt_every_third_invoke_subgraph"
 
@@ -229,7 +229,7 @@ def test_each_indirection_has_its_plain_form():
 @pytest.mark.unit
 @pytest.mark.parametrize("make", [_passing, _instances])
 def test_indirections_the_failure_does_not_need_are_cut(make):
-    from reports.minimize import minimize
+    from campaigns.minimize import minimize
 
     result = minimize(make(), _shape_kept)
     assert result.finished and _shape_kept(result.program)
@@ -257,7 +257,7 @@ KEEPS = {
 @pytest.mark.unit
 @pytest.mark.parametrize("kind", sorted(KEEPS))
 def test_an_indirection_the_failure_needs_is_kept(kind):
-    from reports.minimize import minimize
+    from campaigns.minimize import minimize
 
     def needs(p: Program) -> bool:
         return _shape_kept(p) and kind in _kinds(p)
@@ -269,7 +269,7 @@ def test_an_indirection_the_failure_needs_is_kept(kind):
 
 @pytest.mark.unit
 def test_function_instances_the_failure_needs_are_kept():
-    from reports.minimize import minimize
+    from campaigns.minimize import minimize
 
     def needs(p: Program) -> bool:
         return _shape_kept(p) and p.block.attrs

@@ -17,7 +17,7 @@ from harness.pipeline import COMPANIONS, run_program, spared
 from oracles import dedup_toggle, determinism, guards
 from oracles.differential import compare_runs
 from oracles.registry import run_config
-from reports.bench import draw_programs
+from campaigns.bench import draw_programs
 
 SAMPLE = draw_programs(14, seed=3)
 

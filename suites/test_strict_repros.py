@@ -16,8 +16,9 @@ from harness.pipeline import run_program
 from oracles import differential
 from reports.known_issues import load
 from reports.repro import render_repro
-from reports.triage import normalize, triage
-from reports.worker import expected_crash
+from reports.signature import normalize
+from reports.triage import triage
+from campaigns.worker import expected_crash
 
 from .planted_pass import render_planted
 

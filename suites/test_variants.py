@@ -12,7 +12,7 @@ from dataclasses import replace
 from harness.pipeline import run_program
 from oracles import guards
 from oracles.registry import run_config
-from harness.stats import draw
+from campaigns.stats import draw
 
 pytestmark = pytest.mark.unit
 

@@ -16,7 +16,7 @@ import torch
 
 from generators.ir import from_dict
 from oracles.registry import ORACLES, run_config
-from reports.worker import _run, config_to
+from campaigns.worker import _run, config_to
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "verdicts_seed0.json").read_text())
 # programs of the record: with findings of many oracles (a known crash and its unmasked runs, five
@@ -49,7 +49,7 @@ def test_the_recorded_findings_are_found_again(i):
 
 
 def test_a_recalled_re_hit_gets_the_signature_full_triage_gives(monkeypatch):
-    from reports.worker import Recall
+    from campaigns.worker import Recall
 
     first = _first(27)
     learned = {f["fingerprint"]: f["signature"] for f in first["findings"] if f.get("fingerprint")}
@@ -61,7 +61,7 @@ def test_a_recalled_re_hit_gets_the_signature_full_triage_gives(monkeypatch):
 
 
 def test_a_sampled_re_hit_is_triaged_in_full_and_says_where_its_fingerprint_was_wrong(monkeypatch):
-    from reports.worker import Recall
+    from campaigns.worker import Recall
 
     first = _first(27)
     wrong = "differential:mismatch:dedup:planted-wrong-signature"

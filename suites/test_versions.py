@@ -15,7 +15,7 @@ from generators.strategies import HAS_NESTED_COMPILE_REGION
 from harness import capabilities, pipeline
 from harness.execute import first_line
 from harness.outcome import RunConfig
-from reports.triage import normalize
+from reports.signature import normalize
 
 pytestmark = pytest.mark.unit
 
@@ -193,7 +193,7 @@ def test_a_bare_error_of_dynamos_own_is_a_dynamo_failure():
 def test_two_long_signatures_get_two_folders():
     # on torch 2.7 "...raised: KeyError: vN_N" and "...raised: KeyError: vN"
     # shared a folder cut at 80 characters: one finding's repro overwrote the other's
-    from reports.campaign import _slug
+    from campaigns.campaign import _slug
 
     head = "differential:crash:dedup:backend_compile:BackendCompilerFailed: backend='aot_eager' raised: "
     assert _slug(head + "KeyError: vN_N") != _slug(head + "KeyError: vN")

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from harness.workers import Lost, Pool, PoolError
+from campaigns.pool import Lost, Pool, PoolError
 
 pytestmark = pytest.mark.unit
 

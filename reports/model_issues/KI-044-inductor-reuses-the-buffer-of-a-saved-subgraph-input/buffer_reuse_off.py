@@ -5,7 +5,7 @@ import sys
 import torch
 import torch._inductor.config as ic
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[3]))  # the checkout
-from examples import zoo
+from campaigns import zoo_models as zoo
 
 def grads(name, compiled, reuse=True):
     torch._dynamo.reset(); torch.manual_seed(0)

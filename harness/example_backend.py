@@ -2,7 +2,7 @@
 
 A backend is any callable Dynamo accepts: ``(GraphModule, example_inputs) ->
 callable``. Fuzz it with ``python -m harness fuzz --backend
-examples.example_backend:backend``, or by the name ``example`` that
+harness.example_backend:backend``, or by the name ``example`` that
 pyproject.toml registers in the ``dedup_harness.backends`` entry-point group
 (your package would do the same in its own pyproject.toml).
 """
@@ -25,4 +25,4 @@ def _fold_double_negation(gm: torch.fx.GraphModule, example_inputs):
 
 
 backend = aot_autograd(fw_compiler=_fold_double_negation, bw_compiler=_fold_double_negation)
-backend.__doc__ = "AOTAutograd with an example ATen graph pass (examples/example_backend.py)"
+backend.__doc__ = "AOTAutograd with an example ATen graph pass (harness/example_backend.py)"

@@ -26,7 +26,7 @@ runs, the compile under test, each companion; ``judge``: the oracles; ``other``:
 the rest).
 
 Then, unless skipped, two campaign-level figures, each from a real campaign
-(``reports.campaign.run``: all oracles, worker processes, triage, follow-ups)
+(``campaigns.campaign.run``: all oracles, worker processes, triage, follow-ups)
 in a process of its own, so that a planted Dynamo fault its check resolves is
 never entered in this one:
 
@@ -74,7 +74,7 @@ from harness.outcome import RunConfig
 from harness.pipeline import InvalidProgram, isolated_global_state, run_eager, run_program
 from oracles import guards
 from oracles.registry import ORACLES, judge, run_config
-from reports.campaign import Options
+from campaigns.campaign import Options
 from reports.ledger import LOG, read_events
 
 # Oracle sets measured, by name; each is run as its oracles' own run_config.
@@ -403,7 +403,7 @@ def run(backend: str, n: int, seed: int, repeat: int, set_names: tuple[str, ...]
 
 def _campaign_process(options: Options, label: str) -> tuple[dict | None, float, str]:
     """Runs in a spawned process of its own: (summary, wall seconds, error)."""
-    from reports.campaign import run as run_campaign_here
+    from campaigns.campaign import run as run_campaign_here
 
     warnings.filterwarnings("ignore", message="invoke_subgraph traced multiple backward graphs")
     last = [time.time()]
@@ -422,7 +422,7 @@ def _campaign_process(options: Options, label: str) -> tuple[dict | None, float,
 
 
 def campaign_in_process(options: Options, label: str) -> tuple[dict | None, float, str]:
-    """``reports.campaign.run(options)`` in a fresh process: its check
+    """``campaigns.campaign.run(options)`` in a fresh process: its check
     resolves the backend, which for a planted Dynamo fault
     (``<fault>__<backend>``) enters the fault for good in the process that
     resolves it."""

@@ -29,7 +29,7 @@ from .check import failures, known_id, signature
 # Judged on the first call and on each changed call (the structural oracles
 # need the companions a check compiles).
 ORACLES = ("differential", "hygiene", "guards", "recompiles")
-ZOO = "examples.zoo"
+ZOO = "campaigns.zoo_models"
 
 
 def _named(outcome, verdicts) -> list[tuple[str, str | None]]:  # type: ignore[no-untyped-def]

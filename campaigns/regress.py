@@ -37,9 +37,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional
 
-from . import known_issues
-from .html import _e
-from .regression import _summary as campaign_summary
+from reports import known_issues
+from reports.html import _e
+from reports.regression import _summary as campaign_summary
 
 REPO = Path(__file__).resolve().parents[1]  # the repros and `-m harness` run from here (plugins import as in a campaign)
 REPRO_TIMEOUT = 300.0  # seconds per repro: a compile on a slow CPU, far below a hang

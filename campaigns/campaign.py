@@ -2,8 +2,8 @@
 minimize and report.
 
 This is the composition root ``python -m harness fuzz`` calls. The campaign
-process draws programs and keeps the books; workers (``harness.workers``,
-``reports.worker``) run, judge and minimize. Every result is appended to
+process draws programs and keeps the books; workers (``campaigns.pool``,
+``campaigns.worker``) run, judge and minimize. Every result is appended to
 ``findings.jsonl`` as it arrives and each distinct finding's folder is
 written at once, so a killed campaign loses nothing and ``--resume`` goes on
 where it stopped.
@@ -30,14 +30,14 @@ from generators.strategies import programs
 from harness import torch_config
 from harness.backends import resolve
 from harness.capabilities import has, unavailable
-from harness.workers import Lost, Pool
+from campaigns.pool import Lost, Pool
 from oracles.registry import ORACLES, REPLAY_ORACLES, run_config
 
-from . import coverage_report
-from .html import render_html
-from .junit import render_junit
-from .ledger import LOG, EventLog, Ledger, read_events
-from .schema import REPRO_EXITS, SEVERITIES, grouped, root_cause_line
+from reports import coverage_report
+from reports.html import render_html
+from reports.junit import render_junit
+from reports.ledger import LOG, EventLog, Ledger, read_events
+from reports.schema import REPRO_EXITS, SEVERITIES, grouped, root_cause_line
 from .worker import config_from, config_to, lost_finding
 from .worker_start import covered_paths
 
@@ -417,7 +417,9 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
         (out / "coverage").mkdir(exist_ok=True)
         coverage_file = str((out / "coverage" / ".coverage").resolve())
     source = draw(options.seed, options.shard, set(ledger.done))
-    campaign.pool = pool = Pool(workers, "reports.worker:handle", out / "workers", init="reports.worker_start:init",
+    # coverage starts before the worker module imports torch
+    campaign.pool = pool = Pool(workers, "campaigns.worker:handle", out / "workers",
+                                init=("campaigns.worker_start:init", "campaigns.worker:init"),
                                 init_arg={"coverage": coverage_file}, timeout=options.timeout,
                                 memory_mb=options.memory_mb)
     last_report = time.time()

@@ -25,7 +25,7 @@ from harness.pipeline import InvalidProgram, run_program
 from oracles.registry import ORACLES
 from oracles.verdict import Verdict
 
-from .triage import alike, triage
+from reports.triage import alike, triage
 
 Predicate = Callable[[Program], bool]
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from multiprocessing.connection import wait
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 
 class PoolError(RuntimeError):
@@ -60,7 +60,7 @@ def _load(spec: str):
     return getattr(importlib.import_module(module), name)
 
 
-def _serve(conn, handler: str, init: Optional[str], init_arg: Any, log: str) -> None:
+def _serve(conn, handler: str, init: Union[str, tuple[str, ...], None], init_arg: Any, log: str) -> None:
     """A worker's life: own process group, log to a file, init once, then tasks."""
     os.setpgrp()
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crash should not spend seconds writing a core file
@@ -71,8 +71,8 @@ def _serve(conn, handler: str, init: Optional[str], init_arg: Any, log: str) -> 
         faulthandler.enable(file=sink)  # a segfault or abort leaves its Python stack here
         faulthandler.register(signal.SIGUSR1, file=sink, all_threads=False)  # and so does a hang, asked before the kill
         try:
-            if init:
-                _load(init)(init_arg)
+            for step in (init,) if isinstance(init, str) else init or ():
+                _load(step)(init_arg)
             fn = _load(handler)
         except BaseException:
             conn.send(("init_error", traceback.format_exc()))
@@ -116,11 +116,13 @@ def _tail(path: Path, lines: int = 300) -> str:
 
 class Pool:
     """``size`` workers running ``handler(task) -> result``; ``init(init_arg)``
-    runs once per worker. Tasks time out after ``timeout`` seconds unless
-    ``submit`` says otherwise; a worker above ``memory_mb`` is killed."""
+    runs once per worker (a tuple of inits: each in turn, so one can start
+    what must precede the next one's imports). Tasks time out after
+    ``timeout`` seconds unless ``submit`` says otherwise; a worker above
+    ``memory_mb`` is killed."""
 
-    def __init__(self, size: int, handler: str, log_dir: Path, init: Optional[str] = None, init_arg: Any = None,
-                 timeout: float = 120.0, memory_mb: float = 8192.0):
+    def __init__(self, size: int, handler: str, log_dir: Path, init: Union[str, tuple[str, ...], None] = None,
+                 init_arg: Any = None, timeout: float = 120.0, memory_mb: float = 8192.0):
         self.handler, self.init, self.init_arg = handler, init, init_arg
         self.timeout, self.memory_mb = timeout, memory_mb
         self.log_dir = log_dir

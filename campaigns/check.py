@@ -20,9 +20,10 @@ from harness.model import MODEL_ORACLES, FactoryError, model_config, run_compile
 from oracles.guards import each_call
 from oracles.registry import ORACLES, judge
 
-from .html import render_check_html
-from .known_issues import match
-from .triage import alike, normalize
+from reports.html import render_check_html
+from reports.known_issues import match
+from reports.signature import normalize
+from reports.triage import alike
 
 
 MODEL_ISSUES = Path(__file__).parent / "model_issues"

@@ -13,7 +13,7 @@ from oracles.registry import ORACLES
 
 from harness.pipeline import run_program
 
-from .triage import Finding, alike, fails_alike
+from reports.triage import Finding, alike, fails_alike
 
 # (backend, the layer it adds on top of the previous rung)
 LADDER: tuple[tuple[str, str], ...] = (

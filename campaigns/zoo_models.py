@@ -16,7 +16,7 @@ masks the last two positions of the second sequence (right padding, so the
 mask path is exercised and every query still sees a key); ``labels`` copy the
 ids with the padded positions set to -100.
 
-Resolve a factory by attribute (``examples.zoo:llama``) or by name through
+Resolve a factory by attribute (``campaigns.zoo_models:llama``) or by name through
 ``FACTORIES``. Needs the optional dependency group ``models``
 (``pip install -e .[models]``).
 

@@ -21,6 +21,8 @@ def covered_paths() -> list[str]:
 
 
 def init(options: dict) -> None:
+    """The pool's first init step; ``campaigns.worker:init`` (which imports
+    torch, now measured) is the next one."""
     global _coverage
     if options.get("coverage"):
         import coverage
@@ -28,9 +30,6 @@ def init(options: dict) -> None:
         _coverage = coverage.Coverage(data_file=options["coverage"], data_suffix=True, branch=True,
                                       include=covered_paths())
         _coverage.start()
-    from . import worker  # imports torch, now measured
-
-    worker.init(options)
 
 
 def save_coverage() -> None:

@@ -1,4 +1,4 @@
-"""What a campaign's worker process does with a task (``harness.workers``).
+"""What a campaign's worker process does with a task (``campaigns.pool``).
 
 "run": run one program, judge it with the campaign's oracles, triage each
 failure into a finding (with its repro, log and program). "minimize": shrink a
@@ -23,6 +23,7 @@ from typing import Optional
 
 import torch
 
+from generators.check import draws_random
 from generators.features import features
 from generators.ir import Program, from_dict, to_dict
 from generators.reduce import size
@@ -35,17 +36,18 @@ from oracles import cudagraph, guards
 from oracles.registry import ORACLES, REPLAY_ORACLES, judge, judge_replay
 from oracles.registry import severity as oracle_severity
 
-from .known_issues import match
+from reports.known_issues import match
 from .localize import localize
 from .minimize import minimize_finding
-from .repro import driver_for, render_repro
-from .triage import Finding, known_issue, normalize, shared_reruns, triage, triage_replay
-from .unmask import unmasked_runs
+from reports.repro import driver_for, render_repro
+from reports.signature import normalize
+from reports.triage import Finding, known_issue, shared_reruns, triage, triage_replay
+from reports.unmask import unmasked_runs
 from .worker_start import save_coverage
 
 
 def init(options: dict) -> None:
-    """Once per worker (after ``reports.worker_start`` began coverage): one
+    """Once per worker (after ``campaigns.worker_start`` began coverage): one
     intra-op thread, since workers are the parallelism; torch's expected
     warnings off."""
     torch.set_num_threads(1)
@@ -97,7 +99,7 @@ def _run(task: dict) -> dict:
             _judge(rerun(outcome, p, c), oracles, verdicts, result["findings"], trigger, recall)
             summary["stages"][f"unmasked:{trigger}"] = round(time.perf_counter() - t, 3)
             summary.setdefault("unmasked", []).append(trigger)
-    if any(n in REPLAY_ORACLES for n in oracles) and program.is_random():
+    if any(n in REPLAY_ORACLES for n in oracles) and draws_random(program):
         summary["cudagraphs"] = "not run: random ops (graph-safe RNG under CUDA graphs draws unlike eager)"
     elif any(n in REPLAY_ORACLES for n in oracles):
         replay = run_replay(program, default_plan(program), config.backend, device=task.get("device", "cuda"),

@@ -1,0 +1,264 @@
+"""Command line.
+
+    python -m harness fuzz --backend NAME --budget SECONDS --workers N --seed S --out DIR
+    python -m harness report diff RUN_A RUN_B | merge SHARD... --out DIR | promote FINDING --id KI-0NN --title T
+    python -m harness bench
+    python -m harness stats -n 2000
+    python -m harness regress --torch A --torch B [--campaign DIR] [--budget S] [--seed N] --out DIR
+
+Every command is a driver of this floor (``campaigns``), which composes the
+floors below; this entry point only parses arguments and turns bad input into
+one line. ``python -m harness`` and the ``dedup-harness`` console script both
+call ``main``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+
+def _shard(text: str) -> tuple[int, int]:
+    i, slash, n = text.partition("/")
+    try:
+        if not slash:
+            raise ValueError
+        return int(i), int(n)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"shard {text!r}: expected i/N, e.g. 0/4") from None
+
+
+def version() -> str:
+    """This harness's version and the torch it would run, read from the
+    installed metadata (no torch import)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    def of(dist: str) -> str:
+        try:
+            return installed(dist)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return f"dedup-harness {of('dedup-harness')} (torch {of('torch')})"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m harness")
+    parser.add_argument("--version", action="version", version=version())
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    fuzz = sub.add_parser("fuzz", help="run a fuzz campaign and write a report")
+    fuzz.add_argument("--backend", default="aot_eager",
+                      help="built-in name, an entry point of dedup_harness.backends, or package.module:callable")
+    fuzz.add_argument("--budget", type=float, default=120.0, help="seconds the campaign runs (default 120)")
+    fuzz.add_argument("--workers", type=int, default=0, help="worker processes (default: every core)")
+    fuzz.add_argument("--seed", type=int, default=0)
+    fuzz.add_argument("--out", type=Path, default=Path("runs/latest"))
+    fuzz.add_argument("--resume", action="store_true", help="go on with the campaign already in --out")
+    fuzz.add_argument("--shard", type=_shard, default=(0, 1), help="i/N: draw only this shard's programs")
+    fuzz.add_argument("--oracles", default="", help="comma-separated oracle names (default: all)")
+    fuzz.add_argument("--variants", type=int, default=None,
+                      help="changed re-calls per program for the guard oracles (default 3; -1: every one)")
+    fuzz.add_argument("--config", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                      help="torch config while compiling, e.g. dynamo.graph_deduplication_lint=True (repeatable)")
+    fuzz.add_argument("--lint-share", type=float, default=0.25,
+                      help="share of programs run with the pass's own graph_deduplication_lint (default 0.25)")
+    fuzz.add_argument("--coverage", action="store_true",
+                      help="measure line and branch coverage of torch's deduplication code")
+    fuzz.add_argument("--timeout", type=float, default=120.0, help="seconds per program before a worker counts as hung")
+    fuzz.add_argument("--memory-mb", type=float, default=8192.0, help="resident memory per worker before it is killed")
+    fuzz.add_argument("--minimize-seconds", type=float, default=30.0, help="per distinct finding; 0: do not minimize")
+    fuzz.add_argument("--device", default="cuda",
+                      help="where the replay oracles (cudagraph, cudagraph_engaged) run (default cuda)")
+    fuzz.add_argument("--no-verify", action="store_true", help="do not run each minimized repro.py to check it exits 1")
+    fuzz.add_argument("--programs", type=int, default=0, help="stop once this many programs have run (default: no limit)")
+
+    report = sub.add_parser("report", help="compare, merge or promote campaign results")
+    rsub = report.add_subparsers(dest="action", required=True)
+    d = rsub.add_parser("diff", help="Markdown report of new, fixed and persisting findings from RUN_A to RUN_B")
+    d.add_argument("run_a", type=Path)
+    d.add_argument("run_b", type=Path)
+    d.add_argument("--out", type=Path, default=None, help="also write the report here")
+    m = rsub.add_parser("merge", help="combine shard outputs into one campaign folder")
+    m.add_argument("runs", type=Path, nargs="+")
+    m.add_argument("--out", type=Path, required=True)
+    p = rsub.add_parser("promote", help="make a finding a known issue (reports/known_issues/)")
+    p.add_argument("finding", type=Path, help="a finding folder: RUN/findings/<signature>")
+    p.add_argument("--id", required=True, help="KI-<number>")
+    p.add_argument("--title", required=True)
+
+    check = sub.add_parser("check", help="one nn.Module (package.module:factory -> (model, inputs)) through the oracles")
+    check.add_argument("factory", help="package.module:name or path/to/file.py:name, a callable returning (model, inputs)")
+    check.add_argument("--backend", default="aot_eager")
+    check.add_argument("--out", type=Path, default=Path("runs/check"))
+
+    zoo = sub.add_parser("zoo", help="model factories compiled once each, every mode re-called and timed (a table)")
+    zoo.add_argument("models", nargs="+", help="campaigns.zoo_models names (llama, t5, vit, ...) or factory specs")
+    zoo.add_argument("--backend", nargs="+", default=["aot_eager"], help="one or more backends")
+    zoo.add_argument("--json", type=Path, help="write the results here")
+    zoo.add_argument("--first-call-only", action="store_true", help="no changed calls: compile and judge the first call")
+
+    bench = sub.add_parser("bench", help="programs per second per oracle set, and overhead over plain torch.compile")
+    from campaigns import bench as bench_module
+
+    bench_module.add_arguments(bench)
+
+    stats = sub.add_parser("stats", help="generator report: feature counts, eager validity, region share")
+    stats.add_argument("-n", type=int, default=2000, help="programs to draw")
+    stats.add_argument("--seed", type=int, default=0)
+    stats.add_argument("--jobs", type=int, default=2, help="worker processes for the eager and Dynamo runs")
+    stats.add_argument("--no-run", action="store_true", help="count features only; run nothing")
+    stats.add_argument("--json", type=Path, default=None, help="also write the summary here")
+    stats.add_argument("--check", action="store_true", help="exit 1 unless every target is met")
+
+    regress = sub.add_parser("regress", help="replay known issues and findings on two torches, compare per root cause")
+    regress.add_argument("--torch", action="append", default=[], metavar="PYTHON_OR_VENV",
+                         help="an interpreter or a venv folder (DIR/bin/python) with its own torch; give it twice: A, B")
+    regress.add_argument("--campaign", type=Path, default=None, help="also replay this campaign folder's findings")
+    regress.add_argument("--budget", type=float, default=120.0,
+                         help="seconds of the seeded campaign run in each environment (default 120; 0: none)")
+    regress.add_argument("--no-campaign", action="store_true", help="run no seeded campaign (same as --budget 0)")
+    regress.add_argument("--seed", type=int, default=0, help="the seeded campaign's seed")
+    regress.add_argument("--out", type=Path, default=Path("runs/regress"))
+    regress.add_argument("--timeout", type=float, default=300.0, help="seconds per repro before it counts as an error")
+    regress.add_argument("--jobs", type=int, default=2, help="repros run at a time in one environment (default 2)")
+    return parser
+
+
+class Progress:
+    """One line rewritten in place on a terminal; a plain line every 10 s otherwise."""
+
+    def __init__(self, stream=sys.stderr):
+        self.stream, self.tty, self.last = stream, stream.isatty(), 0.0
+
+    def __call__(self, line: str, final: bool) -> None:
+        if self.tty:
+            self.stream.write("\r\033[K" + line + ("\n" if final else ""))
+            self.stream.flush()
+        elif final or time.time() - self.last >= 10:
+            self.last = time.time()
+            print(line, file=self.stream, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except (ValueError, OSError) as e:  # bad input: one line, no traceback
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def _fuzz(args) -> int:
+    from campaigns.pool import PoolError
+    from campaigns.campaign import Options, run
+
+    # torch's notice that one subgraph got several backward graphs: expected, not a finding.
+    warnings.filterwarnings("ignore", message="invoke_subgraph traced multiple backward graphs")
+    if args.workers < 0:
+        raise ValueError("--workers must be positive (0: every core)")
+    options = Options(
+        backend=args.backend, budget=args.budget, seed=args.seed, out=args.out,
+        oracles=tuple(o for o in args.oracles.split(",") if o), variants=args.variants,
+        workers=args.workers or os.cpu_count() or 1, shard=args.shard, resume=args.resume, config=tuple(args.config),
+        lint_share=args.lint_share, coverage=args.coverage, timeout=args.timeout, memory_mb=args.memory_mb,
+        minimize_seconds=args.minimize_seconds, verify_repros=not args.no_verify, device=args.device,
+        programs=args.programs,
+    )
+    try:
+        summary = run(options, Progress())
+    except PoolError as e:
+        print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
+        return 2
+    _print_summary(summary, args.out)
+    return 0
+
+
+def _print_summary(summary: dict, out: Path) -> None:
+    from reports.schema import confirmed, root_cause_line
+
+    print(f"{summary['programs']} programs on {summary['backend']}, torch {summary['torch']}. {root_cause_line(summary)}")
+    for f in summary["findings"]:
+        label = (f["known_issue"] or "NEW") if confirmed(f) else "UNCONF"
+        print(f"  {f['count']:5d}x {label:7s} {f['signature']}")
+    for path, c in summary.get("coverage", {}).items():
+        print(f"  coverage {path}: {c['lines']}% lines, {c['branches']}% branches")
+    if summary.get("aborted"):
+        print(f"campaign stopped early: {summary['aborted']}")
+    print(f"report: {out / 'report.md'} (also report.html, junit.xml, summary.json)")
+
+
+def _report(args) -> int:
+    from reports import regression
+    from campaigns import campaign
+
+    if args.action == "diff":
+        text, counts = regression.diff(args.run_a, args.run_b)
+        if args.out:
+            args.out.write_text(text)
+        print(text)
+        return 0
+    if args.action == "merge":
+        summary = campaign.merge(args.runs, args.out)
+        _print_summary(summary, args.out)
+        return 0
+    folder = regression.promote(args.finding, args.id, args.title)
+    print(f"recorded {args.id} in {folder}; check it: pytest suites/test_known_issues.py -k {args.id}")
+    return 0
+
+
+def _bench(args) -> int:
+    from campaigns import bench
+
+    return bench.main(args)
+
+
+def _stats(args) -> int:
+    from harness import stats as generator_stats
+
+    if args.n < 1 or args.jobs < 1:
+        raise ValueError("-n and --jobs must be positive")
+    return generator_stats.run(args.n, args.seed, args.jobs, not args.no_run, args.json, args.check)
+
+
+def _regress(args) -> int:
+    from campaigns import regress
+
+    options = regress.Options(
+        torches=tuple(args.torch), out=args.out, campaign=args.campaign,
+        budget=0.0 if args.no_campaign else args.budget, seed=args.seed, timeout=args.timeout, jobs=args.jobs,
+    )
+    report = regress.run(options, lambda line: print(line, file=sys.stderr, flush=True))
+    envs = report["environments"]
+    print(f"A: torch {envs['A']['torch']} ({envs['A']['python']})")
+    print(f"B: torch {envs['B']['torch']} ({envs['B']['python']})")
+    print(report["top_line"])
+    for e in report["root_causes"]:
+        first = e["repros"][0]
+        print(f"  {e['verdict']:10s} {e['root_cause'][:70]:70s} A {first['A']['status']:17s} B {first['B']['status']}")
+    print(f"report: {args.out / 'regress.md'} (also regress.html, regress.json)")
+    return 0
+
+
+def _check(args) -> int:
+    from campaigns import check
+
+    return check.main(args)
+
+
+def _zoo(args) -> int:
+    from campaigns import zoo
+
+    return zoo.main(args)
+
+
+COMMANDS = {"fuzz": _fuzz, "report": _report, "bench": _bench, "stats": _stats, "regress": _regress, "check": _check,
+            "zoo": _zoo}
+
+if __name__ == "__main__":
+    sys.exit(main())

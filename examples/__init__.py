@@ -1,1 +1,0 @@
-"""Examples of plugging a backend into the harness (see README, "Backends")."""
