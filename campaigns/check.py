@@ -5,8 +5,6 @@ with a ``repro.py`` that rebuilds the model from its factory."""
 
 from __future__ import annotations
 
-import fnmatch
-import functools
 import json
 import sys
 import time
@@ -21,34 +19,10 @@ from oracles.guards import each_call
 from oracles.registry import ORACLES, judge
 
 from reports.html import render_check_html
-from reports.known_issues import match
+from reports.known_issues import known_model_issue, match
+from reports.repro import render_model_repro
 from reports.signature import normalize
 from reports.triage import alike
-
-
-MODEL_ISSUES = Path(__file__).parent / "model_issues"
-
-
-@functools.lru_cache(maxsize=1)
-def _model_issues() -> tuple[dict, ...]:
-    return tuple(json.loads(p.read_text()) for p in sorted(MODEL_ISSUES.glob("*/issue.json")))
-
-
-def known_model_issue(signature: str, model: str = "", backend: str = "") -> str | None:
-    """The id of a known issue found on a model (``reports/model_issues``:
-    issue.json with patterns, and a standalone repro.py) that names
-    ``signature``. An issue with ``models`` (factory patterns) names only
-    those models' findings: a model where a known bug shows as a plain
-    mismatch must not make every model's mismatch known; one with a
-    ``backend`` other than "all", only that backend's."""
-    for issue in _model_issues():
-        if issue.get("models") and not any(fnmatch.fnmatchcase(model, m) for m in issue["models"]):
-            continue
-        if backend and issue.get("backend", "all") not in ("all", backend):
-            continue
-        if any(fnmatch.fnmatchcase(signature, p) for p in issue["patterns"]):
-            return issue["id"]
-    return None
 
 
 def _culprit(outcome, verdict, off) -> str:  # type: ignore[no-untyped-def]
@@ -100,100 +74,6 @@ def failures(outcome, verdicts) -> list[tuple]:  # type: ignore[no-untyped-def]
     return named
 
 
-REPRO = '''"""Repro: {signature}
-Model: {spec} (rebuilt from its factory), backend {backend!r}, deduplication {dedup};
-after the first call, the changed calls {changes} (harness.model_changes.MODEL_CHANGES), in order.
-Exit 1: the compiled model differs from eager (or crashes); 0: it does not; 2: the repro failed."""
-import contextlib, importlib, sys
-sys.path.insert(0, {root!r})  # the harness, for the factory loader and the changes
-import torch
-from harness.capabilities import recompile_limit_name
-from harness.model import build, load_factory
-from harness.model_changes import MODEL_CHANGES
-from harness.model_state import restored
-
-SPEC, BACKEND, DEDUP, CHANGES, ORACLE = {spec!r}, {backend!r}, {dedup!r}, {changes!r}, {oracle!r}
-CALLS = []  # invoke_subgraph calls in each graph the backend is handed
-
-
-def backend():
-    if ":" in BACKEND:  # package.module:callable, as the harness resolves it
-        module, name = BACKEND.split(":")
-        inner = getattr(importlib.import_module(module), name)
-    else:
-        inner = torch._dynamo.lookup_backend(BACKEND)
-
-    def counting(gm, example_inputs, **kwargs):
-        CALLS.append(sum(n.target is torch.ops.higher_order.invoke_subgraph for n in gm.graph.nodes))
-        return inner(gm, example_inputs, **kwargs)
-    return counting
-
-
-def fresh(change=None):
-    model, args, kwargs = build(load_factory(SPEC), SPEC)
-    return change(model, args, kwargs) if change else (model, args, kwargs)
-
-
-def run(model, args, kwargs, fn, context):
-    with context():
-        out = fn(*args, **kwargs)
-        leaves = [x for x in torch.utils._pytree.tree_leaves(out) if isinstance(x, torch.Tensor)]
-        loss = sum(x.float().sum() for x in leaves if x.requires_grad)
-        if torch.is_tensor(loss):
-            loss.backward()
-    return [x.detach() for x in leaves], [p.grad for p in model.parameters() if p.grad is not None]
-
-
-def differ(tag, expected, again, actual, floor):
-    bad = []
-    for kind, exp, exp2, act in (("output", expected[0], again[0], actual[0]), ("grad", expected[1], again[1], actual[1])):
-        for i, (e, e2, a) in enumerate(zip(exp, exp2, act)):
-            noise = (e.double() - e2.double()).abs().max().item() if e.numel() else 0.0
-            tol = max(floor, 10 * noise) * max(1.0, e.double().abs().max().item() if e.numel() else 1.0)
-            if e.shape != a.shape or (e.numel() and (e.double() - a.double()).abs().max().item() > tol):
-                bad.append(f"{{tag}}{{kind}}[{{i}}]")
-    return bad
-
-
-def eager(change, context):
-    try:
-        return [run(m, a, k, m, context) for m, a, k in (fresh(change), fresh(change))]
-    except Exception as e:
-        print(f"ERROR: the model fails in eager: {{type(e).__name__}}: {{e}}"); sys.exit(2)
-
-
-calls = [("", None, contextlib.nullcontext, "")]
-calls += [(kind + ": ", MODEL_CHANGES[kind].make, MODEL_CHANGES[kind].context, MODEL_CHANGES[kind].dtype)
-          for kind in CHANGES]
-model, args, kwargs = fresh()
-weights = {{k: v.detach().clone() for k, v in model.state_dict().items()}}
-limit = recompile_limit_name()
-bad = []
-with torch._dynamo.config.patch(**{{"use_graph_deduplication": DEDUP, limit: getattr(torch._dynamo.config, limit) + len(CHANGES)}}):
-    compiled = torch.compile(model, backend=backend())
-    for tag, change, context, dtype in calls:
-        expected, again = eager(change, context)
-        with torch.no_grad():
-            model.load_state_dict(weights)
-        for p in model.parameters():
-            p.grad = None
-        with restored(model):
-            _, args, kwargs = change(model, *fresh()[1:]) if change else (model, *fresh()[1:])
-            try:
-                actual = run(model, args, kwargs, compiled, context)
-            except Exception as e:
-                print(f"REPRODUCED: {{tag or 'the first call: '}}the compiled call raised {{type(e).__name__}}: {{' '.join(str(e).split())[:300]}}")
-                sys.exit(1)
-        bad += differ(tag, expected, again, actual, 5e-2 if dtype else 1e-4)
-if bad:
-    print(f"REPRODUCED: {{', '.join(bad[:8])}} differ from eager (torch {{torch.__version__}})"); sys.exit(1)
-if ORACLE == "completeness" and DEDUP and CALLS and CALLS[0] < 2:  # the first call's graph
-    print(f"REPRODUCED: the model's repeated layers, and the pass merged nothing: {{CALLS[0]}} invoke_subgraph calls")
-    sys.exit(1)
-print(f"not reproduced: compiled matches eager (torch {{torch.__version__}})"); sys.exit(0)
-'''
-
-
 def _said(status: str, kind: str) -> str:
     return f"{status}{' [' + kind + ']' if kind else ''}"
 
@@ -231,9 +111,9 @@ def check(spec: str, backend: str = "aot_eager", out: Path = Path("runs/check"))
         folder = out / "findings" / "".join(c if c.isalnum() else "-" for c in sig)[:80]
         folder.mkdir(parents=True, exist_ok=True)
         changes = _changes_through(v)
-        (folder / "repro.py").write_text(REPRO.format(signature=sig, spec=_absolute(spec), backend=backend, dedup=config.dedup,
-                                                      changes=changes, oracle=v.oracle,
-                                                      root=str(Path(__file__).resolve().parents[1])))
+        (folder / "repro.py").write_text(render_model_repro(signature=sig, spec=_absolute(spec), backend=backend,
+                                                            dedup=config.dedup, changes=changes, oracle=v.oracle,
+                                                            root=str(Path(__file__).resolve().parents[1])))
         (folder / "log.txt").write_text(f"{v}\n\n{json.dumps(v.details, indent=2, default=str)[:20000]}\n")
         (folder / "meta.json").write_text(json.dumps({"model": spec, "backend": backend, "dedup": config.dedup,
                                                        "oracle": v.oracle, "kind": v.kind, "culprit": culprit,

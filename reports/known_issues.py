@@ -169,3 +169,30 @@ def record(
     written = next(i for i in load(root) if i.folder == folder)
     (folder / "repro.py").write_text(written.render())
     return folder
+
+
+# Known issues found on models (python -m harness check / zoo): issue.json
+# with patterns and a standalone repro.py that needs the model's package.
+MODEL_ROOT = Path(__file__).parent / "model_issues"
+
+
+@lru_cache(maxsize=1)
+def model_issues() -> tuple[dict, ...]:
+    return tuple(json.loads(p.read_text()) for p in sorted(MODEL_ROOT.glob("*/issue.json")))
+
+
+def known_model_issue(signature: str, model: str = "", backend: str = "") -> str | None:
+    """The id of a known issue found on a model (``reports/model_issues``:
+    issue.json with patterns, and a standalone repro.py) that names
+    ``signature``. An issue with ``models`` (factory patterns) names only
+    those models' findings: a model where a known bug shows as a plain
+    mismatch must not make every model's mismatch known; one with a
+    ``backend`` other than "all", only that backend's."""
+    for issue in model_issues():
+        if issue.get("models") and not matches(model, issue["models"]):
+            continue
+        if backend and issue.get("backend", "all") not in ("all", backend):
+            continue
+        if matches(signature, issue["patterns"]):
+            return issue["id"]
+    return None

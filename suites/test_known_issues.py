@@ -49,6 +49,20 @@ def test_baseline_is_not_empty_and_well_formed():
 
 
 @pytest.mark.unit
+def test_model_issues_are_read_where_they_are_kept():
+    """The model baseline (check, zoo) is found and names its own findings: a
+    wrong path would make every model finding new and skip every model repro."""
+    from reports.known_issues import MODEL_ROOT, known_model_issue, model_issues
+
+    issues = model_issues()
+    assert len(issues) == len(list(MODEL_ROOT.glob("*/issue.json"))) > 0
+    for issue in issues:
+        assert (MODEL_ROOT / next(p.parent.name for p in MODEL_ROOT.glob(f"{issue['id']}-*/issue.json")) / "repro.py").is_file()
+    ki = next(i for i in issues if not i.get("models") and i.get("backend", "all") == "all")
+    assert known_model_issue(ki["patterns"][0].replace("*", "x"), backend="aot_eager") is not None
+
+
+@pytest.mark.unit
 def test_releases_compare_numerically_without_the_build():
     assert release("2.15.0+cu132") == release("2.15.0") == (2, 15, 0)
     assert release("2.10.0+cpu") > release("2.9.1") and release("2.16.0.dev20260101+cpu") > release("2.15.0")

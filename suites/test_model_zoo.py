@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from campaigns import zoo
+from reports.known_issues import MODEL_ROOT
 
 HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
 NO_TRANSFORMERS = "transformers is not installed: pip install -e .[models] (make test does)"
@@ -30,7 +31,7 @@ needs_transformers = pytest.mark.skipif(not HAS_TRANSFORMERS, reason=NO_TRANSFOR
 # four times as much.
 FAMILIES = ("llama", "mistral", "qwen2", "gemma", "phi3", "opt", "gpt2", "bert", "bart", "t5", "vit", "convnext",
             "resnet")
-MODEL_ISSUES = sorted(Path(zoo.__file__).parent.glob("model_issues/*/repro.py"))
+MODEL_ISSUES = sorted(MODEL_ROOT.glob("*/repro.py"))
 
 
 @pytest.fixture(autouse=True)
