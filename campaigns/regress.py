@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from reports import known_issues
-from reports.html import _e
+from reports.html import render_regress_html
 from reports.regression import _summary as campaign_summary
 
 REPO = Path(__file__).resolve().parents[1]  # the repros and `-m harness` run from here (plugins import as in a campaign)
@@ -393,7 +393,7 @@ def run(options: Options, progress: Callable[[str], None] = lambda line: None) -
     }
     (out / "regress.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     (out / "regress.md").write_text(markdown(report))
-    (out / "regress.html").write_text(render_html(report))
+    (out / "regress.html").write_text(render_regress_html(report, MEANING))
     return report
 
 
@@ -456,83 +456,3 @@ def markdown(report: dict) -> str:
         lines.append("")
     lines += ["## Verdicts", ""] + [f"- **{v}**: {m}" for v, m in MEANING.items()]
     return "\n".join(lines) + "\n"
-
-
-_CSS = """
-body{font:14px/1.4 system-ui,sans-serif;margin:1.5em auto;max-width:1250px;color:#222;padding:0 1em}
-h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.6em}
-table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left;vertical-align:top}
-th{background:#f3f3f3}#causes{width:100%;table-layout:fixed}#causes td{overflow-wrap:anywhere}
-code{font:12px/1.35 ui-monospace,monospace;word-break:break-all}
-.verdict{padding:0 .4em;border-radius:3px;font-weight:bold;white-space:nowrap}
-.fixed{background:#2e7d32;color:#fff}.persisting{background:#e0e0e0}.changed{background:#ef6c00;color:#fff}
-.new{background:#c62828;color:#fff}.error{background:#6a1b9a;color:#fff}.absent{background:#f5f5f5;color:#777}
-.top{font-size:1.15em}.muted{color:#777}.note{color:#ef6c00}
-"""
-
-
-def _badge(v: str) -> str:
-    return f'<span class="verdict {_e(v)}">{_e(v)}</span>'
-
-
-def _run_cell(run_: dict) -> str:
-    return (f"{_e(run_['status'])} <span class=\"muted\">(exit {_e(run_['exit'])}, {_e(run_['seconds'])} s)</span>"
-            f"<br><small>{_e(run_['detail'])}</small><br><code>{_e(run_['command'])}</code>")
-
-
-def render_html(report: dict) -> str:
-    """The report as one self-contained page (no script, no external resources); all data escaped."""
-    envs, c = report["environments"], report["counts"]
-    title = f"Regressions: torch {envs['A']['torch']} (A) to torch {envs['B']['torch']} (B)"
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>", f"<h1>{_e(title)}</h1>",
-             '<table id="environments"><tr><th></th><th>torch</th><th>Python</th><th>interpreter</th>'
-             "<th>seeded campaign</th></tr>"]
-    for label in LABELS:
-        env, camp = envs[label], report["seeded_campaigns"].get(label)
-        state = ("not run" if camp is None else f"{camp['programs']} programs in {camp['folder']}" if camp["ok"]
-                 else f"failed: {camp['detail']}")
-        parts.append(f"<tr><th>{label}</th><td>{_e(env['torch'])}</td><td>{_e(env['python_version'])}</td>"
-                     f"<td><code>{_e(env['python'])}</code></td><td>{_e(state)}</td></tr>")
-    parts.append("</table>")
-    if report.get("campaign"):
-        parts.append(f"<p>Findings replayed from <code>{_e(report['campaign'])}</code>.</p>")
-    parts.append('<p class="top" id="top">' + ", ".join(
-        f'{_badge(v)} <b class="count" data-verdict="{v}">{c[v]}</b>' for v in VERDICTS if v != "absent" or c[v])
-        + " <span class=\"muted\">(per root cause)</span></p>")
-    changes = [e for e in report["root_causes"] if e["verdict"] not in ("persisting", "absent")]
-    if changes:  # what an engineer reads first: everything that is not as it was
-        parts += ['<h2 id="changes">What differs from A to B</h2><ul id="change-list">']
-        parts += [f"<li>{_badge(e['verdict'])} <b>{_e(e['root_cause'])}</b> {_e(e['title'][:160])}: "
-                  f"<small>{_e(e['repros'][0]['B']['detail'])}</small></li>" for e in changes]
-        parts.append("</ul>")
-    parts += ['<h2 id="root-causes">Root causes</h2>',
-              '<table id="causes"><colgroup><col style="width:19%"><col style="width:8%"><col style="width:28%">'
-              '<col style="width:28%"><col style="width:8%"><col style="width:9%"></colgroup>'
-              "<thead><tr><th>root cause</th><th>verdict</th><th>A</th><th>B</th>"
-              "<th>recorded</th><th>campaign hits</th></tr></thead><tbody>"]
-    for e in report["root_causes"]:
-        rec = e["recorded"]
-        recorded = "" if rec is None else (f"seen {', '.join(rec['torch_seen'])}"
-                                           + (f"; fixed in {rec['fixed_in']}" if rec["fixed_in"] else ""))
-        first = e["repros"][0]
-        name = _e(e["root_cause"]) if e["known_issue"] else f"<code>{_e(e['root_cause'])}</code>"
-        note = f'<br><span class="note">{_e(e["note"])}</span>' if e["note"] else ""
-        more = f'<br><span class="muted">+{len(e["repros"]) - 1} other form(s)</span>' if len(e["repros"]) > 1 else ""
-        parts.append(f'<tr class="cause" data-verdict="{_e(e["verdict"])}"><td><b>{name}</b><br>'
-                     f'<small>{_e(e["title"][:200])}</small>{note}</td><td>{_badge(e["verdict"])}{more}</td>'
-                     f"<td>{_run_cell(first['A'])}</td><td>{_run_cell(first['B'])}</td>"
-                     f"<td>{_e(recorded)}</td><td>{_e(_hits(e['hits']))}</td></tr>")
-    parts.append("</tbody></table>")
-    others = [(e, r) for e in report["root_causes"] for r in e["repros"][1:]]
-    if others:
-        parts += ['<h2 id="forms">Other forms found by campaigns</h2>',
-                  "<table><tr><th>root cause</th><th>signature</th><th>verdict</th><th>A</th><th>B</th></tr>"]
-        parts += [f"<tr><td>{_e(e['root_cause'])}</td><td><code>{_e(r['signature'])}</code></td>"
-                  f"<td>{_badge(r['verdict'])}</td><td>{_run_cell(r['A'])}</td><td>{_run_cell(r['B'])}</td></tr>"
-                  for e, r in others]
-        parts.append("</table>")
-    parts += ['<h2 id="verdicts">Verdicts</h2><ul>']
-    parts += [f"<li>{_badge(v)} {_e(m)}</li>" for v, m in MEANING.items()]
-    parts += ["</ul>", "</body></html>"]
-    return "\n".join(parts)
