@@ -9,7 +9,7 @@ TORCH_PIN := torch==2.13.0
 BUDGET ?= 120
 OUT ?= runs/latest
 
-.PHONY: fuzz test setup clean
+.PHONY: fuzz test nightly setup clean
 
 setup: $(STAMP)
 
@@ -31,6 +31,11 @@ test: $(STAMP) $(MODELS)
 	@command -v chromium >/dev/null || (command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
 		apt-get install -y -qq chromium >/dev/null 2>&1) || echo "note: no chromium; the HTML report's browser test will skip"
 	$(PY) -m pytest suites/
+
+# The nightly tier: every suite with larger, fresh random draws, plus the long
+# searches (tests marked nightly) the CI gate leaves out. Not part of `make test`.
+nightly: $(STAMP) $(MODELS)
+	HYPOTHESIS_PROFILE=nightly $(PY) -m pytest suites/
 
 clean:
 	rm -rf $(VENV) runs

@@ -1,8 +1,13 @@
-"""Shared pytest setup: Hypothesis profiles, torch state, planted-fault backends.
+"""Shared pytest setup: tiers, Hypothesis profiles, torch state, planted-fault backends.
 
-Profiles are chosen by HYPOTHESIS_PROFILE: ``ci`` (the default: derandomized, no shrinking,
-fixed example counts, no deadline, no example database) and ``fuzz`` (long,
-random runs that keep their database).
+HYPOTHESIS_PROFILE picks both the Hypothesis profile and the tier:
+``ci`` (the default, what ``make test`` runs: derandomized, no shrinking,
+fixed example counts, no deadline, no example database; tests marked
+``nightly`` are deselected), ``nightly`` (``make nightly``: the same suites
+with larger example counts and a fresh random stream each run, plus the
+``nightly`` tests: long searches rather than checks) and ``fuzz`` (long random
+runs that keep their database; the nightly tests too). ``--hypothesis-seed N``
+works under every profile: it replaces the ``ci`` profile's fixed stream.
 """
 
 from __future__ import annotations
@@ -21,12 +26,19 @@ _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter
 # CI fails at once on a new finding, printing its program and repro: no shrink
 # phase (Hypothesis spent 5+ minutes shrinking one failure, past the suite's
 # time budget); minimizing is the campaign's job (campaigns/minimize.py).
+# The example count is the suites' common scale: a property suite takes its
+# share of it (test_property.py), so one number sizes the CI gate.
 settings.register_profile(
-    "ci", derandomize=True, max_examples=200, deadline=None, database=None,
+    "ci", derandomize=True, max_examples=100, deadline=None, database=None,
     suppress_health_check=_SLOW_OK, print_blob=True, phases=[Phase.explicit, Phase.reuse, Phase.generate],
 )
+settings.register_profile("nightly", max_examples=400, deadline=None, database=None, suppress_health_check=_SLOW_OK,
+                          print_blob=True, phases=[Phase.explicit, Phase.reuse, Phase.generate])
 settings.register_profile("fuzz", max_examples=3000, deadline=None, suppress_health_check=_SLOW_OK, print_blob=True)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
+settings.load_profile(PROFILE)
+# The profiles that run the nightly tier's tests.
+NIGHTLY_PROFILES = ("nightly", "fuzz")
 
 # One intra-op thread per pytest worker: the workers are the parallelism.
 torch.set_num_threads(1)
@@ -53,6 +65,15 @@ def _fresh_torch_state():
 # head of the lightest lane, so the long tests run side by side from the start
 # instead of one of them starting last and running alone.
 def pytest_collection_modifyitems(config, items):
+    if PROFILE not in NIGHTLY_PROFILES:  # the CI gate: long searches wait for the nightly tier
+        nightly = [i for i in items if i.get_closest_marker("nightly")]
+        if nightly:
+            config.hook.pytest_deselected(items=nightly)
+            items[:] = [i for i in items if not i.get_closest_marker("nightly")]
+    _schedule(config, items)
+
+
+def _schedule(config, items):
     if hasattr(config, "workerinput"):  # xdist collects on each worker: the same order everywhere
         workers = int(config.workerinput.get("workercount", 0))
     else:
@@ -88,6 +109,17 @@ HITS_ENV = "DEDUP_HARNESS_KNOWN_HITS"
 def pytest_configure(config):
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
         os.environ[HITS_ENV] = tempfile.mkdtemp(prefix="known-hits-")
+    # A derandomized profile would draw its fixed stream whatever seed is
+    # asked for: with --hypothesis-seed, the seed wins (on every xdist worker,
+    # which gets the same option).
+    if config.getoption("hypothesis_seed", None) is not None and settings.default.derandomize:
+        settings.register_profile(f"{PROFILE}-seeded", parent=settings.get_profile(PROFILE), derandomize=False)
+        settings.load_profile(f"{PROFILE}-seeded")
+
+
+def pytest_report_header(config):
+    return (f"tier: {'nightly' if PROFILE in NIGHTLY_PROFILES else 'ci (tests marked nightly deselected)'}; "
+            f"Hypothesis profile {PROFILE}, max_examples={settings.default.max_examples}")
 
 
 # Sections of the terminal summary the property suites add lines to.

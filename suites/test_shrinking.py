@@ -63,6 +63,7 @@ def _nested_regions(program) -> bool:
 
 
 @pytest.mark.property
+@pytest.mark.nightly  # a search of up to 1,000 programs and its shrink: minutes, not a check
 @pytest.mark.long(seconds=170)
 def test_planted_nested_region_fault_is_found_and_shrunk():
     # Deduplication off: nested regions with it on mostly crash the pass
