@@ -219,7 +219,7 @@ def _bench(args) -> int:
 
 
 def _stats(args) -> int:
-    from harness import stats as generator_stats
+    from campaigns import stats as generator_stats
 
     if args.n < 1 or args.jobs < 1:
         raise ValueError("-n and --jobs must be positive")

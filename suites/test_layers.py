@@ -59,6 +59,48 @@ def imports(root: Path, packages=FLOORS) -> dict[str, set[str]]:
     return graph
 
 
+def missing(root: Path, packages=FLOORS) -> list[str]:
+    """Imports of the project's own modules that name nothing there: a module
+    that is not a file, or a name its module does not define. A deferred
+    import left stale by a move fails only when its function runs."""
+    files = {_module(p, root): p for pkg in packages for p in sorted((root / pkg).glob("*.py"))}
+
+    def defined(module: str) -> set[str]:
+        names = set()
+        for node in ast.parse(files[module].read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                    names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            elif isinstance(node, (ast.If, ast.Try)):  # names bound under a guard
+                names |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        return names
+
+    found = []
+    for mod, path in files.items():
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                found += [f"{mod}: import {a.name}" for a in node.names
+                          if a.name.split(".")[0] in packages and a.name not in files]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                if base.split(".")[0] not in packages:
+                    continue
+                if base not in files:
+                    found.append(f"{mod}: from {base} import ...")
+                    continue
+                found += [f"{mod}: from {base} import {a.name}" for a in node.names
+                          if f"{base}.{a.name}" not in files and a.name != "*" and a.name not in defined(base)]
+    return sorted(found)
+
+
 def upward(graph: dict[str, set[str]]) -> list[str]:
     floor = {pkg: i for i, pkg in enumerate(FLOORS)}
     return sorted(f"{a} -> {b}" for a, targets in graph.items() for b in targets
@@ -105,6 +147,10 @@ def test_no_import_circles():
     assert circles(imports(ROOT)) == []
 
 
+def test_every_import_of_our_own_modules_names_something_that_exists():
+    assert missing(ROOT) == []
+
+
 def test_every_floor_is_read():
     graph = imports(ROOT)
     assert {m.split(".")[0] for m in graph} == set(FLOORS)
@@ -121,7 +167,10 @@ def test_planted_upward_import_and_circle_are_caught(tmp_path):
     (tmp_path / "reports" / "b.py").write_text("from . import c\n")
     (tmp_path / "reports" / "c.py").write_text("from .b import x\n")
     (tmp_path / "harness" / "d.py").write_text('POOL = "campaigns.e:handle"\n')
-    (tmp_path / "campaigns" / "e.py").write_text("")
+    (tmp_path / "campaigns" / "e.py").write_text("def handle(): pass\n")
+    (tmp_path / "campaigns" / "f.py").write_text("def g():\n    from harness import stats\n    from .e import handle, gone\n")
+    assert missing(tmp_path) == ["campaigns.f: from campaigns.e import gone", "campaigns.f: from harness import stats",
+                                 "reports.c: from reports.b import x"]
     graph = imports(tmp_path)
     assert upward(graph) == ["generators.a -> reports.b", "harness.d -> campaigns.e"]
     assert circles(graph) == [["reports.b", "reports.c"]]
