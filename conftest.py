@@ -29,7 +29,7 @@ _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter
 # The example count is the suites' common scale: a property suite takes its
 # share of it (test_property.py), so one number sizes the CI gate.
 settings.register_profile(
-    "ci", derandomize=True, max_examples=100, deadline=None, database=None,
+    "ci", derandomize=True, max_examples=50, deadline=None, database=None,
     suppress_health_check=_SLOW_OK, print_blob=True, phases=[Phase.explicit, Phase.reuse, Phase.generate],
 )
 settings.register_profile("nightly", max_examples=400, deadline=None, database=None, suppress_health_check=_SLOW_OK,

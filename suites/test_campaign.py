@@ -23,7 +23,7 @@ def _harness(*args: str, cwd, timeout: int = 400) -> subprocess.CompletedProcess
                           cwd=cwd)
 
 
-@pytest.mark.long(seconds=136)
+@pytest.mark.long(seconds=130)
 def test_a_campaign_survives_an_aborting_and_hanging_backend_reports_and_resumes(tmp_path, request):
     out, root = tmp_path / "run", request.config.rootpath
     done = _harness("fuzz", *PLANTED, "--budget", "75", "--workers", "2", "--out", str(out), cwd=root)
