@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 
 from generators.check import check as well_formed
 from generators.check import draws_random, mutates
-from generators.ir import MalformedProgram, Program
+from generators.ir import MalformedProgram, Program, ambient_state
 from generators.variation import equalize
 from harness.outcome import Outcome, RunConfig
 from harness.pipeline import InvalidProgram, region_twins, run_program, without_dedup
@@ -45,17 +45,22 @@ def tags(program: Program) -> list[str]:
     known bug in one class cannot hide a new one elsewhere: in-place writes
     (the pass must keep mutations in order), default-dtype changes
     (factories must follow the dtype in force when they run), random ops
-    (each region must draw what eager draws) and nested_compile_region
-    (a body traced once and reused)."""
+    (each region must draw what eager draws), nested_compile_region
+    (a body traced once and reused) and function instances (each repeat
+    calls its own function object made by one factory: one code object,
+    its own closure cells)."""
     out = []
     if any(mutates(b) for b in program.blocks()) or any(s.write for s in program.sections):
         out.append("mutation")
-    if any(c.context.default_dtype for _, c in program.repeats()):
+    # a change of the default dtype: set_default_dtype(float32), the dtype in force, changes nothing
+    if any(ambient_state(c.context)["default_dtype"] != "float32" for _, c in program.repeats()):
         out.append("default_dtype")
     if draws_random(program):
         out.append("random")
     if any(b.compile_region for b in program.blocks()):
         out.append("compile_region")
+    if any(b.kind == "function" and b.attrs for b in program.blocks()):
+        out.append("fn_instances")
     return out
 
 
@@ -163,7 +168,16 @@ def triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> F
     if verdict.kind == "crash":
         detail = f"{verdict.details.get('stage')}:{normalize(verdict.message)}"
     elif not wrong_values:  # structural oracles name the difference themselves
-        detail = ":".join([verdict.details["label"], *tags(program)])
+        label = verdict.details["label"]
+        if verdict.kind == "stale" and (verdict.details.get("variant") or {}).get("neutral") and program.variations():
+            # Stale after a change the program does not read (the same call
+            # again, model.eval() on a function): what left an entry serving
+            # the wrong result was a difference between repeats inside the
+            # call (a callable argument recompiled a frame without a guard,
+            # ...). Name the kinds it needs.
+            trigger = _trigger(program, config, oracle, verdict)
+            trigger = "" if trigger == "identical-repeats" else trigger
+        detail = ":".join(p for p in (label, trigger, *tags(program)) if p)
     else:
         if culprit == "dedup" or program.variations():
             trigger = _trigger(program, config, oracle, verdict)

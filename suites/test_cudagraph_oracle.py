@@ -29,6 +29,7 @@ from oracles import cudagraph
 from oracles.verdict import Status
 from reports.repro import render_repro
 from reports.triage import known_issue, triage_replay
+from reports.unmask import unmasked_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANTED = "suites.planted_cudagraphs:"
@@ -311,10 +312,30 @@ def test_replay_repro_runs_standalone(tmp_path, backend, plan, status):
 def test_no_false_alarms_over_drawn_programs_and_plans(case):
     """Deduplication off, so known pass bugs stay out: what is tested is the
     replay harness itself (fresh inputs per call, static inputs, resizes,
-    held results, step marks) against eager."""
+    held results, step marks) against eager. Dynamo's and
+    nested_compile_region's own bugs stay in (a decorated body returning its
+    input written in place is KI-005): a failure passes only if the baseline
+    names it (by its signature or, shared by the plain compile, the
+    differential one), and a known crash with triggers is replayed again
+    without them."""
     program, plan = case
-    replay = run_replay(program, plan, backend="aot_eager", plain="eager", device="cpu", dedup=False)
-    assert not _failed(replay), [str(v) for v in _failed(replay)]
+    crashes = _only_known_replay_findings(program, plan)
+    for _, unmasked, _ in unmasked_runs(program, RunConfig(backend="aot_eager", dedup=False), crashes):
+        _only_known_replay_findings(unmasked, plan)
+
+
+def _only_known_replay_findings(program, plan) -> list:
+    # plain: the same backend without CUDA graphs, as on CUDA (a bug of
+    # aot_eager's own, KI-022, must not be blamed on CUDA graphs)
+    replay = run_replay(program, plan, backend="aot_eager", plain="aot_eager", device="cpu", dedup=False)
+    verdict = cudagraph.check(replay)
+    if not verdict.failed:
+        return []
+    finding = triage_replay(replay, verdict)
+    issue = known_issue(finding)
+    assert issue is not None, [finding.signature] + [str(v) for v in _failed(replay)]
+    record_known_hit(issue.id, finding.signature)
+    return [issue] if verdict.kind == "crash" else []
 
 
 # --- on CUDA ------------------------------------------------------------------

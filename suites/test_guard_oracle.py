@@ -171,3 +171,32 @@ def test_torch_reuses_a_graph_compiled_for_0_0_when_a_float_turns_to_minus_0_0()
         outcome = _run(EDGE, "free:global:sign")
     assert guards.check(outcome).status is Status.PASS, guards.check(outcome)
     assert outcome.capture.variants[0].recompiled
+
+
+# One call passes torch.sigmoid, then torch.Tensor.neg, to a helper across a
+# graph break in a loop (found by the nightly tier).
+CALLABLE_ACROSS_A_BREAK = Program.from_json(
+    '{"block": {"args": ["s0"], "attrs": false, "body": [{"op": "apply", "operands": [{"ref": "x"}, {"arg": "s0"}], '
+    '"out": "v0"}], "buffers": [], "compile_region": false, "inputs": ["x"], "kind": "function", "result": "v0", '
+    '"weights": []}, "frees": [], "inputs": [["x", {"dtype": "float32", "layout": "contiguous", "requires_grad": true, '
+    '"shape": [2, 3]}]], "interludes": [], "meta": {}, "options": {"dynamic": null, "fullgraph": false, '
+    '"mark_dynamic": []}, "outputs": "single", "sections": [{"calls": [{"args": [{"fn": "torch.sigmoid"}], '
+    '"context": {}}, {"args": [{"fn": "torch.Tensor.neg"}], "context": {}}], "flow": "chain", '
+    '"interleave": "graph_break", "keywords": true, "outer": 1, "structure": "for_range"}], "seed": 1}')
+
+
+def test_a_stale_result_on_the_same_call_again_names_the_difference_it_needs():
+    """Nothing the program reads changes between the two calls (the same
+    call again, model.eval() on a function), so the signature names what
+    differs between repeats inside one call (here a callable argument): the
+    finding is KI-024's (an unguarded method descriptor), and a stale repeat
+    that needs no difference would stay new."""
+    from oracles.registry import run_config
+    from reports.triage import known_issue, triage
+
+    outcome = run_program(CALLABLE_ACROSS_A_BREAK, run_config("aot_eager"))
+    verdict = guards.check(outcome)
+    assert verdict.failed and verdict.kind == "stale" and verdict.details["variant"]["neutral"], verdict
+    finding = triage(outcome, verdict)
+    assert finding.signature == f"guards:stale:backend:{verdict.details['label']}:arg:callable"
+    assert known_issue(finding).id == "KI-024"
