@@ -36,6 +36,7 @@ from oracles.registry import ORACLES, REPLAY_ORACLES, run_config
 from reports import coverage_report
 from reports.html import render_html
 from reports.junit import render_junit
+from reports.known_issues import known_met
 from reports.ledger import LOG, EventLog, Ledger, read_events
 from reports.schema import REPRO_EXITS, SEVERITIES, grouped, root_cause_line
 from .worker import config_from, config_to, lost_finding
@@ -355,6 +356,11 @@ def markdown(s: dict) -> str:
                          f"`{f['folder']}/repro.py`{exit_note} |")
         if not rows:
             lines.append("| (none) | | | | | |")
+        lines.append("")
+    met = known_met(s["findings"])
+    if met:
+        lines += ["## Known issues met", "", "| issue | status | upstream | title |", "|---|---|---|---|"]
+        lines += [f"| {k['id']} | {k['status']} | {' '.join(k['upstream']) or 'unfiled'} | {k['title']} |" for k in met]
         lines.append("")
     if s.get("coverage"):
         lines += ["## Coverage of the code under test", "", "| file | lines | branches | never reached |", "|---|---|---|---|"]

@@ -20,6 +20,7 @@ from typing import Any, Iterable, Optional
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
+from reports.known_issues import known_met
 from reports.schema import REPRO_EXITS, SEVERITIES, confirmed, grouped, root_cause_line
 
 LOG_TAIL = 60
@@ -70,6 +71,7 @@ def render_html(summary: dict, out: Path) -> str:
         cudagraphs=list((s.get("cudagraphs") or {}).items()),
         features=generator, never_drawn=sum(1 for _, v in generator if not v),
         sections=[_finding_section(f, out) for f in _ordered(findings)],
+        known_met=known_met(findings),
     )
 
 

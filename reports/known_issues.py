@@ -71,6 +71,10 @@ class KnownIssue:
     # seen fixed on (None: not fixed yet): what the regression suite expects.
     torch_seen: tuple[str, ...] = ()
     fixed_in: Optional[str] = None
+    # Where it stands upstream: the PyTorch issues and PRs about it (none:
+    # unfiled), and "open", "by design" or "fixed in <release>".
+    upstream: tuple[str, ...] = ()
+    status: str = "open"
 
     def fixed_on(self, version: Optional[str] = None) -> bool:
         """Whether the bug is recorded fixed on torch ``version`` (default: the
@@ -116,6 +120,29 @@ class KnownIssue:
         return Program.from_json((self.folder / "program.json").read_text())
 
 
+STATUSES = ("open", "by design", "fixed in ")  # the last one followed by the release
+
+
+def _links(upstream) -> tuple[str, ...]:
+    return () if upstream == "unfiled" else tuple(upstream)
+
+
+def upstream_line(issue_id: str) -> dict:
+    """What a report says of a known issue met (the program or model
+    baseline's record): its title, status and upstream links."""
+    found = next((i for i in load() if i.id == issue_id), None)
+    if found is not None:
+        return {"id": issue_id, "title": found.title, "status": found.status, "upstream": list(found.upstream)}
+    model = next((m for m in model_issues() if m["id"] == issue_id), {})
+    return {"id": issue_id, "title": model.get("title", ""), "status": model.get("status", "open"),
+            "upstream": list(_links(model.get("upstream", "unfiled")))}
+
+
+def known_met(findings: list[dict]) -> list[dict]:
+    """The known issues a report's findings met, each with where it stands upstream."""
+    return [upstream_line(i) for i in sorted({f["known_issue"] for f in findings if f.get("known_issue")})]
+
+
 @lru_cache(maxsize=None)
 def load(root: Path = ROOT) -> tuple[KnownIssue, ...]:
     issues = []
@@ -138,6 +165,8 @@ def load(root: Path = ROOT) -> tuple[KnownIssue, ...]:
                 crash=d.get("crash"),
                 torch_seen=tuple(d.get("torch_seen", ())),
                 fixed_in=d.get("fixed_in"),
+                upstream=_links(d.get("upstream", "unfiled")),
+                status=d.get("status", "open"),
             )
         )
     return tuple(issues)

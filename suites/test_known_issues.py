@@ -12,6 +12,8 @@ installed torch lacks (``harness.capabilities``) is skipped, never judged.
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 import subprocess
 import sys
 
@@ -22,7 +24,7 @@ import torch
 from harness import capabilities
 from harness.pipeline import run_program
 from oracles.registry import judge, run_config
-from reports.known_issues import load, release
+from reports.known_issues import MODEL_ROOT, ROOT, load, release
 from reports.triage import triage
 
 pytestmark = pytest.mark.known_issue
@@ -60,6 +62,33 @@ def test_model_issues_are_read_where_they_are_kept():
         assert (MODEL_ROOT / next(p.parent.name for p in MODEL_ROOT.glob(f"{issue['id']}-*/issue.json")) / "repro.py").is_file()
     ki = next(i for i in issues if not i.get("models") and i.get("backend", "all") == "all")
     assert known_model_issue(ki["patterns"][0].replace("*", "x"), backend="aot_eager") is not None
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("path", sorted(ROOT.glob("*/issue.json")) + sorted(MODEL_ROOT.glob("*/issue.json")),
+                         ids=lambda p: f"{p.parent.parent.name}/{p.parent.name.split('-')[0]}-{p.parent.name.split('-')[1]}")
+def test_every_issue_says_where_it_stands_upstream(path):
+    """Every record carries upstream (PyTorch issue/PR links, or "unfiled")
+    and status ("open", "by design", or "fixed in" the release its fixed_in
+    names): a record without them is not filed the way PyTorch asks."""
+    d = json.loads(path.read_text())
+    assert "upstream" in d and "status" in d, f"{path}: add upstream and status"
+    assert d["upstream"] == "unfiled" or (isinstance(d["upstream"], list) and d["upstream"] and all(
+        re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+/(issues|pull)/\d+", u) for u in d["upstream"])), d["upstream"]
+    if d.get("fixed_in"):
+        assert d["status"] == f"fixed in {d['fixed_in']}", d["status"]
+    else:
+        assert d["status"] in ("open", "by design"), d["status"]
+
+
+@pytest.mark.unit
+def test_a_report_shows_the_known_issues_it_met_with_their_upstream_status(tmp_path):
+    from reports.html import render_html
+
+    issue = next(i for i in ISSUES if i.upstream)
+    page = render_html({"backend": "aot_eager", "torch": "2.13.0", "findings": [
+        {"signature": issue.patterns[0], "known_issue": issue.id, "count": 2, "folder": "findings/x"}]}, tmp_path)
+    assert 'id="known-table"' in page and issue.status in page and issue.upstream[0] in page
 
 
 @pytest.mark.unit
