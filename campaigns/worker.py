@@ -191,7 +191,7 @@ def _repro_dedup(outcome, verdict) -> bool:
 
 
 # The oracle each strict repro driver re-makes exactly.
-STRICT_ORACLES = {"differential": "differential", "guard": "guards"}
+STRICT_ORACLES = {"differential": "differential", "guard": "guards", "dedup_guards": "guards"}
 
 
 def expected_crash(finding: Finding, check: str = "differential") -> str | None:

@@ -142,9 +142,21 @@ def run_variants(bench: Workbench, config: RunConfig, capture: Capture, known: O
     # programs that recompile without end, not about this many deliberate changes.
     name = recompile_limit_name()  # cache_size_limit in torch 2.6
     limit = getattr(torch._dynamo.config, name) + len(chosen)
+    whys = [needless(before.get(str(v.to_dict())), same_guards) for v in chosen]
+    # A recompile is history for every later one: automatic dynamic makes a
+    # value that changed in it symbolic in the next (an int argument changed
+    # to a float is guarded by its type from then on). A change that
+    # recompiled with deduplication is called without it too wherever a later
+    # change is called, or that change recompiles from another history and
+    # gets other guards for that reason alone.
+    called_later = False
+    for i in reversed(range(len(chosen))):
+        known_run = before.get(str(chosen[i].to_dict()))
+        if whys[i] and called_later and known_run is not None and known_run.recompiled:
+            whys[i] = ""
+        called_later = called_later or not whys[i]
     with recording_recompiles(reasons), torch._dynamo.config.patch(**{name: limit}):
-        for variant in chosen:
-            why = needless(before.get(str(variant.to_dict())), same_guards)
+        for variant, why in zip(chosen, whys):
             capture.variants.append(VariantRun(variant.to_dict(), skipped=why) if why else
                                     _run_one(bench, variant, original, capture, reasons))
 

@@ -46,7 +46,7 @@ ORACLE_DRIVERS = {"region_identity": "regions", "graph_validity": "regions", "re
 # What a repro checks, by the name an issue.json gives under "repro": its template.
 DRIVERS = {"differential": "differential.py.j2", "process": "process.py.j2", "toggle": "toggle.py.j2",
            "regions": "regions.py.j2", "deduplicated": "deduplicated.py.j2", "guard": "guard.py.j2",
-           "recompile": "guard.py.j2", "replay": "replay.py.j2", "region_toggle": "region_toggle.py.j2"}
+           "recompile": "guard.py.j2", "dedup_guards": "guard.py.j2", "replay": "replay.py.j2", "region_toggle": "region_toggle.py.j2"}
 MODEL = "model.py.j2"  # a model check's repro (campaigns.check)
 
 # Templates hold Python, not HTML: no escaping, trailing newlines kept, a
@@ -62,6 +62,8 @@ def driver_for(details: dict, severity: str, oracle: str = "", kind: str = "") -
     blocks it decorates, and whether it compiles with deduplication)."""
     if oracle == "compile_region":
         return "region_toggle", {k: details[k] for k in ("twin", "label", "regions", "dedup") if k in details}
+    if "variant" in details and kind == "dedup_guards":  # the change and the recompiles before it
+        return "dedup_guards", {**details["variant"], "before": details.get("before", [])}
     if "variant" in details:
         return ("recompile" if severity == "recompile" else "guard"), details["variant"]
     if severity == "missed":
@@ -101,7 +103,7 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         undo="\n".join(change["undo"]),
         before=[("\n".join(a), "\n".join(u)) for a, u in change.get("before", [])],
         prelude=PRELUDE,
-        expect={"guard": "values", "recompile": "recompile"}.get(check, ""),
+        expect={"guard": "values", "recompile": "recompile", "dedup_guards": "dedup_guards"}.get(check, ""),
         # a child pays torch's import and the compile: give it the campaign's
         # confirmed-hang deadline, at least a minute
         lost=(lost or {}).get("kind", ""), timeout=max(60, 3 * (lost or {}).get("timeout", 120)),

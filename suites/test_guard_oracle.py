@@ -200,3 +200,29 @@ def test_a_stale_result_on_the_same_call_again_names_the_difference_it_needs():
     finding = triage(outcome, verdict)
     assert finding.signature == f"guards:stale:backend:{verdict.details['label']}:arg:callable"
     assert known_issue(finding).id == "KI-024"
+
+
+def test_a_dedup_guards_repro_compares_the_change_with_deduplication_on_and_off(tmp_path):
+    """A dedup_guards finding's repro (driver "dedup_guards") compiles the
+    program twice, makes the recompiles the finding met before its change
+    and the change, and compares whether it recompiled and the guards it
+    installed: exit 1 under a pass that adds a guard, 0 without one (the
+    values driver could never reproduce such a finding: its values agree)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from reports.repro import driver_for
+
+    with planted_pass.extra_guard():
+        on = _run(GLOBAL, "free:global", companions=("dedup_off",), spare=False)
+    verdict = guards.check(on)
+    assert verdict.failed and verdict.kind == "dedup_guards", verdict
+    check, variant = driver_for(verdict.details, "wrong", verdict.oracle, verdict.kind)
+    assert check == "dedup_guards" and variant["before"] == []
+    root = Path(__file__).parent.parent
+    for backend, status in (("suites.planted_pass:extra_guard__aot_eager", 1), ("aot_eager", 0)):
+        path = tmp_path / "repro.py"
+        path.write_text(planted_pass.render_planted(GLOBAL, backend, check, variant, expect_crash=""))
+        done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, cwd=str(root))
+        assert done.returncode == status, (backend, done.stdout[-2000:], done.stderr[-2000:])

@@ -171,3 +171,22 @@ def test_a_change_served_by_an_earlier_changes_entry_keeps_that_recompile_withou
     for check in (guards.check, guards.check_recompiles):
         a, b = check(full), check(spare)
         assert (a.status, a.kind, a.where) == (b.status, b.kind, b.where) and not b.failed, (a, b)
+
+
+def test_a_recompile_a_later_change_builds_on_is_kept_without_dedup():
+    """Found by a campaign (seed 19): the argument p0 changed 2 -> 0.5
+    recompiles, and automatic dynamic guards p0 by its type in every later
+    recompile. Without deduplication that recompile was skipped as needless,
+    so the later default-dtype change recompiled there with p0 == 2: a false
+    "the new entry's guards differ with deduplication". A change that
+    recompiled is called without deduplication wherever a later one is."""
+    from generators.ir import Program
+
+    program = Program.from_json((Path(__file__).parent / "data" / "recompile_history_of_a_later_change.json").read_text())
+    outcome = run_program(program, run_config("aot_eager"))
+    on, off = outcome.capture.variants, outcome.companions["dedup_off"][1].variants
+    assert [r.variant["kind"] for r in on] == ["buffer:replace", "free:argument:type", "state:default_dtype"]
+    assert on[1].recompiled and on[2].recompiled, "the program no longer recompiles for both changes"
+    assert not off[1].skipped and not off[2].skipped
+    verdict = guards.check(outcome)
+    assert not verdict.failed, verdict
