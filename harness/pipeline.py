@@ -260,6 +260,39 @@ def without_dedup(outcome: Outcome, config: RunConfig) -> Outcome:
     return again
 
 
+def run_fresh(program: Program, config: RunConfig, variant: dict, first_call: bool = False) -> Execution:
+    """The program compiled anew and called under ``variant`` (a
+    ``Variant.to_dict()``): its first call when ``first_call`` is False (what
+    an entry compiled for the change computes), else after a first call on
+    the program's own inputs (what the entry of that call, if its guards let
+    it, computes for the change). Tells a stale entry (a fresh one is right)
+    from a wrong compile the change only revealed (a fresh one is as wrong)."""
+    from generators.variants import REPEAT, Variant
+
+    module = load_source(render(program))
+    backend = resolve(config.backend)
+    with isolated_global_state():
+        torch._dynamo.reset()
+        model, _, rng = instantiate(module, program)
+        with torch_config.patched(config.torch_config), \
+                torch._dynamo.config.patch(use_graph_deduplication=config.dedup), backend_config(backend):
+            try:
+                compiled = torch.compile(model, backend=backend.compiler_fn(),
+                                         **torch_compile_kwargs(program, config), **backend.options)
+            except Exception as e:
+                return Execution(failure=failure(e, "dynamo"))
+            bench = Workbench(module, program, model, compiled, rng, _input_names(program), config.backward)
+            for change in ([REPEAT] if first_call else []) + [Variant.from_dict(variant)]:
+                with bench.applied(change) as (inputs, kwargs):
+                    result = execute(compiled, model, inputs, bench.names, bench.backward, kwargs)
+                if result.failure is not None:
+                    break
+        torch._dynamo.reset()
+        if leaked_state():
+            clean_up()
+    return result
+
+
 def rerun(outcome: Outcome, program: Program, config: RunConfig) -> Outcome:
     """``run_program(program, config)``, reusing what ``outcome`` compiled
     where it is the same run (the same program without deduplication)."""

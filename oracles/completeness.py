@@ -165,6 +165,14 @@ def _diagnose(r: Repeat, group: list[int], repeats: list[Repeat]) -> str:
     return "unmatched"
 
 
+def _shapes(r: Repeat) -> str:
+    """Symbolic shapes are their own class, at every level: a symbol
+    specialized half-way through tracing changes the tracker's keys of the
+    nodes traced after it (and of those reading values made before it)."""
+    symbolic = any(isinstance(example_value(n), torch.SymInt) for n in r.record.pre.graph.find_nodes(op="placeholder"))
+    return "dynamic" if symbolic else "static"
+
+
 def check(outcome: Outcome) -> Verdict:
     program = outcome.program
     if not outcome.config.dedup:
@@ -208,7 +216,7 @@ def check(outcome: Outcome) -> Verdict:
     if missed and level == "sub":
         r, group = missed[0]
         calls = program.block_calls()
-        details["label"] = f"missed:sub:{_diagnose(r, group, r.peers)}"
+        details["label"] = f"missed:sub:{_shapes(r)}:{_diagnose(r, group, r.peers)}"
         return Verdict(NAME, Status.FAIL, kind="missed_merge", where=f"{r.name}[{r.index}]",
                        message=f"call {r.index} of sub-block {r.name!r} (path {calls[r.call].path}) is identical "
                                f"to its calls {[i for i in group if i != r.index]} in graph {r.graph}, outside any "
@@ -216,10 +224,7 @@ def check(outcome: Outcome) -> Verdict:
                        details={**details, "missed": [m.index for m, _ in missed]})
     if missed:
         r, group = missed[0]
-        # Symbolic shapes are their own class: a symbol specialized half-way
-        # through tracing changes the tracker's keys of later nodes.
-        symbolic = any(isinstance(example_value(n), torch.SymInt) for n in r.record.pre.graph.find_nodes(op="placeholder"))
-        details["label"] = f"missed:{'dynamic' if symbolic else 'static'}:{_diagnose(r, group, repeats)}"
+        details["label"] = f"missed:{_shapes(r)}:{_diagnose(r, group, repeats)}"
         return Verdict(NAME, Status.FAIL, kind="missed_merge", where=f"repeat[{r.index}]",
                        message=f"repeat {r.index} is identical to repeats {[i for i in group if i != r.index]} "
                                f"in graph {r.graph} but none of its {len(r.nodes)} nodes was deduplicated",

@@ -17,12 +17,13 @@ from generators.check import check as well_formed
 from generators.check import draws_random, mutates
 from generators.ir import MalformedProgram, Program, ambient_state
 from generators.variation import equalize
-from harness.outcome import Outcome, RunConfig
-from harness.pipeline import InvalidProgram, region_twins, run_program, without_dedup
+from harness.outcome import Execution, Outcome, RunConfig
+from harness.pipeline import InvalidProgram, region_twins, run_fresh, run_program, without_dedup
 from harness.replay import ReplayOutcome, run_replay
-from oracles import compile_region, determinism
+from oracles import compile_region, determinism, guards
+from oracles.differential import compare_runs, numerics
 from oracles.registry import ORACLES, REPLAY_ORACLES
-from oracles.verdict import Verdict
+from oracles.verdict import Status, Verdict
 
 from .known_issues import match
 from .signature import normalize
@@ -154,8 +155,17 @@ def triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> F
     where = ["state"] if verdict.where.startswith("state[") or verdict.details.get("value", "").startswith("state[") else []
     change = [verdict.details["variant"]["kind"]] if "variant" in verdict.details else []
     wrong_values = verdict.kind != "crash" and "label" not in verdict.details
+    kind = verdict.kind
+    if kind == "stale" and _fresh_entry_alike(outcome, verdict):
+        # Not stale: an entry compiled for the change returns the very same
+        # result, so no guard could have helped; the change (new input values
+        # where the first call's hid the bug) only revealed a wrong compile.
+        # Named like a wrong new entry (guards.py: "recompiled"); re-runs are
+        # still judged alike by the stale kind the oracle gives them.
+        wrong_values, kind = True, verdict.details.get("difference", "mismatch")
+        extra["fresh_entry_alike"] = True
     if wrong_values:
-        extra["fingerprint"] = fp = fingerprint(outcome, verdict, ":".join([verdict.oracle, verdict.kind, *tags(program),
+        extra["fingerprint"] = fp = fingerprint(outcome, verdict, ":".join([verdict.oracle, kind, *tags(program),
                                                                            *where, *change]))
         found = _recalled(learned, fp, verdict, outcome, config)
         if found is not None:
@@ -186,8 +196,38 @@ def triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> F
         detail = ":".join(p for p in (trigger, *tags(program), *where, *change) if p)
     if verdict.kind != "crash":  # a tag the label already names is said once
         detail = ":".join(dict.fromkeys(detail.split(":")))
-    signature = ":".join(p for p in (verdict.oracle, verdict.kind, culprit, detail) if p)
+    signature = ":".join(p for p in (verdict.oracle, kind, culprit, detail) if p)
     return Finding(signature, verdict, program, config, culprit, trigger, outcome.source, extra)
+
+
+def _fresh_entry_alike(outcome: Outcome, verdict: Verdict) -> bool:
+    """Whether a stale guard verdict's wrong result, served by the first
+    call's entry, is what a fresh compile called first under the same change
+    returns too (bitwise: outputs, gradients, state), and no guard is seen
+    missing without the pass either (on the run's backend and on eager, a
+    fresh entry and the first call's entry agree on the change): then the entry was not stale, only wrong for
+    these values all along. Anything less (another value, a crash, noise, a
+    guard missing where the pass does not mask it) keeps the finding stale."""
+    runs, mode = guards.judged_runs(outcome)
+    run = next((r for r in runs if r.variant == verdict.details.get("variant")), None)
+    if run is None or not run.served_by_original or run.compiled is None or run.compiled.failure is not None:
+        return False  # an entry an earlier change compiled: its history is not re-made here
+    num = numerics(outcome)
+
+    def same(a: Execution, b: Execution) -> bool:
+        return a.failure is None and b.failure is None and all(
+            v.status is Status.PASS for v in compare_runs(guards.NAME, a, b, None, exact=("output", "state", "grad"),
+                                                          **num))
+
+    config = replace(outcome.config, dedup=mode == "on" and outcome.config.dedup, variants=0, companions=())
+    if not same(run.compiled, run_fresh(outcome.program, config, run.variant)):
+        return False
+    for backend in dict.fromkeys((config.backend, "eager")):
+        off = replace(config, backend=backend, dedup=False)
+        if not same(run_fresh(outcome.program, off, run.variant, first_call=True),
+                    run_fresh(outcome.program, off, run.variant)):
+            return False
+    return True
 
 
 def _trigger(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict], like: Verdict) -> str:

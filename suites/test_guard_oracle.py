@@ -226,3 +226,47 @@ def test_a_dedup_guards_repro_compares_the_change_with_deduplication_on_and_off(
         path.write_text(planted_pass.render_planted(GLOBAL, backend, check, variant, expect_crash=""))
         done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, cwd=str(root))
         assert done.returncode == status, (backend, done.stdout[-2000:], done.stderr[-2000:])
+
+
+@pytest.mark.parametrize("fault, program, kind", PLANTED, ids=[f"{f[0].__name__}-{f[2]}" for f in PLANTED])
+def test_a_dropped_guard_stays_stale_in_triage(fault, program, kind):
+    """A fresh compile under the change is right where a guard is missing, so
+    triage keeps the finding stale (and new)."""
+    from reports.triage import known_issue, triage
+
+    chosen = [v for v in variants(program) if v.kind == kind]
+    with fault(), mock.patch.object(recall, "select", lambda p, limit: chosen):
+        outcome = run_program(program, RunConfig(variants=len(chosen)))
+        verdict = guards.check(outcome)
+        finding = triage(outcome, verdict)
+    assert finding.signature.startswith(f"guards:stale:") and "fresh_entry_alike" not in finding.extra, finding.signature
+    assert known_issue(finding) is None, finding.signature
+
+
+# KI-001 met by the guard oracle: block(x, -1.0), block(x, 1.0) with
+# x.masked_fill(x > 0, s0); the first call's x has no positive entry, so the
+# merged fill is a no-op there and shows only after new input values.
+FILL = Program.from_json(
+    '{"inputs": [["x", {"shape": [2], "dtype": "float32", "requires_grad": false, "layout": "contiguous"}]], '
+    '"block": {"kind": "function", "inputs": ["x"], "weights": [], "buffers": [], "args": ["s0"], "body": '
+    '[{"out": "v5", "op": "masked_fill", "operands": [{"ref": "x"}, {"const": 0.0}, {"arg": "s0"}]}], '
+    '"result": "v5", "compile_region": false, "attrs": false}, "sections": [{"structure": "calls", '
+    '"flow": "fanout", "calls": [{"args": [-1.0]}, {"args": [1.0]}], "outer": 1, "interleave": null, '
+    '"keywords": false}], "interludes": [], "outputs": "tuple", "options": {"fullgraph": false, '
+    '"dynamic": null, "mark_dynamic": []}, "seed": 2125, "frees": [], "meta": {}}')
+
+
+def test_a_wrong_compile_new_values_reveal_is_not_stale():
+    """The entry compiled for the first call is reused after new input values
+    and is wrong, but a fresh compile called first with those values returns
+    the same: no guard is missing; triage names the wrong compile (KI-001)."""
+    from reports.triage import known_issue, triage
+
+    chosen = [v for v in variants(FILL) if v.kind == "input:values"]
+    with mock.patch.object(recall, "select", lambda p, limit: chosen):
+        outcome = run_program(FILL, RunConfig(variants=1, companions=guards.NEEDS))
+        verdict = guards.check(outcome)
+        assert verdict.failed and verdict.kind == "stale", verdict
+        finding = triage(outcome, verdict)
+    assert finding.signature == "guards:mismatch:dedup:arg:float:input:values", finding.signature
+    assert finding.extra["fresh_entry_alike"] and known_issue(finding).id == "KI-001"

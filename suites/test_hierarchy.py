@@ -12,7 +12,8 @@ from hypothesis import seed as hseed
 
 from generators.codegen import render
 from generators.features import call_pattern, features, universe
-from generators.ir import Arg, Block, Call, Const, Context, MalformedProgram, Program, Ref, Section, Stmt, TensorSpec
+from generators.ir import (Arg, Block, Call, Const, Context, MalformedProgram, Options, Program, Ref, Section, Stmt,
+                           TensorSpec)
 from generators.regions import levels, marked, moves, twins, without_regions
 from generators.strategies import programs
 from harness.loader import load_source
@@ -202,3 +203,28 @@ def test_completeness_judges_sub_block_calls(plant):
         return
     assert verdict.failed and verdict.details["label"].startswith("missed:sub:"), verdict
     assert "sub-block 'mlp'" in verdict.message and verdict.details["missed"] == [0, 1, 2], verdict
+
+
+def test_a_missed_sub_block_merge_under_dynamic_shapes_is_classed_as_such():
+    """The layer repeats differ in input layout (an expanded x, then a
+    contiguous h), so only the sub-block's calls are judged; the first one
+    specializes the maybe-dynamic batch symbol (s0 + ones(2, 1)), so the
+    tracker keys its nodes by s0 and the second call's by 2: KI-012 at the
+    sub-block level, labelled dynamic as at the layer level."""
+    from oracles import completeness
+    from oracles.registry import run_config
+    from reports.known_issues import match
+    from reports.triage import triage
+
+    ones = Block("function", ("x",), (), (), (), (Stmt("v0", "ones", (Ref("x"), Const((2, 1)))),), "v0", name="mlp")
+    program = Program(
+        (("x", TensorSpec((2, 1), "float32", False, "expanded")),),
+        Block("function", ("x",), (), (), (), (Stmt("v0", "sin", (Ref("x"),)), _call("v1", "v0", "mlp")), "v1"),
+        (Section("calls", "chain", (Call(), Call())),), subs=(ones,),
+        options=Options(mark_dynamic=(("x", 0, False),)))
+    outcome = run_program(program, run_config("aot_eager"))
+    verdict = completeness.check(outcome)
+    assert verdict.failed and verdict.details["label"] == "missed:sub:dynamic:unmatched", verdict
+    assert match(triage(outcome, verdict).signature, "aot_eager").id == "KI-012"
+    static = run_program(replace(program, options=Options()), run_config("aot_eager"))
+    assert completeness.check(static).status.value == "pass"
