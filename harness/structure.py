@@ -112,6 +112,10 @@ class GraphRecord:
     # The tracker's nodes with equal keys, before any region is grown (names).
     duplicates: list[list[str]] = field(default_factory=list)
     replacements: list[Replacement] = field(default_factory=list)
+    # The nodes the tracker itself saw write an argument (its
+    # node_to_mutated_arg_positions, from tensor version counters): the
+    # writes the pass is meant to keep regions and order around.
+    tracked_writes: list[str] = field(default_factory=list)
     # Both graphs run eagerly on the same inputs: (pre, pre again, post).
     rewrite: Optional[tuple[Execution, Execution, Execution]] = None
     # Where the pass ran before the graph had its output (torch 2.7): the
@@ -223,6 +227,7 @@ class StructureRecorder:
         if self._current is not None:
             self._current.groups = [[self.describe(r) for r in g] for g in groups]
             self._current.duplicates = [[n.name for n in d] for d in tracker.hash_to_duplicates.values() if len(d) > 1]
+            self._current.tracked_writes = [n.name for n in getattr(tracker, "node_to_mutated_arg_positions", {})]
 
     def describe(self, region: list[torch.fx.Node]) -> list[NodeDesc]:
         index = {n: i for i, n in enumerate(region)}

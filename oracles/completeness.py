@@ -154,15 +154,45 @@ def _merged(r: Repeat) -> bool:
 
 
 def _diagnose(r: Repeat, group: list[int], repeats: list[Repeat]) -> str:
-    """"blocked": the tracker gave the result nodes of this call and of an
-    identical one the same key, but grew no region from them (its greedy
-    growth stopped); "unmatched": their keys differ."""
+    """"unmatched": the tracker gave the result nodes of this call and of an
+    identical one different keys. "blocked": the same key, but no region grew
+    from them, and why, as far as the tracker's own record tells:
+    "blocked:claimed" (a node of this call or of a partner went to a region
+    the tracker returned: greedy growth, largest groups first), "blocked:mixed"
+    (the key's bucket also holds a node of a call that is not identical to
+    this one: a group grows only as far as every member can),
+    "blocked:unreplaced" (the tracker returned a region of these nodes, and
+    the pass did not replace it), "blocked:differ" (a node the results read
+    is keyed apart from every partner's: growth stops at the first step) and
+    "blocked:dropped" (none of these: the duplicates were found, every member
+    is an identical call keyed alike past its results, yet no region came
+    back)."""
     outs = {n.name for n in r.outputs()}
-    partners = {n.name for i in group if i != r.index and repeats[i].graph == r.graph for n in repeats[i].outputs()}
-    for names in r.record.duplicates:
-        if outs & set(names) and partners & set(names):
-            return "blocked"
-    return "unmatched"
+    same_graph = [repeats[i] for i in group if repeats[i].graph == r.graph]
+    partners = {n.name for m in same_graph if m.index != r.index for n in m.outputs()}
+    bucket = next((set(names) for names in r.record.duplicates if outs & set(names) and partners & set(names)), None)
+    if bucket is None:
+        return "unmatched"
+    returned = {d.name for g in r.record.groups for region in g for d in region}
+    members = {n.name for m in same_graph for n in m.nodes}
+    if members & returned:
+        ours = {n.name for n in r.nodes}
+        return "blocked:unreplaced" if any(set(d.name for d in region) <= ours for g in r.record.groups
+                                           for region in g) else "blocked:claimed"
+    if bucket - members:
+        return "blocked:mixed"
+    # The first step of growth: the nodes of this call its results read.
+    # Where the tracker keyed one of them apart from every partner's, the
+    # calls were not alike to it past their results (a symbol specialized
+    # half-way, a layout that differs): growth stops there by design.
+    ours = {n.name for n in r.nodes}
+    theirs = members - ours
+    for out in r.outputs():
+        for arg in out.all_input_nodes:
+            if arg.name in ours and not any(arg.name in names and theirs & set(names)
+                                            for names in r.record.duplicates):
+                return "blocked:differ"
+    return "blocked:dropped"
 
 
 def _shapes(r: Repeat) -> str:

@@ -144,10 +144,13 @@ def _order(record: GraphRecord, where: str) -> list[Verdict]:
         return [_fail("cycle", where, f"cycle through {' -> '.join(cycle)} (ordering kept for: {', '.join(kinds)})",
                       label=f"cycle:{kinds[0]}", cycle=cycle)]
     what = {n.name: f"{n.name} ({target_name(n)})" for n in post.nodes}
+    invoked = record.invoked()
     for ua, ub, why, kind in needed:
         if position[ua] > position[ub]:
+            # a subgraph call the pass made on either side, or two plain ops
+            unit = "region" if ua in invoked or ub in invoked else "op"
             return [_fail("order", where, f"{what[ua]} now runs after {what[ub]}, but originally {why}",
-                          label=f"order:{kind}")]
+                          label=f"order:{kind}:{unit}")]
     return []
 
 
@@ -196,9 +199,11 @@ def _ambient(record: GraphRecord, where: str) -> list[Verdict]:
             for k in REPLAYED:
                 if actual[node.name][k] != traced.get(k):
                     what = f"{node.name} (replacing {name})" if name != node.name else node.name
+                    # a subgraph call the pass made, or a plain op the pass moved
+                    unit = "region" if node.name in region_of else "op"
                     return [_fail("ambient", where,
                                   f"{what} runs with {k}={actual[node.name][k]!r}, but was traced with {k}={traced.get(k)!r}",
-                                  label=f"ambient:{k}", node=node.name)]
+                                  label=f"ambient:{k}:{unit}", node=node.name)]
     return []
 
 
@@ -206,8 +211,16 @@ def _subgraphs(record: GraphRecord, where: str) -> list[Verdict]:
     out = []
     for rep in record.replacements:
         if rep.invoke and rep.input_mutations:
+            # "tracked": the tracker itself saw the write (a version counter
+            # moved on an argument), so the pass skipped its own check;
+            # "untracked": a write the tracker cannot see (through a view made
+            # inside the region, an op writing an argument it does not name).
+            writer = rep.input_mutations[0].split(" ", 1)[0]
+            seen = "tracked" if writer in record.tracked_writes else "untracked"
             out.append(_fail("subgraph_input_mutation", where,
-                             f"{rep.invoke} replaces a region that writes to its inputs: {rep.input_mutations[0]}"))
+                             f"{rep.invoke} replaces a region that writes to its inputs: {rep.input_mutations[0]} "
+                             f"({'a write the tracker recorded' if seen == 'tracked' else 'a write the tracker did not see'})",
+                             label=f"subgraph_input_mutation:{seen}"))
         if rep.invoke and rep.aliasing:
             out.append(_fail("subgraph_aliasing", where, f"{rep.invoke} replaces a region whose {rep.aliasing[0]} alias"))
     # Only the subgraphs the pass made: Dynamo's own nested_compile_region

@@ -247,7 +247,17 @@ def _trigger(program: Program, config: RunConfig, oracle: Callable[[Outcome], Ve
         candidate = equalize(program, [k for k in kinds if k not in trial])
         if candidate is not None and fails_alike(candidate, config, oracle, like):
             needed = trial
-    return "+".join(needed)  # all of them, when none can be taken away alone
+    return "+".join(_named(program, k) for k in needed)  # all of them, when none can be taken away alone
+
+
+def _named(program: Program, kind: str) -> str:
+    """A kind as a signature says it. Aliased calls say whether the first
+    repeat is the aliased one: the pass builds a group's subgraph from its
+    first region, so that is a cause of its own."""
+    if kind == "alias":
+        first = next((c for _, c in program.repeats()), None)
+        return "alias:first" if first is not None and first.alias else "alias:later"
+    return kind
 
 
 def _triage_region(outcome: Outcome, verdict: Verdict, config: RunConfig, learned: dict | None) -> Finding:

@@ -133,3 +133,30 @@ def test_a_planted_fault_finding_has_a_repro_that_exits_1(backend, program, vari
     # the same repro on the honest backend does not reproduce
     assert _repro_exit(program, backend.rpartition("__")[2] if "__" in backend else "eager", tmp_path, variant,
                        dedup) == 0
+
+
+def test_no_known_issue_claims_an_edge_fault():
+    """Each planted edge fault reads as new: last_region_as_reference meets
+    aliased calls like KI-028, but with the aliased call later in the group
+    (alias:later), which is not KI-028's cause (alias:first)."""
+    from reports.triage import known_issue, triage
+
+    def named(outcome, verdict) -> tuple[str, object]:
+        assert verdict.failed, verdict
+        finding = triage(outcome, verdict)
+        return finding.signature, known_issue(finding)
+
+    found = []
+    with planted_edges.pending_stores_ignored():
+        o = run_program(REBOUND, RunConfig(backend="aot_eager", dedup=False))
+        found.append(named(o, differential.check(o)))
+    o = run_program(WRITTEN, RunConfig(backend="suites.planted_edges:writes_deferred", dedup=False))
+    found.append(named(o, differential.check(o)))
+    with planted_edges.last_region_as_reference():
+        o = run_program(ALIASED, RunConfig(backend="aot_eager"))
+        found.append(named(o, differential.check(o)))
+    with planted_edges.object_fields_unguarded(), mock.patch.object(recall, "select", lambda p, limit: [FIELD_CHANGED]):
+        o = run_program(FIELD, RunConfig(backend="aot_eager", dedup=False, variants=1))
+        found.append(named(o, guards.check(o)))
+    assert [k for _, k in found] == [None] * 4, found
+    assert found[2][0] == "differential:mismatch:dedup:alias:later"

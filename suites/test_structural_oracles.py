@@ -129,3 +129,19 @@ def test_rewrite_accepts_summation_noise_in_16_bit_gradients_only():
     assert rewrite._summation_noise(a, one_ulp, torch.bfloat16)
     assert not rewrite._summation_noise(a, far, torch.bfloat16)
     assert not rewrite._summation_noise(a.float(), one_ulp.float(), torch.float32)  # float32 programs: tolerance only
+
+
+@pytest.mark.parametrize("oracle, plant, program, kind, label, words", PLANTED,
+                         ids=[f"{p[0]}-{p[1].__name__}" for p in PLANTED])
+def test_no_known_issue_claims_a_planted_fault(oracle, plant, program, kind, label, words):
+    """A planted regression of the pass reads as new: no recorded issue's
+    patterns may be so wide that they claim a fault that is not their cause
+    (KI-004 a moved plain op, KI-008 a write the tracker recorded, KI-014 a
+    group the tracker found and dropped)."""
+    from reports.triage import known_issue, triage
+
+    with plant():
+        outcome = run_program(program, RunConfig(backend="aot_eager", companions=ORACLES[oracle].needs))
+        verdict = ORACLES[oracle](outcome)
+        finding = triage(outcome, verdict)
+    assert known_issue(finding) is None, (finding.signature, known_issue(finding).id)
