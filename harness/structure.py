@@ -17,6 +17,7 @@ Wrapping, never replacing, the real code for the duration of one capture:
 from __future__ import annotations
 
 import contextlib
+import operator
 import math
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
@@ -112,9 +113,10 @@ class GraphRecord:
     # The tracker's nodes with equal keys, before any region is grown (names).
     duplicates: list[list[str]] = field(default_factory=list)
     replacements: list[Replacement] = field(default_factory=list)
-    # The nodes the tracker itself saw write an argument (its
-    # node_to_mutated_arg_positions, from tensor version counters): the
-    # writes the pass is meant to keep regions and order around.
+    # The writes the tracker itself saw ("writer arg": its
+    # node_to_mutated_arg_positions, from tensor version counters, read at
+    # the positions the pass's own mutation check reads them): the writes the
+    # pass is meant to keep regions and order around.
     tracked_writes: list[str] = field(default_factory=list)
     # Both graphs run eagerly on the same inputs: (pre, pre again, post).
     rewrite: Optional[tuple[Execution, Execution, Execution]] = None
@@ -125,6 +127,17 @@ class GraphRecord:
     def invoked(self) -> dict[str, list[str]]:
         """Each invoke_subgraph call the pass made -> the nodes of the region it replaced."""
         return {rep.invoke: rep.nodes for rep in self.replacements if rep.invoke}
+
+
+def tracked_writes(tracker: Any) -> list[str]:
+    """``"writer arg"`` for each argument the tracker recorded a node writing,
+    the arguments flattened as the pass flattens them (``map_arg``)."""
+    out = []
+    for node, positions in getattr(tracker, "node_to_mutated_arg_positions", {}).items():
+        flat: list = []
+        torch.fx.node.map_arg((node.args, node.kwargs), flat.append)
+        out += [f"{node.name} {flat[i].name}" for i in positions if i < len(flat)]
+    return out
 
 
 def copy_graph_module(root: Any, graph: torch.fx.Graph) -> torch.fx.GraphModule:
@@ -227,7 +240,7 @@ class StructureRecorder:
         if self._current is not None:
             self._current.groups = [[self.describe(r) for r in g] for g in groups]
             self._current.duplicates = [[n.name for n in d] for d in tracker.hash_to_duplicates.values() if len(d) > 1]
-            self._current.tracked_writes = [n.name for n in getattr(tracker, "node_to_mutated_arg_positions", {})]
+            self._current.tracked_writes = tracked_writes(tracker)
 
     def describe(self, region: list[torch.fx.Node]) -> list[NodeDesc]:
         index = {n: i for i, n in enumerate(region)}
@@ -299,23 +312,33 @@ class StructureRecorder:
             record.rewrite = run_rewrite(record.pre, gm, example_inputs)
 
 
+def _tuple_element(node: torch.fx.Node) -> bool:
+    parent = node.args[0] if node.target is operator.getitem and node.args else None
+    return isinstance(parent, torch.fx.Node) and isinstance(example_value(parent), (tuple, list))
+
+
 def region_hazards(region: list[torch.fx.Node]) -> tuple[list[str], list[str]]:
     """This harness's own reading of why a region cannot become a subgraph
     call: it writes to a value from outside the region (or a view of one), or
-    an output shares storage with an input or with another output."""
+    two inputs, an output and an input, or two outputs share storage."""
     members = set(region)
     external = [a for n in region for a in n.all_input_nodes if a not in members]
-    in_storages = {}
-    for a in external:
+    in_storages: dict[Any, torch.fx.Node] = {}
+    aliasing = []
+    for a in dict.fromkeys(external):
         key = storage_key(example_value(a))
-        if key is not None:
-            in_storages.setdefault(key, a)
+        if key is None:
+            continue
+        # two inputs of one storage (x and x[..., :1]): torch's pass refuses
+        # these too, but for the elements of one tuple output (chunk, split)
+        if key in in_storages and not _tuple_element(a):
+            aliasing.append(f"inputs {in_storages[key].name} and {a.name}")
+        in_storages.setdefault(key, a)
     mutations = []
     for n in region:
         for w in written_args(n):
             if w not in members or storage_key(example_value(w)) in in_storages:
                 mutations.append(f"{n.name} writes {w.name}")
-    aliasing = []
     out_storages: dict[Any, torch.fx.Node] = {}
     for n in region:
         if not any(u not in members for u in n.users):

@@ -199,24 +199,50 @@ def _ambient(record: GraphRecord, where: str) -> list[Verdict]:
             for k in REPLAYED:
                 if actual[node.name][k] != traced.get(k):
                     what = f"{node.name} (replacing {name})" if name != node.name else node.name
-                    # a subgraph call the pass made, or a plain op the pass moved
-                    unit = "region" if node.name in region_of else "op"
+                    # a subgraph call the pass made; a state switch that moved
+                    # past ops no such call feeds; else plain ops that sank
+                    # behind a call
+                    unit = "region" if node.name in region_of else _who_moved(record)
                     return [_fail("ambient", where,
                                   f"{what} runs with {k}={actual[node.name][k]!r}, but was traced with {k}={traced.get(k)!r}",
                                   label=f"ambient:{k}:{unit}", node=node.name)]
     return []
 
 
+def _who_moved(record: GraphRecord) -> str:
+    """"switch" when a state switch changed its order against an op that no
+    subgraph call the pass made feeds (the switch itself moved); "op"
+    otherwise: the ops that read a call's outputs sank behind it, past a
+    switch that stayed (the pass orders calls against autocast switches
+    only)."""
+    calls = set(record.invoked())
+    sunk: set[str] = set()
+    for n in record.post.graph.nodes:  # in order: a node reading a sunk node is sunk
+        if n.name in calls or any(a.name in sunk for a in n.all_input_nodes):
+            sunk.add(n.name)
+    before = {n.name: i for i, n in enumerate(record.pre.graph.nodes)}
+    kept = [n for n in record.post.graph.nodes if n.op in CALLS and n.name in before and n.name not in sunk]
+    for i, s in enumerate(kept):
+        if not is_state_node(s):
+            continue
+        for j, other in enumerate(kept):
+            if not is_state_node(other) and (i < j) != (before[s.name] < before[other.name]):
+                return "switch"
+    return "op"
+
+
 def _subgraphs(record: GraphRecord, where: str) -> list[Verdict]:
     out = []
     for rep in record.replacements:
         if rep.invoke and rep.input_mutations:
-            # "tracked": the tracker itself saw the write (a version counter
-            # moved on an argument), so the pass skipped its own check;
-            # "untracked": a write the tracker cannot see (through a view made
-            # inside the region, an op writing an argument it does not name).
-            writer = rep.input_mutations[0].split(" ", 1)[0]
-            seen = "tracked" if writer in record.tracked_writes else "untracked"
+            # "tracked": the tracker itself recorded this node writing the
+            # region's input as its argument (a version counter moved on
+            # it), which the pass's own check reads, so the check was skipped; "untracked": a write its check cannot see
+            # (through a view made inside the region, an op writing an
+            # argument it does not record).
+            writer, _, written = rep.input_mutations[0].partition(" writes ")
+            direct = written not in rep.nodes  # the region's input itself, not a view made inside it
+            seen = "tracked" if direct and f"{writer} {written}" in record.tracked_writes else "untracked"
             out.append(_fail("subgraph_input_mutation", where,
                              f"{rep.invoke} replaces a region that writes to its inputs: {rep.input_mutations[0]} "
                              f"({'a write the tracker recorded' if seen == 'tracked' else 'a write the tracker did not see'})",

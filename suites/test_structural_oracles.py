@@ -145,3 +145,18 @@ def test_no_known_issue_claims_a_planted_fault(oracle, plant, program, kind, lab
         verdict = ORACLES[oracle](outcome)
         finding = triage(outcome, verdict)
     assert known_issue(finding) is None, (finding.signature, known_issue(finding).id)
+
+
+def test_a_region_whose_inputs_share_storage_is_the_pass_refusing_not_a_miss():
+    """block(h, h[..., :1]) twice: torch's pass refuses regions with two
+    inputs of one storage ('NYI: ... input-output aliasing'), so the calls
+    left alone are excluded, not a missed merge (a campaign, seed 3, read
+    them as KI-014 before the hazard was read)."""
+    program = _program(body=(Stmt("v0", "sin", (Ref("y0"),)), Stmt("v1", "add", (Ref("x"), Ref("v0")))),
+                       inputs=(("x", TensorSpec((3, 4), "float32", True)), ("y0", TensorSpec((3, 1)))),
+                       block_inputs=("x", "y0"), calls=(Call(alias="view"), Call(alias="view")))
+    outcome = run_program(program, RunConfig(backend="aot_eager"))
+    record = outcome.capture.structure[0]
+    assert record.groups and all(rep.invoke is None and rep.aliasing for rep in record.replacements), record.replacements
+    verdict = completeness.check(outcome)
+    assert verdict.status is Status.PASS and "aliasing" in verdict.details["excluded"], verdict
