@@ -107,7 +107,11 @@ def fails_like(config: RunConfig, oracle_name: str, verdict_like: Verdict) -> Pr
             verdict = oracle(run_program(program, cfg))
         except InvalidProgram:  # fails in eager: not a compiler finding at all
             return False
-        return alike(verdict, verdict_like) and (label is None or verdict.details.get("label") == label)
+        if label is None:
+            return alike(verdict, verdict_like)
+        # a structural finding names one of the differences the oracle saw (reports.triage._unexplained)
+        return verdict.failed and any(d.get("label") == label and d.get("kind", verdict.kind) == verdict_like.kind
+                                      for d in [verdict.details, *verdict.details.get("differences", ())])
 
     return predicate
 

@@ -239,9 +239,11 @@ def _minimize(task: dict) -> dict:
     oracle = ORACLES[task["oracle"]]
     outcome = run_program(program, replace(config, companions=oracle.needs))
     verdict = oracle(outcome)
-    if not verdict.failed or triage(outcome, verdict).signature != task["signature"]:
+    first = triage(outcome, verdict) if verdict.failed else None
+    if first is None or first.signature != task["signature"]:
         return {"signature": task["signature"], "minimized": False, "note": "did not fail the same way again (flaky?)"}
-    small = minimize_finding(program, outcome.config, task["oracle"], verdict, task["signature"], deadline)
+    # minimized keeping the difference triage named, not the oracle's first one
+    small = minimize_finding(program, outcome.config, task["oracle"], first.verdict, task["signature"], deadline)
     outcome = run_program(small.program, replace(config, companions=oracle.needs))
     verdict = oracle(outcome)
     finding = triage(outcome, verdict)

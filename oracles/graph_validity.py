@@ -292,4 +292,11 @@ def check(outcome: Outcome) -> Verdict:
             verdicts += _ambient(record, where)
     if not verdicts:
         return Verdict(NAME, Status.PASS, message=f"{graphs} graphs valid")
-    return combine(NAME, verdicts)
+    first = combine(NAME, verdicts)
+    if first.failed:  # every distinct fault, each label once: a known one must not hide a new one
+        found = {}
+        for v in verdicts:
+            if v.failed:
+                found.setdefault(v.details["label"], {**v.details, "kind": v.kind, "where": v.where, "message": v.message})
+        first.details["differences"] = list(found.values())
+    return first

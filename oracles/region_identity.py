@@ -72,25 +72,34 @@ def _meta_difference(a: Any, b: Any) -> Optional[tuple[str, str]]:
     return "kind", f"{a} vs {b}"
 
 
-def check(outcome: Outcome) -> Verdict:
-    groups = 0
+def differences(outcome: Outcome) -> list[dict]:
+    """Every distinct way the regions of a group differ from its first, each
+    label once (its first occurrence): a known difference in a group must
+    not hide a new one beside it (reports.triage reads them all)."""
+    found: dict[str, dict] = {}
     for g_index, record in enumerate(outcome.capture.structure):
         for group_index, group in enumerate(record.groups):
-            groups += 1
-            ref = group[0]
+            where, ref = f"graph[{g_index}].group[{group_index}]", group[0]
             for r_index, region in enumerate(group[1:], 1):
                 if len(region) != len(ref):
-                    return Verdict(NAME, Status.FAIL, kind="size", where=f"graph[{g_index}].group[{group_index}]",
-                                   message=f"regions of {len(ref)} and {len(region)} nodes in one group",
-                                   details={"label": "size"})
+                    found.setdefault("size", {"label": "size", "kind": "size", "where": where,
+                                              "message": f"regions of {len(ref)} and {len(region)} nodes in one group"})
+                    continue
                 for a, b in zip(ref, region):
-                    found = _first_difference(a, b)
-                    if found:
-                        label, what = found
-                        return Verdict(
-                            NAME, Status.FAIL, kind=label.split(":")[0],
-                            where=f"graph[{g_index}].group[{group_index}]",
-                            message=f"{a.name} ({a.target}) in region 0 and {b.name} ({b.target}) in region {r_index} differ: {what}",
-                            details={"label": label, "nodes": [a.name, b.name], "region": r_index},
-                        )
+                    hit = _first_difference(a, b)
+                    if hit and hit[0] not in found:
+                        found[hit[0]] = {"label": hit[0], "kind": hit[0].split(":")[0], "where": where, "nodes": [a.name, b.name], "region": r_index,
+                                         "message": f"{a.name} ({a.target}) in region 0 and {b.name} ({b.target}) "
+                                                    f"in region {r_index} differ: {hit[1]}"}
+    return list(found.values())
+
+
+def check(outcome: Outcome) -> Verdict:
+    found = differences(outcome)
+    if found:
+        first = found[0]
+        return Verdict(NAME, Status.FAIL, kind=first["kind"], where=first["where"], message=first["message"],
+                       details={**{k: v for k, v in first.items() if k not in ("kind", "where", "message")},
+                                "differences": found})
+    groups = sum(len(record.groups) for record in outcome.capture.structure)
     return Verdict(NAME, Status.PASS, message=f"{groups} region groups, every region identical")

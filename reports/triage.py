@@ -197,7 +197,27 @@ def triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> F
     if verdict.kind != "crash":  # a tag the label already names is said once
         detail = ":".join(dict.fromkeys(detail.split(":")))
     signature = ":".join(p for p in (verdict.oracle, kind, culprit, detail) if p)
+    if len(verdict.details.get("differences", ())) > 1:
+        verdict, signature = _unexplained(verdict, signature, config.backend,
+                                          lambda d: ":".join(p for p in (verdict.oracle, d["kind"], culprit, ":".join(
+                                              dict.fromkeys(p for p in (*d["label"].split(":"), trigger, *tags(program))
+                                                            if p))) if p))
     return Finding(signature, verdict, program, config, culprit, trigger, outcome.source, extra)
+
+
+def _unexplained(verdict: Verdict, signature: str, backend: str, named: Callable[[dict], str]) -> tuple[Verdict, str]:
+    """A structural finding is known only if a recorded issue explains each
+    of its differences (``verdict.details["differences"]``): else it is
+    the first difference none explains, named by ``named``, so a new cause
+    in a group with a known one reads as new."""
+    if not match(signature, backend):
+        return verdict, signature
+    for d in verdict.details["differences"]:
+        other = named(d)
+        if not match(other, backend):
+            details = {**verdict.details, **{k: v for k, v in d.items() if k not in ("kind", "where", "message")}}
+            return replace(verdict, kind=d["kind"], where=d["where"], message=d["message"], details=details), other
+    return verdict, signature
 
 
 def _fresh_entry_alike(outcome: Outcome, verdict: Verdict) -> bool:

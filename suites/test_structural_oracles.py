@@ -160,3 +160,31 @@ def test_a_region_whose_inputs_share_storage_is_the_pass_refusing_not_a_miss():
     assert record.groups and all(rep.invoke is None and rep.aliasing for rep in record.replacements), record.replacements
     verdict = completeness.check(outcome)
     assert verdict.status is Status.PASS and "aliasing" in verdict.details["excluded"], verdict
+
+
+# A float constant (KI-001: the tracker forgets floats) and an int constant
+# differ between the calls: with ints forgotten too, the group holds both.
+FLOAT_AND_INT = _program(
+    body=_stmts(("v0", "sin", (Ref("x"),)), ("v1", "rsub_scalar", (Ref("v0"), Arg("s0"))),
+                ("v2", "sum", (Ref("v1"), Arg("s1"), Const(True)))),
+    inputs=(("x", TensorSpec((3, 3)),),), args=("s0", "s1"), calls=(Call(args=(1.0, -1)), Call(args=(-0.5, -2))),
+    structure="for_values", flow="fanout", outputs="tuple", result="v2",
+)
+
+
+def test_a_known_difference_does_not_hide_a_new_one_in_the_same_group():
+    """The oracle reports every difference of the group (KI-001's float
+    first, then the planted int); triage calls the finding known only if
+    each is explained, so it names the int, new."""
+    from reports.triage import known_issue, triage
+
+    with planted_pass.ints_ignored():
+        outcome = run_program(FLOAT_AND_INT, RunConfig(backend="aot_eager"))
+        verdict = region_identity.check(outcome)
+        finding = triage(outcome, verdict)
+    assert [d["label"] for d in verdict.details["differences"]] == ["constant:float", "constant:int"], verdict.details
+    assert finding.signature.startswith("region_identity:constant:dedup:constant:int"), finding.signature
+    assert known_issue(finding) is None and "int -1" in finding.verdict.message, finding.verdict
+    honest = run_program(FLOAT_AND_INT, RunConfig(backend="aot_eager"))  # KI-001 alone (floats): known
+    alone = triage(honest, region_identity.check(honest))
+    assert known_issue(alone) is not None and known_issue(alone).id == "KI-001", alone.signature
