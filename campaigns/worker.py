@@ -39,7 +39,7 @@ from oracles.registry import severity as oracle_severity
 from reports.known_issues import match
 from .localize import localize
 from .minimize import minimize_finding
-from reports.repro import driver_for, render_repro
+from reports.repro import driver_for, regions_expectation, render_repro
 from reports.signature import normalize
 from reports.triage import Finding, known_issue, shared_reruns, triage, triage_replay
 from reports.unmask import unmasked_runs
@@ -190,8 +190,10 @@ def _repro_dedup(outcome, verdict) -> bool:
     return outcome.config.dedup
 
 
-# The oracle each strict repro driver re-makes exactly.
+# The oracles each strict repro driver re-makes: exactly (their crash's own
+# message), or only crash versus wrong values ("*": any crash).
 STRICT_ORACLES = {"differential": "differential", "guard": "guards", "dedup_guards": "guards"}
+CRASH_OR_VALUES = {"toggle": ("rewrite", "dedup_toggle")}
 
 
 def expected_crash(finding: Finding, check: str = "differential") -> str | None:
@@ -199,6 +201,8 @@ def expected_crash(finding: Finding, check: str = "differential") -> str | None:
     crash (a glob matching just its normalized message), or wrong values
     (""); None (any failure) where the driver rebuilds less than the oracle ran."""
     v = finding.verdict
+    if v.oracle in CRASH_OR_VALUES.get(check, ()):  # the toggle sees a crash in its own words
+        return "*" if v.kind == "crash" else ""
     if STRICT_ORACLES.get(check) != v.oracle:
         return None
     return glob.escape(normalize(v.message)) if v.kind == "crash" else ""
@@ -225,7 +229,10 @@ def _describe(finding: Finding, graphs: list[str], dedup: bool, layer: str = "",
         "files": {
             "program.json": json.dumps(to_dict(finding.program), indent=2),
             "repro.py": render_repro(finding.program, replace(finding.config, dedup=dedup), finding.signature, check,
-                                     variant, replay=replay, expect_crash=expected_crash(finding, check)),
+                                     variant, replay=replay, expect_crash=expected_crash(finding, check),
+                                     expect_difference=regions_expectation(finding.verdict.oracle,
+                                                                           finding.verdict.details.get("label"))
+                                     if check == "regions" else None),
             "log.txt": "\n".join(log),
         },
     }

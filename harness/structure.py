@@ -20,7 +20,7 @@ import contextlib
 import operator
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import torch
 import torch.fx
@@ -81,6 +81,37 @@ class NodeDesc:
     args: list[tuple[str, tuple]]
     value: Optional[dict[str, Any]]
     ambient: Optional[dict[str, Any]]
+
+
+def describe_region(region: list, ambient_of: Callable[[Any], Optional[dict]]) -> list:
+    """A region's nodes as ``NodeDesc`` (``ambient_of(node)``: the state it
+    was traced under). Standalone and torch-only: region-identity repros
+    embed its source (reports.repro), so they name differences as the
+    oracle does."""
+    index = {n: i for i, n in enumerate(region)}
+    inputs: dict = {}
+    out = []
+    for node in region:
+        args = []
+        flat = [(f"args[{i}]", a) for i, a in enumerate(node.args)]
+        flat += [(f"kwargs[{k}]", node.kwargs[k]) for k in sorted(node.kwargs)]
+        for where, arg in flat:
+            leaves, spec = tree_flatten(arg)
+            if len(leaves) != 1 or leaves[0] is not arg:
+                args.append((f"{where}:spec", ("const", "spec", str(spec))))
+            for j, leaf in enumerate(leaves):
+                key = where if len(leaves) == 1 and leaves[0] is arg else f"{where}[{j}]"
+                if isinstance(leaf, torch.fx.Node):
+                    if leaf in index:
+                        args.append((key, ("node", index[leaf])))
+                    else:
+                        k = inputs.setdefault(leaf, len(inputs))
+                        args.append((key, ("input", k, value_meta(leaf.meta.get("example_value")))))
+                else:
+                    args.append((key, ("const", *constant(leaf))))
+        out.append(NodeDesc(node.name, node.op, target_name(node), args,
+                            value_meta(node.meta.get("example_value")), ambient_of(node)))
+    return out
 
 
 @dataclass
@@ -243,31 +274,7 @@ class StructureRecorder:
             self._current.tracked_writes = tracked_writes(tracker)
 
     def describe(self, region: list[torch.fx.Node]) -> list[NodeDesc]:
-        index = {n: i for i, n in enumerate(region)}
-        inputs: dict[torch.fx.Node, int] = {}
-        out = []
-        for node in region:
-            args = []
-            flat = [(f"args[{i}]", a) for i, a in enumerate(node.args)]
-            flat += [(f"kwargs[{k}]", node.kwargs[k]) for k in sorted(node.kwargs)]
-            for where, arg in flat:
-                leaves, spec = tree_flatten(arg)
-                if len(leaves) != 1 or leaves[0] is not arg:
-                    args.append((f"{where}:spec", ("const", "spec", str(spec))))
-                for j, leaf in enumerate(leaves):
-                    key = where if leaves == [arg] else f"{where}[{j}]"
-                    if isinstance(leaf, torch.fx.Node):
-                        if leaf in index:
-                            args.append((key, ("node", index[leaf])))
-                        else:
-                            k = inputs.setdefault(leaf, len(inputs))
-                            args.append((key, ("input", k, value_meta(example_value(leaf)))))
-                    else:
-                        args.append((key, ("const", *constant(leaf))))
-            record = self._records.get(node)
-            out.append(NodeDesc(node.name, node.op, target_name(node), args,
-                                value_meta(example_value(node)), record.ambient if record else None))
-        return out
+        return describe_region(region, lambda node: self._records[node].ambient if node in self._records else None)
 
     def on_replace(self, graph: torch.fx.Graph, region: list[torch.fx.Node], call: Any) -> None:
         if self._current is None:

@@ -99,7 +99,9 @@ class KnownIssue:
 
     @property
     def expect_crash(self) -> Optional[str]:
-        """What a strict repro (differential, guard) must see; None: any failure."""
+        """What a strict repro (differential, guard; toggle: crash or values) must see; None: any failure."""
+        if self.repro == "toggle":
+            return "" if self.crash is None else "*"
         if self.repro not in ("differential", "guard"):
             return None
         return "" if self.crash is None else self.crash

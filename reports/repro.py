@@ -17,6 +17,8 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from fnmatch import fnmatchcase
+
 from generators.check import zero_signs_determined
 from generators.codegen import render, render_inputs
 from generators.ir import Program
@@ -28,6 +30,8 @@ from harness.execute import first_line
 from harness.outcome import RunConfig
 from harness.pipeline import torch_compile_kwargs
 from harness.replay import call_seed
+from harness.structure import constant, describe_region, target_name, value_meta
+from oracles import region_identity
 
 from .signature import normalize
 
@@ -71,12 +75,47 @@ def driver_for(details: dict, severity: str, oracle: str = "", kind: str = "") -
     return ("differential" if kind == "crash" else ORACLE_DRIVERS.get(oracle, "differential")), None
 
 
+# What the regions driver sees of a structural finding ("oracle:label"
+# globs, first match wins): a glob over its own "oracle:label" names, which
+# are the oracles' own (it embeds their code); None: a label it cannot see
+# (no pre-pass order kept), so any difference it sees reproduces.
+REGIONS_SEE = (
+    ("region_identity:*", "{name}"),
+    ("graph_validity:lint*", "graph_validity:lint"),
+    ("graph_validity:cycle*", "graph_validity:lint"),  # a graph with a cycle fails lint
+    ("graph_validity:ambient:*:switch", "graph_validity:ambient:{field}:op"),  # a moved switch leaves ops on its wrong side
+    ("graph_validity:ambient:*", "{name}"),
+    ("graph_validity:subgraph_input_mutation*", "graph_validity:subgraph_input_mutation"),
+    ("graph_validity:subgraph_aliasing*", "graph_validity:subgraph_aliasing"),
+    ("graph_validity:order*", None),
+)
+
+
+def regions_expectation(oracle: str, label: str | None) -> str | None:
+    """The EXPECT glob of a regions repro for a finding with this label."""
+    name = f"{oracle}:{label}"
+    for glob, seen in REGIONS_SEE:
+        if label and fnmatchcase(name, glob):
+            return None if seen is None else seen.format(name=name, field=(label.split(":") + [""])[1])
+    return None
+
+
+def _structure_source() -> str:
+    """The oracles' own description of regions and their differences, as
+    source a repro embeds (torch-only functions)."""
+    parts = [f"IGNORED_AMBIENT = {region_identity.IGNORED_AMBIENT!r}"]
+    parts += [inspect.getsource(f).strip() for f in (target_name, value_meta, constant, describe_region,
+                                                      region_identity._first_difference, region_identity._arg_difference,
+                                                      region_identity._meta_difference)]
+    return "\n\n\n".join(parts)
+
+
 EXITS = "Exit status 1: reproduced; 0: not reproduced; 3: fails, but differently; 2: the repro itself failed."
 
 
 def render_repro(program: Program, config: RunConfig, title: str, check: str = "differential",
                  variant: dict | None = None, lost: dict | None = None, replay: dict | None = None,
-                 expect_crash: str | None = None) -> str:
+                 expect_crash: str | None = None, expect_difference: str | None = None) -> str:
     """``variant`` (a ``generators.variants.Variant`` as a dict) is the
     change the "guard" driver makes between its two calls; ``lost`` (kind,
     timeout, memory_mb) what the "process" driver watches for; ``replay``
@@ -85,7 +124,9 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
     ``dedup``: whether both compile with deduplication). ``expect_crash``
     (differential and guard drivers): a glob over the normalized crash the finding is
     ("" for wrong values); the repro exits 3 when the program fails another way, so
-    ``git bisect run`` stops at the right commit. None accepts any failure."""
+    ``git bisect run`` stops at the right commit. None accepts any failure.
+    ``expect_difference`` (regions driver): the glob ``regions_expectation``
+    gives; the repro exits 3 when it sees only other differences."""
     template = TEMPLATES.get_template(DRIVERS[check])
     backend = resolve(config.backend)
     region = {}
@@ -117,6 +158,8 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         tol=1e-2 if _low_precision(program) else 1e-4,
         signed_zeros=zero_signs_determined(program),
         expect_crash=expect_crash,
+        expect_difference=expect_difference,
+        structure_source=_structure_source() if check == "regions" else "",
         normalizer=inspect.getsource(normalize).strip(),
         first_line=inspect.getsource(first_line).strip(),
         **_replay_fields(program, replay),

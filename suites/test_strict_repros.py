@@ -142,3 +142,58 @@ def test_a_regions_repro_lints_what_the_backend_receives(tmp_path):
 
     done = _run(tmp_path, structural.CHAIN, "suites.planted_pass:cyclic_edge__aot_eager", "regions")
     assert done.returncode == 1 and "graph.lint()" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def _no_grad_blocks(floats):
+    """KI-004 (the pass drops no_grad around the subgraph call: graph_validity)
+    and, with two floats, KI-001 (the tracker merges regions differing in a
+    float constant: region_identity) in one program."""
+    from generators.ir import Arg, Call, Const, Context, Ref, TensorSpec
+
+    from .test_structural_oracles import _program, _stmts
+
+    body = _stmts(("v0", "sigmoid", (Ref("x"),)), ("v1", "rsub_scalar", (Ref("v0"), Arg("s0"))),
+                  ("v2", "softplus", (Ref("v1"), Const(1.0))), ("v3", "add", (Ref("x"), Ref("v2"))))
+    return _program(body=body, inputs=(("x", TensorSpec((3, 2), "float32", True)),), args=("s0",), result="v3",
+                    calls=tuple(Call(args=(f,), context=Context(grad=False)) for f in floats), structure="for_values")
+
+
+def test_structural_repros_name_only_their_own_difference(tmp_path):
+    """A program meeting two recorded issues: the region-identity repro
+    (KI-001's float) and the graph-validity repro (KI-004's grad mode) each
+    exit 1; once the floats are equal, the region-identity repro sees only
+    KI-004's difference and exits 3, while KI-004's still exits 1. A planted
+    int fault beside KI-001's float: exit 1 for the int; honest torch, 3."""
+    from reports.repro import regions_expectation
+
+    from . import planted_pass
+    from .test_structural_oracles import FLOAT_AND_INT
+
+    both, one = _no_grad_blocks((1.0, -0.5)), _no_grad_blocks((1.0, 1.0))
+    grad = regions_expectation("graph_validity", "ambient:grad:region")
+    flt = regions_expectation("region_identity", "constant:float")
+    integer = regions_expectation("region_identity", "constant:int")
+    runs = {  # name: (program, backend, EXPECT, exit status)
+        "both-float": (both, "aot_eager", flt, 1), "both-grad": (both, "aot_eager", grad, 1),
+        "one-float": (one, "aot_eager", flt, 3), "one-grad": (one, "aot_eager", grad, 1),
+        "planted-int": (FLOAT_AND_INT, "suites.planted_pass:ints_ignored__aot_eager", integer, 1),
+        "honest-int": (FLOAT_AND_INT, "aot_eager", integer, 3),
+    }
+    procs = {}
+    for name, (program, backend, expect, _) in runs.items():
+        path = tmp_path / f"{name}.py"
+        path.write_text(planted_pass.render_planted(program, backend, "regions", expect_difference=expect))
+        procs[name] = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                       text=True, cwd=str(ROOT))
+    for name, proc in procs.items():
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == runs[name][3], (name, proc.returncode, out[-3000:])
+    assert flt == "region_identity:constant:float" and grad == "graph_validity:ambient:grad:region"
+    assert regions_expectation("graph_validity", "ambient:grad:switch") == "graph_validity:ambient:grad:op"
+
+
+def test_a_toggle_repro_tells_wrong_values_from_a_crash(tmp_path):
+    # KI-020: dedup on vs off differ in value; a finding that was a crash
+    # with deduplication (expected "*") fails differently here
+    assert ISSUES["KI-020"].expect_crash == ""
+    assert _exit("KI-020", "*", tmp_path) == 3

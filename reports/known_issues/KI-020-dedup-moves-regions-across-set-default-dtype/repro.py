@@ -116,6 +116,69 @@ def run(compiled, float64=False):
     return values
 
 
+import fnmatch
+import re
+
+# The failure this repro checks for: a crash (a glob over its normalized
+# "Type: message"), "" for wrong values (a crash then fails differently:
+# exit 3), None for any failure.
+EXPECT_CRASH = ''
+
+def normalize(message: str) -> str:
+    """Drop what varies between hits of one bug: numbers, names, addresses,
+    the op a fake-tensor check met, tensor reprs."""
+    message = re.sub(r"\baten\.\w+(\.\w+)?", "aten.OP", message)
+    message = re.sub(r"\b(\w*Tensor|tensor)\(.*", "TENSOR(...)", message)  # a repr runs to the end: it nests
+    message = re.sub(r"<([\w.]+) object at 0x[0-9a-fA-F]+>", r"<\1>", message)  # an object's repr names its type
+    message = re.sub(r"0x[0-9a-fA-F]+", "ADDR", message)
+    message = re.sub(r"/[\w./-]+\.py", "FILE", message)
+    message = re.sub(r"\b(gp_)?[0-9a-f]{16}\b", "ID", message)
+    message = re.sub(r"[-+]?\d+(\.\d+)?(e[-+]?\d+)?", "N", message)
+    return message[:200]
+
+def first_line(exc: BaseException) -> str:
+    """The line of an exception's message that names the error (rendered
+    into crash repros too, so both read a crash alike)."""
+    import os
+    import traceback
+
+    text = str(exc).split("from user code:")[0]  # Dynamo appends where in the user's code
+    hints = ("Set TORCHDYNAMO_VERBOSE", "For even more developer context")  # and how to log more (2.10)
+    lines = [line for line in text.strip().splitlines() if line.strip() and not line.startswith(hints)]
+    message = lines[0] if lines else ""
+    if message.endswith("raised:") and len(lines) > 1:  # BackendCompilerFailed: the error is on the next line
+        message = f"{message} {lines[1]}"
+    if message.endswith("raised:") or not message:  # a bare assert: name where it fired
+        inner = exc
+        while inner.__cause__ is not None:
+            inner = inner.__cause__
+        frames = traceback.extract_tb(inner.__traceback__)
+        where = f"{os.path.basename(frames[-1].filename)}:{frames[-1].name}" if frames else "?"
+        message = f"{message} {type(inner).__qualname__} in {where}".strip()
+    return message
+
+
+def crashed(e, what):
+    """The exit status for crash ``e`` of ``what``: 1 when it is the expected one."""
+    traceback.print_exc()
+    got = normalize(f"{type(e).__qualname__}: {first_line(e)}")
+    if EXPECT_CRASH is not None and not (EXPECT_CRASH and fnmatch.fnmatchcase(got, EXPECT_CRASH)):
+        print(f"FAILS DIFFERENTLY (exit 3): expected {EXPECT_CRASH or 'wrong values'}, got {got}")
+        return 3
+    print(f"REPRODUCED: {what} raised {got} (torch {torch.__version__})")
+    return 1
+
+
+def wrong_values(what):
+    """The exit status for wrong values (``what`` went wrong): 1, or 3 where a
+    crash was expected (the crash is gone, the values are wrong: another failure)."""
+    if EXPECT_CRASH:
+        print(f"FAILS DIFFERENTLY (exit 3): expected {EXPECT_CRASH}, but the compiled program ran with wrong values")
+        return 3
+    print(f"REPRODUCED: {what} (torch {torch.__version__})")
+    return 1
+
+
 
 
 # ---- driver: dedup on vs off on the same backend; exits 1 when they disagree ----
@@ -144,10 +207,8 @@ def main():
     DEDUP = True
     try:
         actual = run(compiled=True)
-    except Exception:
-        traceback.print_exc()
-        print(f"REPRODUCED: torch.compile(backend={BACKEND!r}) raises with deduplication only")
-        return 1
+    except Exception as e:
+        return crashed(e, f"torch.compile(backend={BACKEND!r}) with deduplication only")
     differ = []
     for k, e in expected.items():
         a = actual.get(k)
@@ -163,8 +224,7 @@ def main():
     for line in differ:
         print(line)
     if differ:
-        print(f"REPRODUCED: {len(differ)} value(s) differ with deduplication on vs off (torch {torch.__version__})")
-        return 1
+        return wrong_values(f"{len(differ)} value(s) differ with deduplication on vs off")
     print(f"not reproduced: deduplication on and off agree (torch {torch.__version__})")
     return 0
 
