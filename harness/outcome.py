@@ -87,6 +87,9 @@ class VariantRun:
     # tell nothing the run with it did not (harness.recall.needless)
     skipped: str = ""
     seconds: float = 0.0  # the changed call's eager runs and compiled call (model checks time modes apart)
+    # (apply, undo) of the earlier changes in this process that recompiled,
+    # in order: the cache entries and automatic-dynamic history this call met
+    before: list = field(default_factory=list)
 
 
 @dataclass

@@ -155,10 +155,15 @@ def run_variants(bench: Workbench, config: RunConfig, capture: Capture, known: O
         if whys[i] and called_later and known_run is not None and known_run.recompiled:
             whys[i] = ""
         called_later = called_later or not whys[i]
+    history: list = []  # the changes called so far that recompiled: each later call meets their entries
     with recording_recompiles(reasons), torch._dynamo.config.patch(**{name: limit}):
         for variant, why in zip(chosen, whys):
-            capture.variants.append(VariantRun(variant.to_dict(), skipped=why) if why else
-                                    _run_one(bench, variant, original, capture, reasons))
+            run = VariantRun(variant.to_dict(), skipped=why) if why else \
+                _run_one(bench, variant, original, capture, reasons)
+            run.before = list(history)
+            if run.recompiled and run.compiled is not None:
+                history.append((list(variant.apply), list(variant.undo)))
+            capture.variants.append(run)
 
 
 def _run_one(bench: Workbench, variant: Variant, original: Any, capture: Capture, reasons: list[str]) -> VariantRun:

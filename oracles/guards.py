@@ -51,6 +51,7 @@ def _details(run: VariantRun, label: str | None = None) -> dict:
         "served_by_original": run.served_by_original,
         "recompiled": run.recompiled,
         "recompile_reasons": run.recompile_reasons,
+        "before": run.before,  # the repro replays them first (reports.repro.driver_for)
     }
 
 
@@ -120,11 +121,7 @@ def _against_dedup_off(outcome: Outcome) -> list[Verdict]:
     out = []
     if differ(off[0], outcome.compiled):
         return out
-    history: list[tuple[list[str], list[str]]] = []  # the recompiles before a change: what it compiles after
     for on_run, off_run in zip(outcome.capture.variants, off[1].variants):  # one selection, in one order
-        before = list(history)
-        if on_run.recompiled and on_run.compiled is not None:
-            history.append((list(on_run.variant["apply"]), list(on_run.variant["undo"])))
         if on_run.invalid or off_run.invalid or off_run.skipped:  # skipped: nothing it could tell
             continue
         if on_run.variant != off_run.variant or on_run.compiled.failure or off_run.compiled.failure:
@@ -137,15 +134,14 @@ def _against_dedup_off(outcome: Outcome) -> list[Verdict]:
                                message=f"changing {on_run.variant['description']} recompiles with deduplication "
                                        f"{'on' if on_run.recompiled else 'off'} only",
                                details={**_details(on_run, f"dedup_recompile:{kind}"),
-                                        "off_reasons": off_run.recompile_reasons, "before": before}))
+                                        "off_reasons": off_run.recompile_reasons}))
             continue
         extra, missing = guard_difference(on_run.new_guards, off_run.new_guards)
         if extra or missing:
             out.append(Verdict(NAME, Status.FAIL, kind="dedup_guards", where=f"variant {kind}",
                                message=f"after changing {on_run.variant['description']}, the new entry's guards "
                                        f"differ with deduplication: extra {extra[:5]}, missing {missing[:5]}",
-                               details={**_details(on_run, f"dedup_guards:{kind}"), "extra": extra, "missing": missing,
-                                        "before": before}))
+                               details={**_details(on_run, f"dedup_guards:{kind}"), "extra": extra, "missing": missing}))
     return out
 
 

@@ -68,8 +68,9 @@ def driver_for(details: dict, severity: str, oracle: str = "", kind: str = "") -
         return "region_toggle", {k: details[k] for k in ("twin", "label", "regions", "dedup") if k in details}
     if "variant" in details and kind == "dedup_guards":  # the change and the recompiles before it
         return "dedup_guards", {**details["variant"], "before": details.get("before", [])}
-    if "variant" in details:
-        return ("recompile" if severity == "recompile" else "guard"), details["variant"]
+    if "variant" in details:  # the change, after the earlier ones that recompiled in the same process
+        return ("recompile" if severity == "recompile" else "guard"), {**details["variant"],
+                                                                        "before": details.get("before", [])}
     if severity == "missed":
         return "deduplicated", None
     return ("differential" if kind == "crash" else ORACLE_DRIVERS.get(oracle, "differential")), None

@@ -197,3 +197,31 @@ def test_a_toggle_repro_tells_wrong_values_from_a_crash(tmp_path):
     # with deduplication (expected "*") fails differently here
     assert ISSUES["KI-020"].expect_crash == ""
     assert _exit("KI-020", "*", tmp_path) == 3
+
+
+def test_a_guard_finding_records_the_changes_before_it_and_its_repro_replays_them(tmp_path):
+    """The changes the harness made earlier in the same process that
+    recompiled are the history a stale or wrong entry may need (KI-040: a
+    float made dynamic by an earlier change); the finding carries them in
+    order, and its repro makes them before its own change."""
+    from harness.pipeline import run_program
+    from oracles import guards
+    from reports.repro import driver_for
+
+    issue = ISSUES["KI-040"]
+    outcome = run_program(issue.program(), RunConfig(backend="aot_eager", dedup=False, variants=20))
+    runs = outcome.capture.variants
+    verdict = guards.check(outcome)
+    assert verdict.failed and verdict.details["variant"]["kind"] == "free:global:sign", verdict
+    at = next(i for i, r in enumerate(runs) if r.variant == verdict.details["variant"])
+    history = [(list(r.variant["apply"]), list(r.variant["undo"])) for r in runs[:at] if r.recompiled]
+    assert history and verdict.details["before"] == history, verdict.details["before"]
+    check, variant = driver_for(verdict.details, "wrong", verdict.oracle, verdict.kind)
+    text = render_repro(issue.program(), RunConfig(backend="aot_eager", dedup=False), "history", check, variant,
+                        expect_crash="")
+    joined = [("\n".join(a), "\n".join(u)) for a, u in history]
+    assert f"BEFORE = {joined!r}" in text
+    path = tmp_path / "repro.py"
+    path.write_text(text)
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]

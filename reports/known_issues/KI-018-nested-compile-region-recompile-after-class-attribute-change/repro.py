@@ -185,17 +185,17 @@ def cell(fn, name):
 
 
 
-def call(fn):
-    """fn on fresh inputs under the change; the model's values as they started."""
+def call(fn, apply=None, undo=None):
+    """fn on fresh inputs under the change (APPLY unless given); the model's values as they started."""
     global inputs, kwargs
     model.load_state_dict(START)
     torch.set_rng_state(RNG)
     inputs, kwargs = make_inputs(), {}
-    exec(APPLY, globals())
+    exec(APPLY if apply is None else apply, globals())
     try:
         return [o for o in tree_leaves(fn(*inputs, **kwargs)) if isinstance(o, torch.Tensor)]
     finally:
-        exec(UNDO, globals())
+        exec(UNDO if undo is None else undo, globals())
 
 
 def main():
@@ -214,10 +214,13 @@ def main():
         if EXPECT_CRASH is None:
             raise
         return crashed(e, "the first call")
-    for apply, undo in BEFORE:  # earlier changes the compiled function met, in order
-        exec(apply, globals())
-        compiled(*make_inputs())
-        exec(undo, globals())
+    for apply, undo in BEFORE:  # earlier changes that recompiled, in order, each as the harness made it
+        try:
+            call(compiled, apply, undo)
+        except Exception as e:
+            if EXPECT_CRASH is None:
+                raise
+            return crashed(e, "an earlier change's call")
     print(f"change: {CHANGE}")
     if EXPECT == "recompile":
         before = counter.frame_count
