@@ -10,6 +10,7 @@ field), found by taking the differences away one kind at a time.
 from __future__ import annotations
 
 import contextlib
+import itertools
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
@@ -267,7 +268,34 @@ def _trigger(program: Program, config: RunConfig, oracle: Callable[[Outcome], Ve
         candidate = equalize(program, [k for k in kinds if k not in trial])
         if candidate is not None and fails_alike(candidate, config, oracle, like):
             needed = trial
-    return "+".join(_named(program, k) for k in needed)  # all of them, when none can be taken away alone
+    if len(needed) == len(kinds) > 2:
+        needed = _smallest_set(program, config, oracle, like, kinds)
+    return "+".join(_named(program, k) for k in needed)
+
+
+# Re-runs the set search may spend on one finding: it runs only where no
+# single kind could be taken away (rare), smallest sets first.
+SET_TRIES = 12
+
+
+def _smallest_set(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict], like: Verdict,
+                  kinds: list[str]) -> list[str]:
+    """When no single kind can be taken away (each alone is needed, or
+    cannot be equalized alone), take away as many as possible together: the
+    smallest set of kinds that, kept alone, still fails alike (at most
+    ``SET_TRIES`` re-runs); all of them if none does."""
+    tries = 0
+    for size in range(1, len(kinds) - 1):
+        for kept in itertools.combinations(kinds, size):
+            candidate = equalize(program, [k for k in kinds if k not in kept])
+            if candidate is None:
+                continue
+            tries += 1
+            if fails_alike(candidate, config, oracle, like):
+                return list(kept)
+            if tries >= SET_TRIES:
+                return kinds
+    return kinds
 
 
 def _named(program: Program, kind: str) -> str:

@@ -277,3 +277,29 @@ def test_function_instances_the_failure_needs_are_kept():
 
     result = minimize(_instances(), needs)
     assert result.finished and _kinds(result.program) == {"instances"}, render(result.program)
+
+
+def test_triage_shrinks_the_set_of_kinds_when_none_goes_alone(monkeypatch):
+    """Where taking any single kind of difference away loses the failure
+    (here, planted: a failure that needs either every kind or the grad mode
+    alone), triage takes away as many as it can together and names what is
+    left, not every kind at once."""
+    from generators.ir import Arg, Call, Context, Ref, TensorSpec
+    from harness.outcome import RunConfig
+    from oracles.verdict import Status, Verdict
+    from reports import triage as triage_module
+
+    from .test_structural_oracles import _program, _stmts
+
+    program = _program(body=_stmts(("v0", "sin", (Ref("x"),)), ("v1", "rsub_scalar", (Ref("v0"), Arg("s0")))),
+                       inputs=(("x", TensorSpec((3, 4), "float32", True)), ("t0", TensorSpec((2, 5), "float64"))),
+                       args=("s0",), structure="for_values", flow="fanout", outputs="tuple",
+                       calls=(Call(tensor="x", args=(1.0,), context=Context(grad=False)),
+                              Call(tensor="t0", args=(2,), context=Context(grad=True))))
+    every = set(program.variations())
+    assert len(every) == 5 and "context:grad" in every
+    like = Verdict("differential", Status.FAIL, kind="mismatch")
+    monkeypatch.setattr(triage_module, "fails_alike", lambda c, *a: set(c.variations()) in (every, {"context:grad"}))
+    assert triage_module._trigger(program, RunConfig(), None, like) == "context:grad"
+    monkeypatch.setattr(triage_module, "fails_alike", lambda c, *a: set(c.variations()) == every)
+    assert triage_module._trigger(program, RunConfig(), None, like) == "+".join(sorted(every))  # nothing goes: all
