@@ -88,7 +88,8 @@ def differences(outcome: Outcome) -> list[dict]:
                 for a, b in zip(ref, region):
                     hit = _first_difference(a, b)
                     if hit and hit[0] not in found:
-                        found[hit[0]] = {"label": hit[0], "kind": hit[0].split(":")[0], "where": where, "nodes": [a.name, b.name], "region": r_index,
+                        found[hit[0]] = {"label": hit[0], "kind": hit[0].split(":")[0], "where": where,
+                                         "nodes": [a.name, b.name], "region": r_index,
                                          "message": f"{a.name} ({a.target}) in region 0 and {b.name} ({b.target}) "
                                                     f"in region {r_index} differ: {hit[1]}"}
     return list(found.values())
