@@ -25,7 +25,8 @@ IGNORED_AMBIENT = {"num_threads"}
 
 
 def _first_difference(a: NodeDesc, b: NodeDesc) -> Optional[tuple[str, str]]:
-    """(label, description) of the first way two corresponding nodes differ."""
+    """(label, description) of the first way two corresponding nodes differ,
+    causes before consequences."""
     if (a.op, a.target) != (b.op, b.target):
         return "target", f"op {a.op} {a.target} vs {b.op} {b.target}"
     keys_a, keys_b = [k for k, _ in a.args], [k for k, _ in b.args]
@@ -35,13 +36,16 @@ def _first_difference(a: NodeDesc, b: NodeDesc) -> Optional[tuple[str, str]]:
         found = _arg_difference(x, y)
         if found:
             return found[0], f"{where}: {found[1]}"
-    found = _meta_difference(a.value, b.value)
-    if found:
-        return f"value:{found[0]}", f"result {found[1]}"
+    # the state a node ran under before its result: a result's metadata
+    # follows from the op, its arguments and that state (autocast makes
+    # the dtype), so it is a cause of its own only when they are all alike
     if a.ambient is not None and b.ambient is not None:
         for field in a.ambient:
             if field not in IGNORED_AMBIENT and a.ambient[field] != b.ambient.get(field):
                 return f"ambient:{field}", f"traced under {field}={a.ambient[field]!r} vs {b.ambient.get(field)!r}"
+    found = _meta_difference(a.value, b.value)
+    if found:
+        return f"value:{found[0]}", f"result {found[1]}"
     return None
 
 

@@ -188,3 +188,19 @@ def test_a_known_difference_does_not_hide_a_new_one_in_the_same_group():
     honest = run_program(FLOAT_AND_INT, RunConfig(backend="aot_eager"))  # KI-001 alone (floats): known
     alone = triage(honest, region_identity.check(honest))
     assert known_issue(alone) is not None and known_issue(alone).id == "KI-001", alone.signature
+
+
+def test_a_result_dtype_autocast_made_is_the_autocast_difference():
+    """Regions merged across autocast (KI-011): the einsum's bfloat16 result
+    follows from the state it ran under, so the group's one difference is
+    ambient:autocast_cpu, not a second value:dtype that read as new
+    (campaign seed 19, minimized)."""
+    from pathlib import Path
+
+    from reports.triage import known_issue, triage
+
+    program = Program.from_json((Path(__file__).parent / "data" / "autocast_result_dtype.json").read_text())
+    outcome = run_program(program, RunConfig(backend="aot_eager"))
+    verdict = region_identity.check(outcome)
+    assert [d["label"] for d in verdict.details["differences"]] == ["ambient:autocast_cpu"], verdict.details
+    assert known_issue(triage(outcome, verdict)).id == "KI-011"
