@@ -204,3 +204,12 @@ def test_a_result_dtype_autocast_made_is_the_autocast_difference():
     verdict = region_identity.check(outcome)
     assert [d["label"] for d in verdict.details["differences"]] == ["ambient:autocast_cpu"], verdict.details
     assert known_issue(triage(outcome, verdict)).id == "KI-011"
+
+
+def test_a_result_that_follows_from_a_differing_argument_is_not_a_difference_of_its_own():
+    """sin(x) then tanh, on inputs of two shapes merged (planted
+    tensor_metadata_ignored): the tanh's other shape follows from the sin's,
+    so the group's one difference is input:shape (a value:shape beside it
+    would read as a cause of its own)."""
+    verdict = _judge(region_identity.NAME, TWO_SHAPES, planted_pass.tensor_metadata_ignored)
+    assert [d["label"] for d in verdict.details["differences"]] == ["input:shape"], verdict.details
