@@ -39,6 +39,7 @@ from reports.junit import render_junit
 from reports.known_issues import known_met
 from reports.ledger import LOG, EventLog, Ledger, read_events
 from reports.schema import REPRO_EXITS, SEVERITIES, grouped, root_cause_line
+from .upstream import ENV_FILE, EnvCapture, describe_finding
 from .worker import config_from, config_to, lost_finding
 from .worker_start import covered_paths
 
@@ -46,7 +47,7 @@ BATCH = 25  # programs drawn per Hypothesis seed
 SAMPLE_KNOWN = 8  # one distinct known-issue finding in this many has its repro run (Campaign.follows_up)
 # Files a campaign writes into its folder (cleared when a new campaign starts there).
 OUTPUTS = (LOG, "campaign.json", "summary.json", "report.md", "report.html", "junit.xml", "findings", "workers",
-           "coverage")
+           "coverage", ENV_FILE)
 
 
 @dataclass(frozen=True)
@@ -283,6 +284,7 @@ class Campaign:
         for name, text in files.items():
             (folder / name).write_text(text)
         self._write_meta(entry, task)
+        describe_finding(folder, self.out)  # issue.md and its regression test (campaigns.upstream)
 
     def verify_rest(self) -> int:
         """Run every repro.py not run yet, new findings first; how many."""
@@ -412,6 +414,7 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
     deadline = started + options.budget
     log = EventLog(out, ledger)
     (out / "campaign.json").write_text(json.dumps({**options.__dict__, "out": str(out)}, indent=2, default=str))
+    env = EnvCapture(out)  # collect_env.txt, once per campaign, in the background
     log.write({"event": "start", "config": {
         "backend": options.backend, "torch": torch.__version__, "python": platform.python_version(),
         "seed": options.seed, "shard": f"{options.shard[0]}/{options.shard[1]}", "workers": workers,
@@ -469,6 +472,7 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
         pool.close(now=True)
         log.write({"event": "stop", "seconds": round(time.time() - started, 3)})
     campaign.started = time.time()  # the stop event holds this invocation's seconds now
+    env.wait()
     summary = campaign.write_reports(final=True)
     if progress:
         progress(f"done: {summary['programs']} programs in {summary['seconds']} s, "

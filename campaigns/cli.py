@@ -2,6 +2,7 @@
 
     python -m harness fuzz --backend NAME --budget SECONDS --workers N --seed S --out DIR
     python -m harness report diff RUN_A RUN_B | merge SHARD... --out DIR | promote FINDING --id KI-0NN --title T
+    python -m harness report upstream KI-0NN|RUN/findings/<slug> [--out DIR] [--trace] [--no-ablation] [--torch PY]
     python -m harness bench
     python -m harness stats -n 2000
     python -m harness regress --torch A --torch B [--campaign DIR] [--budget S] [--seed N] --out DIR
@@ -91,6 +92,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("finding", type=Path, help="a finding folder: RUN/findings/<signature>")
     p.add_argument("--id", required=True, help="KI-<number>")
     p.add_argument("--title", required=True)
+    u = rsub.add_parser("upstream", help="a PyTorch bug report (issue.md) and regression test for an issue or finding")
+    u.add_argument("target", help="KI-NNN (a known issue; with --model the model issue), a recorded issue's folder, "
+                                  "or a campaign finding's folder RUN/findings/<slug>")
+    u.add_argument("--model", action="store_true", help="KI-NNN names the model issue (reports/model_issues)")
+    u.add_argument("--out", type=Path, default=None,
+                   help="folder for issue.md, test_<id>.py, minimal_repro.py, collect_env.txt, results.json "
+                        "(default: runs/upstream/<id>; for a finding, its own folder)")
+    u.add_argument("--no-ablation", action="store_true", help="run the strict repro once, not once per ablation row")
+    u.add_argument("--fast", action="store_true", help="skip the ablation's inductor row (unless the issue is on inductor)")
+    u.add_argument("--trace", action="store_true", help="also run the minimal repro under TORCH_TRACE=OUT/trace")
+    u.add_argument("--torch", action="append", default=[], metavar="PYTHON_OR_VENV",
+                   help="also run the repros and the regression test with this interpreter (repeatable)")
+    u.add_argument("--no-run", action="store_true", help="render from the recorded data alone; run nothing")
+    u.add_argument("--timeout", type=float, default=600.0, help="seconds per script before it counts as an error")
 
     check = sub.add_parser("check", help="one nn.Module (package.module:factory -> (model, inputs)) through the oracles")
     check.add_argument("factory", help="package.module:name or path/to/file.py:name, a callable returning (model, inputs)")
@@ -207,6 +222,10 @@ def _report(args) -> int:
         summary = campaign.merge(args.runs, args.out)
         _print_summary(summary, args.out)
         return 0
+    if args.action == "upstream":
+        from campaigns import upstream
+
+        return upstream.main(args)
     folder = regression.promote(args.finding, args.id, args.title)
     print(f"recorded {args.id} in {folder}; check it: pytest suites/test_known_issues.py -k {args.id}")
     return 0
