@@ -88,6 +88,7 @@ def test_bad_campaign_input_is_one_line(tmp_path, request, args, message):
     assert done.stderr.strip().startswith(message) and len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.nightly  # a campaign of its own (34 s); the CUDA-graph oracle's planted faults run in the gate
 def test_a_cuda_graph_campaign_on_cpu_reports_stale_outputs_and_engagement(tmp_path, request):
     """The replay oracles in a campaign (``--device cpu``), on a backend
     planted to hand out reused output buffers: a stale-output finding whose

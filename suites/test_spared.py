@@ -83,6 +83,7 @@ def test_a_needless_change_without_dedup_repeats_what_it_did_with_it():
     assert checked >= 5
 
 
+@pytest.mark.nightly  # 20 s; the gate keeps test_a_needless_change_without_dedup_repeats_what_it_did_with_it
 def test_skipping_needless_changes_leaves_the_guard_verdicts_as_they_were():
     for program in SAMPLE[:6]:
         full = run_program(program, replace(run_config("aot_eager"), spare=False))
