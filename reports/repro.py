@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import replace
+from fnmatch import fnmatchcase
 from pathlib import Path
 
+import torch
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from fnmatch import fnmatchcase
-
-from generators.check import zero_signs_determined
+from generators.check import lowest_precision, zero_signs_determined
 from generators.codegen import render, render_inputs
 from generators.ir import Program
 from generators.regions import with_regions
@@ -32,8 +32,16 @@ from harness.pipeline import torch_compile_kwargs
 from harness.replay import call_seed
 from harness.structure import constant, describe_region, target_name, value_meta
 from oracles import region_identity
+from oracles.tolerance import BY_DTYPE, for_dtype
 
 from .signature import normalize
+
+
+def _floor_tolerance(program: Program) -> float:
+    """The tolerance of the least precise dtype the program passes through
+    (bfloat16 anywhere, autocast included: at least 1e-2), as the oracles' floor."""
+    floor = for_dtype(getattr(torch, lowest_precision(program))).atol
+    return max(floor, 1e-2) if _low_precision(program) else floor
 
 
 def _low_precision(program: Program) -> bool:
@@ -156,7 +164,8 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         dedup=config.dedup,
         seed=program.seed,
         compile_kwargs={**torch_compile_kwargs(program, config), **backend.options},
-        tol=1e-2 if _low_precision(program) else 1e-4,
+        tol=_floor_tolerance(program),
+        tolerances={str(dtype): t.atol for dtype, t in BY_DTYPE.items()},
         signed_zeros=zero_signs_determined(program),
         expect_crash=expect_crash,
         expect_difference=expect_difference,

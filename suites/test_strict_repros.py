@@ -224,3 +224,19 @@ def test_a_guard_finding_records_the_changes_before_it_and_its_repro_replays_the
     path.write_text(text)
     done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def test_a_float64_program_s_repro_judges_at_float64_s_tolerance(tmp_path):
+    """A campaign (seed 19) found gelu(approximate='tanh') and 'none' merged
+    (KI-001's string case) in a float64 program: 1.8e-05 off, far beyond
+    float64's tolerance, which the oracle uses; the repro judged every
+    program at float32's 1e-4 and exited 0 (an unconfirmed finding)."""
+    from generators.ir import Program
+
+    program = Program.from_json((ROOT / "suites" / "data" / "float64_gelu_approximate.json").read_text())
+    text = render_repro(program, RunConfig(backend="aot_eager"), "float64", "differential", expect_crash="")
+    assert "ATOL = RTOL = 1e-07" in text
+    path = tmp_path / "repro.py"
+    path.write_text(text)
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
