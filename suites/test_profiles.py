@@ -61,6 +61,7 @@ def suite(tmp_path):
     return tmp_path
 
 
+@pytest.mark.nightly  # 18 s of pytest in pytest; the profiles' registration is checked in the gate
 def test_a_seed_replaces_the_ci_profiles_fixed_stream(suite):
     fixed = _run(suite)["draws"]
     one, two, one_again = (_run(suite, f"--hypothesis-seed={s}")["draws"] for s in (1, 2, 1))

@@ -30,7 +30,7 @@ def test_variants_are_a_pure_function_of_the_program_and_round_trip():
         assert {v.kind.split(":")[0] for v in found if not v.neutral} <= set(FAMILIES)
 
 
-@pytest.mark.long(seconds=36)
+@pytest.mark.nightly  # a statistic over drawn programs (18 s): a search, not a check
 def test_nearly_every_program_runs_three_changed_calls():
     """The guard oracle's coverage target: >= 95% of drawn programs exercise
     at least three changes (run in eager and re-called compiled; with
