@@ -41,7 +41,10 @@ def test_long_search():
 
 def _run(tmp_path: Path, *args: str, profile: str = "ci") -> dict:
     drawn = tmp_path / f"drawn-{len(list(tmp_path.glob('drawn-*')))}.jsonl"
-    env = {**os.environ, "DRAWN": str(drawn), "HYPOTHESIS_PROFILE": profile}
+    # the inner run takes only its own arguments: an outer PYTEST_ADDOPTS
+    # (make nightly PYTEST_ADDOPTS=--hypothesis-seed=1) would seed every run
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}, "DRAWN": str(drawn),
+           "HYPOTHESIS_PROFILE": profile}
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
                            "-c", str(tmp_path / "pytest.ini"), "--rootdir", str(tmp_path), str(tmp_path), *args],
                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
