@@ -47,9 +47,8 @@ class Repeat:
                     seen.setdefault(a, None)
         return list(seen)
 
-    def largest_component(self) -> int:
-        """Nodes in the largest connected piece of this call: the tracker grows
-        regions along arguments, so unconnected nodes never share a region."""
+    def _pieces(self) -> dict:
+        """node -> the root of its connected piece (along arguments inside the call)."""
         parent = {n: n for n in self.nodes}
 
         def find(n):  # type: ignore[no-untyped-def]
@@ -61,14 +60,31 @@ class Repeat:
             for a in n.all_input_nodes:
                 if a in parent:
                     parent[find(a)] = find(n)
+        return {n: find(n) for n in self.nodes}
+
+    def largest_component(self) -> int:
+        """Nodes in the largest connected piece of this call: the tracker grows
+        regions along arguments, so unconnected nodes never share a region."""
         sizes: dict = defaultdict(int)
-        for n in self.nodes:
-            sizes[find(n)] += 1
+        for root in self._pieces().values():
+            sizes[root] += 1
         return max(sizes.values(), default=0)
 
     def outputs(self) -> list[torch.fx.Node]:
         members = set(self.nodes)
         return [n for n in self.nodes if any(u not in members for u in n.users)] or self.nodes[-1:]
+
+    def heads(self) -> list[torch.fx.Node]:
+        """Where the tracker's growth of this call starts: the sinks (no user
+        inside the call) of each connected piece of two nodes or more, a
+        dead piece included (a call's outputs may be a lone node the pass
+        rightly leaves alone while a piece beside it could merge)."""
+        pieces, members = self._pieces(), set(self.nodes)
+        sizes: dict = defaultdict(int)
+        for root in pieces.values():
+            sizes[root] += 1
+        return [n for n in self.nodes if sizes[pieces[n]] >= 2 and not any(u in members for u in n.users)] \
+            or self.outputs()
 
     @functools.cached_property
     def hazards(self) -> tuple[list[str], list[str]]:
@@ -154,7 +170,8 @@ def _merged(r: Repeat) -> bool:
 
 
 def _diagnose(r: Repeat, group: list[int], repeats: list[Repeat]) -> str:
-    """"unmatched": the tracker gave the result nodes of this call and of an
+    """Read from where the tracker grows regions (``Repeat.heads``).
+    "unmatched": the tracker gave the result nodes of this call and of an
     identical one different keys. "blocked": the same key, but no region grew
     from them, and why, as far as the tracker's own record tells:
     "blocked:claimed" (a node of this call or of a partner went to a region
@@ -167,9 +184,9 @@ def _diagnose(r: Repeat, group: list[int], repeats: list[Repeat]) -> str:
     "blocked:dropped" (none of these: the duplicates were found, every member
     is an identical call keyed alike past its results, yet no region came
     back)."""
-    outs = {n.name for n in r.outputs()}
+    outs = {n.name for n in r.heads()}
     same_graph = [repeats[i] for i in group if repeats[i].graph == r.graph]
-    partners = {n.name for m in same_graph if m.index != r.index for n in m.outputs()}
+    partners = {n.name for m in same_graph if m.index != r.index for n in m.heads()}
     bucket = next((set(names) for names in r.record.duplicates if outs & set(names) and partners & set(names)), None)
     if bucket is None:
         return "unmatched"
@@ -187,7 +204,7 @@ def _diagnose(r: Repeat, group: list[int], repeats: list[Repeat]) -> str:
     # half-way, a layout that differs): growth stops there by design.
     ours = {n.name for n in r.nodes}
     theirs = members - ours
-    for out in r.outputs():
+    for out in r.heads():
         for arg in out.all_input_nodes:
             if arg.name in ours and not any(arg.name in names and theirs & set(names)
                                             for names in r.record.duplicates):

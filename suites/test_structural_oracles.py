@@ -213,3 +213,20 @@ def test_a_result_that_follows_from_a_differing_argument_is_not_a_difference_of_
     would read as a cause of its own)."""
     verdict = _judge(region_identity.NAME, TWO_SHAPES, planted_pass.tensor_metadata_ignored)
     assert [d["label"] for d in verdict.details["differences"]] == ["input:shape"], verdict.details
+
+
+def test_a_missed_merge_is_diagnosed_where_the_tracker_grows_regions():
+    """A call whose only output is a lone rms_norm beside a dead div ->
+    stack piece, the first of three calls keyed apart (nightly tier, seed 1):
+    the stack bucket holds that call's node, so no group grows (KI-014's
+    'mixed'); diagnosed from the call's outputs alone it read 'dropped', the
+    planted fault's label."""
+    from pathlib import Path
+
+    from reports.triage import known_issue, triage
+
+    program = Program.from_json((Path(__file__).parent / "data" / "dead_piece_mixed_bucket.json").read_text())
+    outcome = run_program(program, RunConfig(backend="eager"))
+    verdict = completeness.check(outcome)
+    finding = triage(outcome, verdict)
+    assert finding.signature.endswith("blocked:mixed") and known_issue(finding).id == "KI-014", finding.signature
