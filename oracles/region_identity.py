@@ -76,6 +76,23 @@ def _meta_difference(a: Any, b: Any) -> Optional[tuple[str, str]]:
     return "kind", f"{a} vs {b}"
 
 
+def _pair_differences(ref: list, region: list) -> list[tuple[str, str, Any, Any]]:
+    """(label, description, node of ``ref``, node of ``region``) of each
+    node pair of two regions of one size that differs, causes only: a
+    result that differs because an argument made in the region does is a
+    consequence. Regions repros embed it (reports.repro)."""
+    out, differing = [], set()
+    for i, (a, b) in enumerate(zip(ref, region)):
+        hit = _first_difference(a, b)
+        if not hit:
+            continue
+        differing.add(i)
+        if hit[0].startswith("value:") and any(x[0] == "node" and x[1] in differing for _, x in a.args):
+            continue
+        out.append((*hit, a, b))
+    return out
+
+
 def differences(outcome: Outcome) -> list[dict]:
     """Every distinct way the regions of a group differ from its first, each
     label once (its first occurrence): a known difference in a group must
@@ -89,19 +106,11 @@ def differences(outcome: Outcome) -> list[dict]:
                     found.setdefault("size", {"label": "size", "kind": "size", "where": where,
                                               "message": f"regions of {len(ref)} and {len(region)} nodes in one group"})
                     continue
-                differing: set[int] = set()  # nodes of this pair that differ: their users' results follow
-                for i, (a, b) in enumerate(zip(ref, region)):
-                    hit = _first_difference(a, b)
-                    if hit:
-                        differing.add(i)
-                    if hit and hit[0].startswith("value:") and any(
-                            x[0] == "node" and x[1] in differing for _, x in a.args):
-                        continue  # a result that differs because an argument made in the region does
-                    if hit and hit[0] not in found:
-                        found[hit[0]] = {"label": hit[0], "kind": hit[0].split(":")[0], "where": where,
-                                         "nodes": [a.name, b.name], "region": r_index,
-                                         "message": f"{a.name} ({a.target}) in region 0 and {b.name} ({b.target}) "
-                                                    f"in region {r_index} differ: {hit[1]}"}
+                for label, what, a, b in _pair_differences(ref, region):
+                    found.setdefault(label, {"label": label, "kind": label.split(":")[0], "where": where,
+                                             "nodes": [a.name, b.name], "region": r_index,
+                                             "message": f"{a.name} ({a.target}) in region 0 and {b.name} ({b.target}) "
+                                                        f"in region {r_index} differ: {what}"})
     return list(found.values())
 
 

@@ -115,7 +115,8 @@ def _structure_source() -> str:
     parts = [f"IGNORED_AMBIENT = {region_identity.IGNORED_AMBIENT!r}"]
     parts += [inspect.getsource(f).strip() for f in (target_name, value_meta, constant, describe_region,
                                                       region_identity._first_difference, region_identity._arg_difference,
-                                                      region_identity._meta_difference)]
+                                                      region_identity._meta_difference,
+                                                      region_identity._pair_differences)]
     return "\n\n\n".join(parts)
 
 

@@ -188,22 +188,29 @@ def triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> F
             # ...). Name the kinds it needs.
             trigger = _trigger(program, config, oracle, verdict)
             trigger = "" if trigger == "identical-repeats" else trigger
-        detail = ":".join(p for p in (label, trigger, *tags(program)) if p)
+        program_tags = tags(program)
+        signature = _structural(verdict.oracle, kind, culprit, label, trigger, program_tags)
+        if len(verdict.details.get("differences", ())) > 1:
+            verdict, signature = _unexplained(verdict, signature, config.backend, lambda d: _structural(
+                verdict.oracle, d["kind"], culprit, d["label"], trigger, program_tags))
+        return Finding(signature, verdict, program, config, culprit, trigger, outcome.source, extra)
     else:
         if culprit == "dedup" or program.variations():
             trigger = _trigger(program, config, oracle, verdict)
         if culprit != "dedup" and trigger == "identical-repeats":
             trigger = ""  # a backend failing on identical repeats: nothing between repeats to name
         detail = ":".join(p for p in (trigger, *tags(program), *where, *change) if p)
-    if verdict.kind != "crash":  # a tag the label already names is said once
+    if verdict.kind != "crash":  # a tag the trigger already names is said once
         detail = ":".join(dict.fromkeys(detail.split(":")))
     signature = ":".join(p for p in (verdict.oracle, kind, culprit, detail) if p)
-    if len(verdict.details.get("differences", ())) > 1:
-        verdict, signature = _unexplained(verdict, signature, config.backend,
-                                          lambda d: ":".join(p for p in (verdict.oracle, d["kind"], culprit, ":".join(
-                                              dict.fromkeys(p for p in (*d["label"].split(":"), trigger, *tags(program))
-                                                            if p))) if p))
     return Finding(signature, verdict, program, config, culprit, trigger, outcome.source, extra)
+
+
+def _structural(oracle: str, kind: str, culprit: str, label: str, trigger: str, program_tags: list[str]) -> str:
+    """A structural finding's signature: the oracle's label, then the
+    trigger and the program's tags, a part the label already names said once."""
+    detail = ":".join(dict.fromkeys(p for p in (*label.split(":"), trigger, *program_tags) if p))
+    return ":".join(p for p in (oracle, kind, culprit, detail) if p)
 
 
 def _unexplained(verdict: Verdict, signature: str, backend: str, named: Callable[[dict], str]) -> tuple[Verdict, str]:
