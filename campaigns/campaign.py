@@ -33,7 +33,7 @@ from harness.capabilities import has, unavailable
 from campaigns.pool import Lost, Pool
 from oracles.registry import ORACLES, REPLAY_ORACLES, run_config
 
-from reports import coverage_report
+from reports import coverage_report, semantic
 from reports.html import render_html
 from reports.junit import render_junit
 from reports.known_issues import known_met
@@ -364,6 +364,7 @@ def markdown(s: dict) -> str:
         lines += ["## Known issues met", "", "| issue | status | upstream | title |", "|---|---|---|---|"]
         lines += [f"| {k['id']} | {k['status']} | {' '.join(k['upstream']) or 'unfiled'} | {k['title']} |" for k in met]
         lines.append("")
+    lines += semantic.markdown(s.get("semantic_coverage") or {})
     if s.get("coverage"):
         lines += ["## Coverage of the code under test", "", "| file | lines | branches | never reached |", "|---|---|---|---|"]
         for path, c in s["coverage"].items():

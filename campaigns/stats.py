@@ -152,8 +152,11 @@ def _table(title: str, counts: Counter, names: list[str], n: int, width: int = 3
 
 
 def report(programs_json: list[str], measured: list[Measured] | None) -> tuple[list[str], dict]:
+    from generators import differences
     from generators.features import features, universe
     from generators.ir import Program
+    from generators.variants import variants
+    from reports import semantic
 
     n = len(programs_json)
     counts: Counter = Counter()
@@ -168,7 +171,13 @@ def report(programs_json: list[str], measured: list[Measured] | None) -> tuple[l
     lines = [f"{n} programs drawn"]
     for family, names in families.items():
         lines += _table(family, counts, names, n)
-    summary: dict = {"programs": n, "missing": missing, "counts": dict(counts), "shares": {}, "short": []}
+    covered: dict = {}
+    for text in programs_json:
+        program = Program.from_json(text)  # between compiled calls: the changes the program offers
+        semantic.fold(covered, differences.coverage(program, [v.kind for v in variants(program)]))
+    lines += semantic.text(covered)
+    summary: dict = {"programs": n, "missing": missing, "counts": dict(counts), "shares": {}, "short": [],
+                     "semantic_coverage": {k: dict(v) for k, v in covered.items()}}
     lines.append("")
     lines.append(f"features never drawn: {', '.join(missing) if missing else 'none'}")
     for what, (names, target) in SHARE_TARGETS.items():

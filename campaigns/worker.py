@@ -23,6 +23,7 @@ from typing import Optional
 
 import torch
 
+from generators import differences
 from generators.check import draws_random
 from generators.features import features
 from generators.ir import Program, from_dict, to_dict
@@ -91,6 +92,7 @@ def _run(task: dict) -> dict:
         ran = guards.judged_runs(outcome)[0]
         summary.update(stages=outcome.seconds, deduplicated=bool(outcome.capture.deduplicated),
                        changed=[r.variant["kind"] for r in ran], recompiled=[r.variant["kind"] for r in ran if r.recompiled])
+        summary["semantic"] = differences.coverage(program, summary["changed"])
         recall = Recall(task.get("learned") or {}, task["id"])
         crashes = _judge(outcome, oracles, verdicts, result["findings"], recall=recall)
         # A known crash whose trigger can be taken away: judge the rest of the program without it.

@@ -48,6 +48,8 @@ from .ir import (
     TensorSpec,
     Value,
 )
+from .forms import FORMS, applies
+from .values import base_value, typed_key
 from .ops import CALL_VIEWS, OPS, TT, D, Env, OpSpec, Reject, S, T, W, accepts, broadcast, slot_values
 
 # Structures where every repeat has its own module instance.
@@ -129,7 +131,7 @@ def stmt_type(op: OpSpec, stmt: Stmt, scope: dict[str, TT], row: dict[str, Value
             if isinstance(slot, D):
                 if isinstance(operand, (Arg, Free)) or value != slot.value(tensors[0].shape):
                     raise Reject(f"{op.name}: derived operand must be {slot.value(tensors[0].shape)!r}")
-            values.append(value)
+            values.append(base_value(value))
     autocasting = op.autocast and env.autocast
     if has_weights:
         allowed = AUTOCASTABLE if autocasting else op.weight_dtypes
@@ -390,8 +392,27 @@ def _check_section(program: Program, k: int, s: Section, mutates: bool) -> None:
         raise MalformedProgram(f"{where}: an input that may alias the primary is not written by the block")
     if s.write is not None:
         _check_write(program, where, s.write)
+    for c in s.calls:
+        if c.how:
+            _check_form(program, where, s, c)
     if s.structure in ("for_values", "for_tuple") and not has_columns(program, s):
         raise MalformedProgram(f"{where}: a loop over values needs something to iterate over")
+
+
+def _check_form(program: Program, where: str, s: Section, c: Call) -> None:
+    """A repeat written in a call-site form (generators.forms)."""
+    b = program.block
+    _enum(c.how, tuple(FORMS), "call-site form")
+    form = FORMS[c.how]
+    if s.structure != "calls":
+        raise MalformedProgram(f"{where}: call-site forms are written only where each call is its own statement")
+    if not applies(form, b.kind, len(b.args), not (b.pack or b.attrs)):
+        raise MalformedProgram(f"{where}: form {c.how} does not apply to this {b.kind} block")
+    if c.how == "bind:default":
+        if any(f.home == "argument" for f in program.frees):
+            raise MalformedProgram(f"{where}: bind:default needs the Python arguments last in the signature")
+        if typed_key(c.args[-1]) != typed_key(program.repeats()[0][1].args[-1]):
+            raise MalformedProgram(f"{where}: bind:default leaves out a value other than the default")
 
 
 def _check_write(program: Program, where: str, write: tuple[str, str]) -> None:

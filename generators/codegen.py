@@ -14,9 +14,11 @@ import math
 from dataclasses import fields
 
 from .check import PER_INSTANCE, check
+from .forms import FORMS, PRELUDE, Site
+from .values import SUBCLASSES as SUB_BASES
 from .interludes import INTERLUDES
 from .ir import (CHILD, Arg, Block, Call, Const, Context, DType, Fn, Free, Program, PyList, PySlice, Ref, Section,
-                 Stmt, TensorSpec, Value, typed_key)
+                 Stmt, Sub, TensorSpec, Value, typed_key)
 from .ops import CALL_VIEWS, OPS, WEIGHT_INITS, W, render_call
 
 HEADER = """\
@@ -41,6 +43,8 @@ def literal(v: Value) -> str:
         return f"torch.{v.name}"
     if isinstance(v, Fn):
         return v.name
+    if isinstance(v, Sub):
+        return f"{v.cls}({literal(v.value)})"
     return repr(v)
 
 
@@ -254,7 +258,10 @@ def _closure(program: Program, lines: list[str]) -> list[str]:
 
 
 def _render_block(program: Program) -> list[str]:
-    return _closure(program, _render_block_def(program))
+    lines = _closure(program, _render_block_def(program))
+    if uses_form(program, "object:subclass_instance"):
+        lines += ["", "", "class BlockSub(Block):", f"{IND}pass"]
+    return lines
 
 
 def _render_block_def(program: Program) -> list[str]:
@@ -279,6 +286,8 @@ def _render_block_def(program: Program) -> list[str]:
     inputs = [b.inputs[0], EXTRAS_PARAM] if b.extras != "positional" else list(b.inputs)
     call_args = [] if b.attrs else [PACKED] if b.pack else list(b.args)
 
+    if call_args and uses_form(program, "bind:default"):
+        call_args[-1] += f"={literal(default_value(program))}"
     if not module:
         params = [*inputs, *sorted(state, key=_state_order(program)), *call_args, *passed]
         return [*decorator, f"def block({', '.join(params)}):", *(IND + line for line in body)]
@@ -294,6 +303,51 @@ def _render_block_def(program: Program) -> list[str]:
     fwd_params = [*inputs, *call_args, *passed]
     lines += ["", *(IND + d for d in decorator), f"{IND}def forward(self, {', '.join(fwd_params)}):"]
     return lines + [IND * 2 + line for line in body]
+
+
+def uses_form(program: Program, name: str) -> bool:
+    return any(c.how == name for s in program.sections for c in s.calls)
+
+
+def default_value(program: Program) -> Value:
+    """The default of the layer's last Python parameter (``bind:default``):
+    the value the program's first repeat passes."""
+    return program.repeats()[0][1].args[-1]
+
+
+def _values(program: Program) -> list[Value]:
+    """Every Python value the program writes, nested ones included."""
+    out: list[Value] = []
+
+    def walk(v: Value) -> None:
+        out.append(v)
+        for item in v if isinstance(v, tuple) else v.items if isinstance(v, PyList) else ():
+            walk(item)
+
+    for b in program.blocks():
+        for stmt in b.body:
+            for o in stmt.operands:
+                if isinstance(o, Const):
+                    walk(o.value)
+    for f in program.frees:
+        walk(f.value)
+    for _, c in program.repeats():
+        for v in (*c.args, *(v for _, v in c.sets)):
+            walk(v)
+    return out
+
+
+def _prelude(program: Program) -> list[str]:
+    """The classes and helpers the program's values and call-site forms need."""
+    names = [f"{v.cls}:{base}" for v in _values(program) if isinstance(v, Sub) for base in [SUB_BASES[v.cls]]]
+    lines = []
+    for entry in dict.fromkeys(names):
+        cls, base = entry.split(":")
+        lines += [f"class {cls}({base}):", f"{IND}pass", "", ""]
+    for name in dict.fromkeys(n for _, c in program.repeats() if c.how for n in FORMS[c.how].prelude):
+        if PRELUDE[name]:
+            lines += [PRELUDE[name], "", ""]
+    return lines[:-2]
 
 
 def _unpack_extras(b: Block) -> list[str]:
@@ -338,8 +392,11 @@ def _render_init(program: Program) -> list[str]:
                 body.append(f"self.{attr} = nn.ModuleList([{', '.join(ctors)}])")
                 body += [f"self.{attr}[{i}].requires_grad_(False)" for i, c in enumerate(s.calls) if c.frozen]
             else:
-                for i, ctor in enumerate(ctors):
-                    body.append(f"self.{attr}_{i} = {ctor}")
+                for i, (ctor, c) in enumerate(zip(ctors, s.calls)):
+                    init = FORMS[c.how].init if c.how else ""
+                    body.append(f"self.{attr}_{i} = {'BlockSub' + ctor[len('Block'):] if init == 'subclass' else ctor}")
+                    if init == "method":
+                        body.append(f"self.{attr}_{i}.forward = types.MethodType(Block.forward, self.{attr}_{i})")
                 body += [f"self.{attr}_{i}.requires_grad_(False)" for i, c in enumerate(s.calls) if c.frozen]
     if b.pack == "module":
         calls = [c for s in program.sections for c in s.calls]
@@ -450,15 +507,20 @@ def _call_lines(program: Program, s: Section, call: Call, callee: str, cols: dic
     tensors = [primary, *_extra_inputs(program, call, primary, cols)]
     if b.kind == "function":
         tensors += [f"self.{n}" for n, _ in (*b.weights, *b.buffers)]
-    pyargs: list[str] = []
+    pyargs: list[tuple[str, str]] = []
     if b.pack:
-        pyargs.append(PACKED if PACKED in cols else pack_ref(program, j))
+        pyargs.append((PACKED, PACKED if PACKED in cols else pack_ref(program, j)))
     elif not b.attrs:
         for i, name in enumerate(b.args):
-            value = name if name in cols else literal(call.args[i])
-            pyargs.append(f"{name}={value}" if s.keywords else value)
-    pyargs += [f"{f.name}={f.name}" for f in frees_at(program, "argument")]
-    expr = f"{callee}({', '.join(tensors + pyargs)})"
+            pyargs.append((name, name if name in cols else literal(call.args[i])))
+    passed = [f"{f.name}={f.name}" for f in frees_at(program, "argument")]
+    site = Site(callee, tuple(tensors), tuple(pyargs), tuple(passed))
+    if call.how:
+        expr = FORMS[call.how].write(site)
+    elif s.keywords:
+        expr = FORMS["bind:keyword"].write(site)
+    else:
+        expr = site.plain()
     flow = {"chain": f"h = {expr}", "residual": f"h = h + {expr}", "fanout": f"outs.append({expr})"}[s.flow]
     items, before, after = _context_lines(call, set(cols))
     lines = [f"{set_target(program, n, callee)} = {f'set_{n}' if f'set_{n}' in cols else literal(v)}"
@@ -588,7 +650,10 @@ def header(program: Program) -> str:
     extra = []
     if program.block.pack == "dataclass" or frees_at(program, "dataclass"):
         extra.append("from dataclasses import dataclass")
-    if frees_at(program, "namespace"):
+    forms = [FORMS[c.how] for _, c in program.repeats() if c.how]
+    if any("functools" in f.imports for f in forms):
+        extra.append("import functools")
+    if frees_at(program, "namespace") or any("types" in f.imports for f in forms):
         extra.append("import types")
     return "\n".join([*extra, HEADER])
 
@@ -599,6 +664,7 @@ def render(program: Program) -> str:
     forward = _render_forward(program)
     parts = [
         header(program),
+        "\n".join(_prelude(program)),
         "\n".join(_render_globals(program)),
         *("\n".join(_render_sub(program, b)) for b in reversed(program.subs)),
         "\n".join(_render_block(program)),

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+from .differences import DIFFERENCES, between_calls
+from .differences import reached as differences_reached
 from .interludes import INTERLUDES
 from .ir import (ALIASES, CHILD, EXTRAS, FLOWS, HOLDERS, HOMES, LAYOUTS, MAX_DEPTH, OUTPUT_STYLES, PACKS, SETTABLE,
                  STRUCTURES, VIEWS, WRITES, Arg, Block, Const, Context, Fn, Free, Program, Ref, Value, edge_kind,
                  value_kind)
 from .ops import EDGES, OPS, S, W
 
-PYTHON_KINDS = ("int", "float", "bool", "str", "NoneType", "tuple", "list", "slice", "dtype", "callable")
+PYTHON_KINDS = ("int", "float", "bool", "str", "NoneType", "tuple", "list", "slice", "dtype", "callable", "subclass")
 TENSOR_VARIATIONS = ("shape", "dtype", "requires_grad", "layout", "view")
 # The edges of the values the ops' Python slots take (ops.EDGES), and values
 # equal under ``==`` but of different types (1, 1.0, True): a guard or cache
@@ -50,6 +52,7 @@ def universe() -> list[str]:
     out += ["dynamic:compile", "dynamic:mark", "dynamic:maybe_mark", "fullgraph", "random", "identical_repeats",
             "differing_repeats"]
     out += HIERARCHY + GUARDS
+    out += [f"difference:{d.name}" for d in DIFFERENCES]
     return out
 
 
@@ -230,9 +233,11 @@ def guard_features(program: Program) -> set[str]:
     from .variants import variants  # the changes a program offers are the generator's to say
 
     out: set[str] = set()
-    for v in variants(program):
+    offered = variants(program)
+    for v in offered:
         out |= {f"guard:{q}" for q in GUARD_QUALIFIERS if v.kind.endswith(f":{q}")}
         out |= {f"guard:{k}" for k in GUARD_KINDS if v.kind == k or v.kind.startswith(f"{k}:")}
+    out |= {f"difference:{name}" for name in between_calls(program, [v.kind for v in offered])}
     return out
 
 
@@ -273,7 +278,10 @@ def features(program: Program) -> set[str]:
     if b.args:
         out.add("args:per_repeat")
     out |= value_features(program) | object_features(program)
+    out |= {f"difference:{name}" for name in differences_reached(program)}
     for kind in program.variations():
+        if kind.startswith("how:"):
+            continue
         if kind.startswith("arg:"):  # by base type: arg:float(nan)/float is a float argument
             out |= {f"varies:arg:{k.split('(')[0]}" for k in kind[4:].split("/")}
         elif kind.startswith("set:"):

@@ -24,7 +24,8 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any, Optional, Union
 
-from .values import FLOATS, NAN, DType, Fn, PyList, PySlice, Shape, Value, typed_key  # noqa: F401 (the IR's own names too)
+from .forms import FORMS
+from .values import FLOATS, NAN, DType, Fn, PyList, PySlice, Shape, Sub, Value, typed_key, SUBCLASSES  # noqa: F401 (the IR's own names too)
 
 STRUCTURES = ("calls", "for_values", "for_tuple", "for_range", "module_list", "while", "nested")
 FLOWS = ("chain", "residual", "fanout")
@@ -193,6 +194,7 @@ class Call:
     frozen: bool = False  # this module instance's parameters have requires_grad=False
     sets: tuple[tuple[str, Value], ...] = ()  # free values the forward rebinds just before this repeat
     alias: str = ""  # what is passed as the block's first extra input (ALIASES)
+    how: str = ""  # the call-site form this repeat is written in (generators.forms.FORMS; "" plain)
 
 
 @dataclass(frozen=True)
@@ -300,7 +302,9 @@ class Program:
         tensor = None if spec is None else (spec.shape, spec.dtype, spec.requires_grad, spec.layout)
         ambient = tuple(ambient_state(call.context).values())
         sets = tuple((n, typed_key(v)) for n, v in sorted(call.sets))
-        return (tuple(typed_key(v) for v in call.args), tensor, call.view, ambient, call.frozen, sets, call.alias)
+        how = call.how if call.how in FORMS and not FORMS[call.how].same else ""
+        return (tuple(typed_key(v) for v in call.args), tensor, call.view, ambient, call.frozen, sets, call.alias,
+                how)
 
     def identical_repeats(self) -> list[list[int]]:
         """Groups of repeat indices (execution order) that are semantically identical."""
@@ -316,7 +320,8 @@ class Program:
         free value the forward rebinds between repeats), ``tensor:<attribute>``
         (shape, dtype, requires_grad, layout, view), ``alias`` (an extra input
         that is, or views, the primary in some repeats), ``context:<field>``
-        and ``frozen``. Types name edge floats apart (``float(-0.0)``,
+        ``frozen`` and ``how:<form>`` (a repeat written in a call-site form of
+        ``generators.forms``). Types name edge floats apart (``float(-0.0)``,
         ``float(nan)``, see ``value_kind``).
         """
         calls = [c for _, c in self.repeats()]
@@ -350,6 +355,8 @@ class Program:
                 out.setdefault(f"set:{homes.get(name, '?')}:{'/'.join(kinds)}", []).append(name)
         if differs([c.alias for c in calls]):
             out["alias"] = sorted({c.alias or "own" for c in calls})
+        for how in dict.fromkeys(c.how for c in calls if c.how):
+            out[f"how:{how}"] = [how]
         return out
 
     def to_json(self) -> str:
@@ -404,6 +411,8 @@ def value_kind(v: Value) -> str:
         return "dtype"
     if isinstance(v, Fn):
         return "callable"
+    if isinstance(v, Sub):
+        return "subclass"
     edge = edge_kind(v)
     return f"{type(v).__name__}({edge})" if edge else type(v).__name__
 
@@ -423,6 +432,8 @@ def enc_value(v: Value) -> Any:
         return {"dtype": v.name}
     if isinstance(v, Fn):
         return {"fn": v.name}
+    if isinstance(v, Sub):
+        return {"sub": [v.cls, enc_value(v.value)]}
     if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
         return {"float": repr(v)}
     return v
@@ -443,6 +454,10 @@ def dec_value(v: Any) -> Value:
             return DType(x)
         if tag == "fn":
             return Fn(x)
+        if tag == "sub":
+            if not isinstance(x, list) or len(x) != 2 or x[0] not in SUBCLASSES:
+                raise MalformedProgram(f"unknown subclass value {x!r}")
+            return Sub(str(x[0]), dec_value(x[1]))
         if tag == "float":
             value = float(x)
             return NAN if value != value else value
@@ -508,6 +523,8 @@ def _enc_call(c: Call) -> dict:
         d["sets"] = [[n, enc_value(v)] for n, v in c.sets]
     if c.alias:
         d["alias"] = c.alias
+    if c.how:
+        d["how"] = c.how
     return d
 
 
@@ -520,6 +537,7 @@ def _dec_call(d: dict) -> Call:
         frozen=bool(d.get("frozen", False)),
         sets=tuple((str(n), dec_value(v)) for n, v in d.get("sets", [])),
         alias=str(d.get("alias", "")),
+        how=str(d.get("how", "")),
     )
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from itertools import permutations
 from typing import Callable, Union
 
-from .values import FLOATS, NAN, DType, Fn, PyList, PySlice, Shape, Value, typed_key
+from .values import FLOATS, NAN, DType, Fn, PyList, PySlice, Shape, Sub, Value, typed_key
 
 
 class Reject(ValueError):
@@ -99,7 +99,10 @@ def slot_values(slot: "S", t: "TT") -> tuple[Value, ...]:
 
 
 def accepts(slot: "S", t: "TT", value: Value) -> bool:
-    """Membership by identity of computation: -0.0 is not 0.0, NaN is NaN."""
+    """Membership by identity of computation: -0.0 is not 0.0, NaN is NaN;
+    an int or float subclass instance goes where its base value goes."""
+    if isinstance(value, Sub):
+        return accepts(slot, t, value.value)
     return repr(typed_key(value)) in {repr(typed_key(v)) for v in slot_values(slot, t)}
 
 
@@ -677,6 +680,29 @@ _ENTRIES = [
     _op("signbit", "sign", "torch.signbit({0})", _u, _dtype("bool"), differentiable=False),
     _op("nan_to_num", "sign", "torch.nan_to_num({0}, nan={1}, posinf={2}, neginf={3})",
         (T(), S(lambda t: (0.0, -0.0, 1.0)), S(lambda t: (None, 1e4, 0.0)), S(lambda t: (None, -1e4, -0.0)))),
+    # Python's type of a value read by the body: equal values of other types
+    # (2, 2.0, True, IntSub(2); a tuple and a list) compute different things
+    _op("type_is_int", "pytype", "({0} * 2 if type({1}) is int else {0} - 1)",
+        (T(), S(lambda t: (2, 2.0, True, 1, 1.0))), saves_inputs=False),
+    _op("isinstance_float", "pytype", "({0} * 2 if isinstance({1}, float) else {0} - 1)",
+        (T(), S(lambda t: (1.0, 1, 2.0, 2, True))), saves_inputs=False),
+    _op("isinstance_tuple", "pytype", "({0} * len({1}) if isinstance({1}, tuple) else {0} - len({1}))",
+        (T(), S(lambda t: ((1, 2), PyList((1, 2)), (3,), PyList((3,))))), saves_inputs=False),
+    # Python values derived from a tensor's metadata, and ambient state read
+    # into Python control flow or arguments
+    _op("shape_branch", "derived", "({0} * 2 if {0}.shape[-1] % 2 == 0 else {0} - 1)", _u, _with_rank(1, same),
+        saves_inputs=False),
+    _op("size_arg", "derived", "{0} * {0}.size(-1)", _u, _with_rank(1, same)),
+    _op("ndim_arg", "derived", "{0} * {0}.ndim"),
+    _op("numel_arg", "derived", "{0} / {0}.numel()"),
+    _op("dtype_branch", "derived", "({0} * 2 if {0}.dtype == torch.float32 else {0} - 1)", saves_inputs=False),
+    _op("contiguous_branch", "derived", "({0} * 2 if {0}.is_contiguous() else {0} - 1)", saves_inputs=False),
+    _op("stride_branch", "derived", "({0} * 2 if {0}.stride(-1) == 1 else {0} - 1)", _u, _with_rank(1, same),
+        saves_inputs=False),
+    _op("requires_grad_branch", "derived", "({0} * 2 if {0}.requires_grad else {0} - 1)", saves_inputs=False),
+    _op("grad_enabled_branch", "derived", "({0} * 2 if torch.is_grad_enabled() else {0} - 1)", saves_inputs=False),
+    _op("default_dtype_branch", "derived",
+        "({0} * 2 if torch.get_default_dtype() == torch.float32 else {0} - 1)", saves_inputs=False),
     # a callable passed as a value: the same code computes another function
     _op("apply", "callable", "{1}({0})", (T(), S(lambda t: CALLABLES)), saves_output=True),
     # joining and splitting

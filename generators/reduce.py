@@ -34,6 +34,7 @@ from dataclasses import fields, replace
 from typing import Iterator, Optional
 
 from .check import alias_type, block_types, check, env_of, has_columns, live_values, spec_type, stmt_type, sub_scope
+from .values import Sub, base_value
 from .ir import (
     CHILD,
     Arg,
@@ -92,7 +93,8 @@ def measure(program: Program) -> dict[str, int]:
     - interludes: non-empty interludes between sections and interleaves;
     - flags: non-default settings (context fields set, call-site views,
       per-repeat tensors (1 for the carried input, 2 for another), frozen
-      instances, non-contiguous layouts, requires_grad and non-float32 inputs,
+      instances, call-site forms and subclass values, non-contiguous layouts,
+      requires_grad and non-float32 inputs,
       structure rank, non-chain flow, output style rank, module blocks,
       compile_region (any block), attrs, holders other than attributes,
       levels below the layer, keywords, fullgraph, dynamic, mark_dynamic;
@@ -114,7 +116,8 @@ def measure(program: Program) -> dict[str, int]:
         flags += sum(getattr(c.context, f.name) is not None for f in fields(Context))
         flags += (c.view != "none") + c.frozen
         flags += 0 if c.tensor is None else (1 if c.tensor == first else 2)
-        flags += len(c.sets) + _ALIAS_RANK[c.alias]
+        flags += len(c.sets) + _ALIAS_RANK[c.alias] + bool(c.how)
+        flags += sum(isinstance(v, Sub) for v in (*c.args, *(v for _, v in c.sets)))
     flags += 2 * _set_spread(program) + sum(f.home != "global" for f in program.frees)
     flags += (b.extras != "positional") + bool(b.pack) + _edge_count(program)
     flags += sum(spec.layout != "contiguous" for spec in specs)
@@ -291,6 +294,7 @@ def proposals(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
     if b.pack:
         yield "pack", replace(p, block=replace(b, pack=""))
     yield from _alias_cuts(p)
+    yield from _form_cuts(p)
     for k, s in enumerate(p.sections):
         if s.write is not None:
             yield "write", _with_section(p, k, replace(s, write=None))
@@ -389,6 +393,18 @@ def _unset(p: Program, names: set[str]) -> Program:
     frees = tuple(replace(f, value=first[f.name]) if f.name in names and f.name in first else f for f in p.frees)
     p = replace(p, frees=frees)
     return _map_calls(p, lambda k, j, c: replace(c, sets=tuple((n, v) for n, v in c.sets if n not in names)))
+
+
+def _form_cuts(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
+    """Write a repeat in the plain call-site form, and pass a subclass
+    instance's value as the plain int or float it equals."""
+    for k, s in enumerate(p.sections):
+        for j, c in enumerate(s.calls):
+            if c.how:
+                yield "how", _with_call(p, k, j, replace(c, how=""))
+            if any(isinstance(v, Sub) for v in (*c.args, *(v for _, v in c.sets))):
+                yield "retype", _with_call(p, k, j, replace(
+                    c, args=tuple(map(base_value, c.args)), sets=tuple((n, base_value(v)) for n, v in c.sets)))
 
 
 def _alias_cuts(p: Program) -> Iterator[tuple[str, Optional[Program]]]:

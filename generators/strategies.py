@@ -31,6 +31,8 @@ from .check import (
     stmt_type,
     sub_typer,
 )
+from .forms import FORMS_LIST, applies
+from .values import equal_values
 from .interludes import INTERLUDES
 from .ir import (
     CHILD,
@@ -710,6 +712,8 @@ def programs(
     )
     program = _fix_loops(program)
     program = _draw_writes(draw, program, edges)
+    program = _draw_retypes(draw, program, edges)
+    program = _draw_forms(draw, program, edges)
     program = replace(program, options=draw(_options(program)))
     check(program)  # valid by construction; a failure here is a generator bug
     return program
@@ -730,6 +734,76 @@ def _draw_writes(draw, program: Program, focus: bool = False) -> Program:
                 continue
             sections[k] = candidate.sections[k]
     return replace(program, sections=tuple(sections))
+
+
+def _checked(program: Program) -> Optional[Program]:
+    try:
+        check(program)
+    except MalformedProgram:
+        return None
+    return program
+
+
+def _with_call(program: Program, k: int, i: int, call: Call) -> Program:
+    s = program.sections[k]
+    calls = s.calls[:i] + (call,) + s.calls[i + 1:]
+    return replace(program, sections=tuple(replace(t, calls=calls) if j == k else t
+                                           for j, t in enumerate(program.sections)))
+
+
+def _draw_retypes(draw, program: Program, focus: bool = False) -> Program:
+    """Maybe give one later repeat an argument (or an in-call rebinding) equal
+    under ``==`` to the first repeat's but of another Python type (2 and
+    2.0, True and 1, an int subclass, a tuple and a list): by Python's rules
+    another call, which a cache comparing with ``==`` takes for the same."""
+    rows = [(k, i) for k, s in enumerate(program.sections) for i in range(len(s.calls)) if (k, i) != (0, 0)]
+    first = program.sections[0].calls[0]
+    if not rows or not (first.args or first.sets) or not _edge(draw, focus, 2):
+        return program
+    k, i = draw(st.sampled_from(rows))
+    call = program.sections[k].calls[i]
+    slots = [("arg", j) for j in range(len(call.args))] + [("set", j) for j in range(len(call.sets))]
+    where, j = draw(st.sampled_from(slots)) if slots else ("arg", -1)
+    if j < 0:
+        return program
+    old = first.args[j] if where == "arg" else dict(first.sets).get(call.sets[j][0], call.sets[j][1])
+    alternatives = equal_values(old)
+    if not alternatives:
+        return program
+    new = draw(st.sampled_from(alternatives))
+    if where == "arg":
+        call = replace(call, args=call.args[:j] + (new,) + call.args[j + 1:])
+    else:
+        call = replace(call, sets=call.sets[:j] + ((call.sets[j][0], new),) + call.sets[j + 1:])
+    return _checked(_with_call(program, k, i, call)) or program
+
+
+def _draw_forms(draw, program: Program, focus: bool = False) -> Program:
+    """Maybe write some repeats of separate-call sections in another
+    call-site form (generators.forms): keywords in another order, ``*args``,
+    a default taken, ``functools.partial``, a wrapper, a bound or unbound
+    method, a subclass instance, a tensor subclass."""
+    b = program.block
+    names = [f.name for f in FORMS_LIST if applies(f, b.kind, len(b.args), not (b.pack or b.attrs))]
+    if not names or not _edge(draw, focus, 2):
+        return program
+    loops = [k for k, s in enumerate(program.sections) if len(s.calls) > 1]
+    if not any(s.structure == "calls" for s in program.sections) and loops and _likely(draw, 1):
+        k = draw(st.sampled_from(loops))  # forms are written where each call is a statement
+        loose = replace(program, sections=tuple(replace(s, structure="calls", outer=1) if j == k else s
+                                                for j, s in enumerate(program.sections)))
+        program = _checked(loose) or program
+    for k, s in enumerate(program.sections):
+        if s.structure != "calls":
+            continue
+        for i in range(len(s.calls)):
+            if not _likely(draw, 1):
+                continue
+            call = replace(program.sections[k].calls[i], how=draw(st.sampled_from(names)))
+            if call.how == "bind:default":
+                call = replace(call, args=call.args[:-1] + (program.repeats()[0][1].args[-1],))
+            program = _checked(_with_call(program, k, i, call)) or program
+    return program
 
 
 def _fix_loops(program: Program) -> Program:

@@ -41,7 +41,19 @@ class Fn:
     name: str
 
 
-Value = Union[int, float, bool, str, None, tuple, PyList, PySlice, DType, Fn]
+@dataclass(frozen=True)
+class Sub:
+    """An instance of a trivial subclass of int or float (``IntSub(2)``):
+    equal to its base value under ``==``, yet of another type, which code
+    may read (``type(v) is int``)."""
+
+    cls: str  # a key of SUBCLASSES
+    value: Union[int, float]
+
+
+SUBCLASSES = {"IntSub": "int", "FloatSub": "float"}
+
+Value = Union[int, float, bool, str, None, tuple, PyList, PySlice, DType, Fn, Sub]
 
 
 # The one NaN object programs hold: the IR's frozen dataclasses compare fields
@@ -59,4 +71,30 @@ def typed_key(value: Any) -> Any:
         return ("list", tuple(typed_key(v) for v in value.items))
     if isinstance(value, float):
         return ("float", repr(value))
+    if isinstance(value, Sub):
+        return (value.cls, typed_key(value.value))
     return (type(value).__name__, value)
+
+
+def base_value(value: Any) -> Any:
+    """The plain Python value a subclass instance equals (others as they are)."""
+    return value.value if isinstance(value, Sub) else value
+
+
+def equal_values(value: Any) -> tuple:
+    """Values equal to ``value`` under ``==`` but of another Python type,
+    simplest first: what a comparison of values, not of types, confuses."""
+    value = base_value(value)
+    out: list = []
+    if isinstance(value, bool):
+        out += [int(value), float(value)]
+    elif isinstance(value, int):
+        out += [float(value), Sub("IntSub", value)] + ([bool(value)] if value in (0, 1) else [])
+    elif isinstance(value, float) and value == value and abs(value) != float("inf"):
+        out += ([int(value)] if value.is_integer() else []) + [Sub("FloatSub", value)]
+        out += [bool(value)] if value in (0.0, 1.0) else []
+    elif isinstance(value, tuple):
+        out.append(PyList(value))
+    elif isinstance(value, PyList):
+        out.append(tuple(value.items))
+    return tuple(out)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+from . import semantic
 from .schema import root_causes
 
 LOG = "findings.jsonl"
@@ -38,6 +39,7 @@ class Ledger:
     recompiled: Counter = field(default_factory=Counter)
     with_3_changes: int = 0
     features: Counter = field(default_factory=Counter)
+    semantic: dict = field(default_factory=dict)  # call-difference entry -> Counter of "<where>:<outcome>"
     cudagraphs: Counter = field(default_factory=Counter)  # replay runs: engaged, or skipped and why
     lost: Counter = field(default_factory=Counter)
     errors: Counter = field(default_factory=Counter)  # invalid programs, harness errors
@@ -68,6 +70,7 @@ class Ledger:
             self.recompiled.update(e.get("recompiled", []))
             self.with_3_changes += len(e.get("changed", [])) >= 3
             self.features.update(e.get("features", []))
+            semantic.fold(self.semantic, e.get("semantic", {}))
             if e.get("cudagraphs"):
                 self.cudagraphs[e["cudagraphs"]] += 1
         elif kind == "lost":
@@ -152,6 +155,7 @@ class Ledger:
             "errors": dict(self.errors),
             "timeline": [dict(zip(("t", "programs", "failures", "distinct"), p)) for p in _thin(self.timeline)],
             "generator": dict(self.features.most_common()),
+            "semantic_coverage": {name: dict(c) for name, c in self.semantic.items()},
             "cudagraphs": dict(self.cudagraphs.most_common()),
             "coverage": {},
             "aborted": self.aborted,

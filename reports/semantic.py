@@ -1,0 +1,48 @@
+"""Semantic coverage: per entry of the call-difference catalogue
+(``generators.differences``), how many drawn calls showed it where torch
+decides reuse (a nested_compile_region body, a deduplicated region, a
+compiled call after a change) and with which ground truth, so a hole in the
+program space shows without reading code."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from generators.differences import DIFFERENCES, OUTCOMES, WHERE
+
+COLUMNS = tuple(f"{w}:{o}" for w in WHERE for o in OUTCOMES if not (w == "calls" and o == "same"))
+
+
+def fold(into: dict[str, Counter], counts: dict[str, dict[str, int]]) -> None:
+    for name, cols in counts.items():
+        into.setdefault(name, Counter()).update(cols)
+
+
+def never_drawn(semantic: dict) -> list[str]:
+    return [d.name for d in DIFFERENCES if not sum(dict(semantic.get(d.name, {})).values())]
+
+
+def markdown(semantic: dict) -> list[str]:
+    """The coverage table: one row per catalogue entry, zeros included."""
+    head = ["## Semantic coverage: every way two calls differ", "",
+            "Calls showing each catalogue entry (generators/differences.py), by where torch decides reuse and by the "
+            "ground truth against the first call (same function, or different). A row of zeros is a hole.", "",
+            "| entry | family | Python's truth | " + " | ".join(COLUMNS) + " |",
+            "|---|---|---|" + "---|" * len(COLUMNS)]
+    rows = []
+    for d in DIFFERENCES:
+        cols = dict(semantic.get(d.name, {}))
+        cells = " | ".join(str(cols.get(c, 0)) for c in COLUMNS)
+        mark = " **never drawn**" if not sum(cols.values()) else ""
+        rows.append(f"| `{d.name}`{mark} | {d.family} | {d.truth} | {cells} |")
+    return head + rows + [""]
+
+
+def text(semantic: dict) -> list[str]:
+    """The same table for a terminal."""
+    lines = ["\nsemantic coverage (calls per catalogue entry; " + ", ".join(COLUMNS) + ")"]
+    for d in DIFFERENCES:
+        cols = dict(semantic.get(d.name, {}))
+        cells = " ".join(f"{cols.get(c, 0):>6}" for c in COLUMNS)
+        lines.append(f"  {d.name:<30} {d.truth:<9} {cells}{'   NEVER DRAWN' if not sum(cols.values()) else ''}")
+    return lines
