@@ -83,6 +83,12 @@ class NodeDesc:
     ambient: Optional[dict[str, Any]]
 
 
+def _lists_as_tuples(arg: Any) -> Any:
+    if isinstance(arg, (list, tuple)) and not isinstance(arg, torch.Size):
+        return tuple(_lists_as_tuples(a) for a in arg)
+    return arg
+
+
 def describe_region(region: list, ambient_of: Callable[[Any], Optional[dict]]) -> list:
     """A region's nodes as ``NodeDesc`` (``ambient_of(node)``: the state it
     was traced under). Standalone and torch-only: region-identity repros
@@ -96,6 +102,9 @@ def describe_region(region: list, ambient_of: Callable[[Any], Optional[dict]]) -
         flat = [(f"args[{i}]", a) for i, a in enumerate(node.args)]
         flat += [(f"kwargs[{k}]", node.kwargs[k]) for k in sorted(node.kwargs)]
         for where, arg in flat:
+            if node.target not in (operator.getitem, operator.setitem):
+                # a torch op takes a list and a tuple of ints alike (int[]); only indexing tells them apart
+                arg = _lists_as_tuples(arg)
             leaves, spec = tree_flatten(arg)
             if len(leaves) != 1 or leaves[0] is not arg:
                 args.append((f"{where}:spec", ("const", "spec", str(spec))))

@@ -30,7 +30,7 @@ from harness.execute import first_line
 from harness.outcome import RunConfig
 from harness.pipeline import torch_compile_kwargs
 from harness.replay import call_seed
-from harness.structure import constant, describe_region, target_name, value_meta
+from harness.structure import _lists_as_tuples, constant, describe_region, target_name, value_meta
 from oracles import region_identity
 from oracles.tolerance import BY_DTYPE, for_dtype
 
@@ -113,7 +113,7 @@ def _structure_source() -> str:
     """The oracles' own description of regions and their differences, as
     source a repro embeds (torch-only functions)."""
     parts = [f"IGNORED_AMBIENT = {region_identity.IGNORED_AMBIENT!r}"]
-    parts += [inspect.getsource(f).strip() for f in (target_name, value_meta, constant, describe_region,
+    parts += [inspect.getsource(f).strip() for f in (target_name, value_meta, constant, _lists_as_tuples, describe_region,
                                                       region_identity._first_difference, region_identity._arg_difference,
                                                       region_identity._meta_difference,
                                                       region_identity._pair_differences)]

@@ -3,7 +3,7 @@
 A program whose compile dies on a recorded crash tells nothing else: every
 other oracle sees a crash too. When the crash's known issue names what
 triggers it (``KnownIssue.triggers``: the deduplication pass, the
-``nested_compile_region`` decorator), the program is judged again with that
+``nested_compile_region`` decorator, a tensor subclass argument), the program is judged again with that
 trigger taken away, once per trigger, so a known crash of programs with a
 feature does not hide every other failure of those programs.
 """
@@ -15,6 +15,9 @@ from typing import Callable, Iterable
 
 from generators.ir import Program
 from generators.regions import marked, without_regions
+from generators.variation import equalize
+
+SUBCLASS = "type:tensor_subclass"  # generators.forms: the primary passed as a torch.Tensor subclass instance
 from harness.outcome import RunConfig
 
 from .known_issues import KnownIssue
@@ -23,6 +26,8 @@ from .known_issues import KnownIssue
 TRIGGERS: dict[str, tuple[Callable[[Program, RunConfig], bool], Callable[[Program, RunConfig], tuple[Program, RunConfig]]]] = {
     "dedup": (lambda p, c: c.dedup, lambda p, c: (p, replace(c, dedup=False))),
     "compile_region": (lambda p, c: bool(marked(p)), lambda p, c: (without_regions(p), c)),
+    "tensor_subclass": (lambda p, c: any(call.how == SUBCLASS for _, call in p.repeats()),
+                        lambda p, c: (equalize(p, [f"how:{SUBCLASS}"]) or p, c)),
 }
 
 
