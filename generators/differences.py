@@ -288,3 +288,37 @@ def coverage(program: Program, changed: list[str] = ()) -> dict[str, dict[str, i
         for col, n in counts.items():
             out.setdefault(name, {})[col] = out.get(name, {}).get(col, 0) + n
     return out
+
+
+def realise(program: Program, entry: str) -> Optional[Program]:
+    """``program`` with its second separate call written in the form
+    ``entry`` names (a loop made separate calls if need be), or None if the
+    form does not apply; ``program`` itself for entries that are not forms."""
+    from dataclasses import replace
+
+    from .check import check
+    from .forms import applies
+    from .ir import MalformedProgram
+
+    if entry not in FORMS:
+        return program
+    b = program.block
+    if not applies(FORMS[entry], b.kind, len(b.args), not (b.pack or b.attrs)):
+        return None
+    sections = list(program.sections)
+    k = next((k for k, s in enumerate(sections) if s.structure == "calls" and len(s.calls) > 1), None)
+    if k is None:
+        k = next((k for k, s in enumerate(sections) if len(s.calls) > 1), None)
+        if k is None:
+            return None
+        sections[k] = replace(sections[k], structure="calls", outer=1)
+    call = replace(sections[k].calls[1], how=entry)
+    if entry == "bind:default":
+        call = replace(call, args=call.args[:-1] + (program.repeats()[0][1].args[-1],))
+    sections[k] = replace(sections[k], calls=(sections[k].calls[0], call, *sections[k].calls[2:]))
+    candidate = replace(program, sections=tuple(sections))
+    try:
+        check(candidate)
+    except MalformedProgram:
+        return None
+    return candidate

@@ -1,0 +1,667 @@
+"""One planted fault per entry of the call-difference catalogue
+(``generators.differences``): each a small change to Dynamo's handling of
+that way two calls differ (the call site that binds arguments, the guards
+that compare Python values, the reuse check of a ``nested_compile_region``
+body, the region tracker's state key), patched in for one run as the other
+planted faults are. A fault changes nothing for a call that does not differ
+in its entry's way, so only programs that show the entry can catch it
+(``suites/test_planted_differences.py`` searches for one, per entry).
+
+Call-site faults pass the callee its first tensor argument negated: a
+silent wrong value, where the call is written in the entry's form.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import operator
+from dataclasses import fields
+from typing import Any, Callable, Iterator
+
+import torch
+from torch._dynamo import graph_region_tracker, side_effects
+from torch._dynamo.guards import GuardBuilder
+from torch._dynamo.symbolic_convert import InstructionTranslatorBase
+from torch._dynamo.variables import invoke_subgraph
+
+from .planted_pass import _patched, fault_backend
+
+# -- call sites ---------------------------------------------------------------------
+
+
+def _module_of(tx, fn) -> Any:
+    from torch._dynamo.variables import NNModuleVariable, UnspecializedNNModuleVariable
+
+    if isinstance(fn, UnspecializedNNModuleVariable):
+        return fn.value
+    if isinstance(fn, NNModuleVariable):
+        return tx.output.get_submodule(fn.module_key)
+    return None
+
+
+def _program_code(tx, code) -> bool:
+    """Code of the program under test (its own file), not torch's."""
+    return getattr(code, "co_filename", None) == tx.output.root_tx.f_code.co_filename
+
+
+def _callee(tx, fn) -> Any:
+    """The Python function a call of the program's own code reaches (a
+    module's forward for a module), or None."""
+    from torch._dynamo.variables import UserFunctionVariable, UserMethodVariable
+
+    module = _module_of(tx, fn)
+    target = type(module).forward if module is not None else fn.fn if isinstance(
+        fn, (UserFunctionVariable, UserMethodVariable)) else None
+    target = inspect.unwrap(target) if callable(target) else None
+    return target if target is not None and _program_code(tx, getattr(target, "__code__", None)) else None
+
+
+def _params(fn) -> list[str]:
+    return [p for p in inspect.signature(fn).parameters if p != "self"]
+
+
+def _negated(tx, args: list, kwargs: dict) -> tuple[list, dict]:
+    from torch._dynamo.variables import BuiltinVariable, TensorVariable
+
+    def neg(vt):
+        return BuiltinVariable(operator.neg).call_function(tx, [vt], {})
+
+    for i, a in enumerate(args):
+        if isinstance(a, TensorVariable):
+            return [*args[:i], neg(a), *args[i + 1:]], kwargs
+    for k, v in kwargs.items():
+        if isinstance(v, TensorVariable):
+            return args, {**kwargs, k: neg(v)}
+    return args, kwargs
+
+
+def _realized(vt):
+    from torch._dynamo.variables.lazy import LazyVariableTracker
+
+    return vt.realize() if isinstance(vt, LazyVariableTracker) else vt
+
+
+def _at_call_sites(applies: Callable[..., bool]) -> contextlib.AbstractContextManager:
+    def wrap(orig):
+        def call_function(self, fn, args, kwargs):
+            fn, args, kwargs = _realized(fn), [_realized(a) for a in args], {k: _realized(v) for k, v in kwargs.items()}
+            try:
+                hit = applies(self, fn, args, kwargs)
+            except Exception:  # noqa: BLE001 - a predicate that cannot tell is not a hit
+                hit = False
+            if hit:
+                args, kwargs = _negated(self, list(args), dict(kwargs))
+            return orig(self, fn, args, kwargs)
+
+        return call_function
+
+    return _patched(InstructionTranslatorBase, "call_function", wrap)
+
+
+def _opname(tx) -> str:
+    inst = getattr(tx, "current_instruction", None)
+    return getattr(inst, "opname", "")
+
+
+def _keyword_call(tx, fn, kwargs, in_order: bool) -> bool:
+    from torch._dynamo.variables.functions import FunctoolsPartialVariable
+
+    target = _callee(tx, fn)
+    if target is None or not kwargs or isinstance(fn, FunctoolsPartialVariable) or _opname(tx) != "CALL":
+        return False
+    order = _params(target)
+    named = [k for k in kwargs if k in order]
+    ordered = named == sorted(named, key=order.index)
+    return (ordered if in_order else not ordered) and bool(named)
+
+
+def _star_call(tx, args, kwargs, positional: bool) -> bool:
+    from torch._dynamo.variables import ConstantVariable
+
+    if _opname(tx) != "CALL_FUNCTION_EX" or tx.f_code.co_name in ("<lambda>", "wrapper") \
+            or not _program_code(tx, tx.f_code):
+        return False
+    constants = any(isinstance(a, ConstantVariable) for a in args)
+    return constants if positional else (not constants and bool(kwargs))
+
+
+def _default_taken(tx, fn, args, kwargs) -> bool:
+    target = _callee(tx, fn)
+    if target is None:
+        return False
+    params = inspect.signature(target).parameters
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params.values()):
+        return False
+    given = len(args) + len(kwargs) + (1 if "self" in params and _module_of(tx, fn) is not None else 0)
+    return any(p.default is not p.empty for p in params.values()) and given < len(params)
+
+
+def _module_call(tx, fn, has: Callable[[Any], bool]) -> bool:
+    module = _module_of(tx, fn)
+    return module is not None and _program_code(tx, getattr(type(module).forward, "__code__", None)) \
+        and has(module)
+
+
+def _forward_function(tx, fn, args, bound: bool) -> bool:
+    from torch._dynamo.variables import UserFunctionVariable, UserMethodVariable
+
+    if bound:
+        return isinstance(fn, UserMethodVariable) and fn.fn.__name__ == "forward" and _callee(tx, fn) is not None
+    return (type(fn) is UserFunctionVariable and fn.fn.__name__ == "forward" and bool(args)
+            and _module_of(tx, args[0]) is not None and _callee(tx, fn) is not None)
+
+
+def keyword_bound():
+    """Arguments passed by keyword, in the order the parameters are declared,
+    reach the callee with its first tensor negated."""
+    return _at_call_sites(lambda tx, fn, args, kwargs: _keyword_call(tx, fn, kwargs, True))
+
+
+def keywords_reordered():
+    """Keywords written in another order than the parameters' bind wrongly
+    (the first tensor arrives negated)."""
+    return _at_call_sites(lambda tx, fn, args, kwargs: _keyword_call(tx, fn, kwargs, False))
+
+
+def star_args_unpacked():
+    """``f(*seq)`` with Python values in ``seq``: the unpacked call is bound wrongly."""
+    return _at_call_sites(lambda tx, fn, args, kwargs: _star_call(tx, args, kwargs, True))
+
+
+def star_kwargs_unpacked():
+    """``f(**mapping)``: the unpacked call is bound wrongly."""
+    return _at_call_sites(lambda tx, fn, args, kwargs: _star_call(tx, args, kwargs, False))
+
+
+def default_taken():
+    """A call that leaves a parameter to its default is bound wrongly."""
+    return _at_call_sites(_default_taken)
+
+
+def partial_called():
+    """A ``functools.partial`` object's call is bound wrongly."""
+    from torch._dynamo.variables.functions import FunctoolsPartialVariable
+
+    return _at_call_sites(lambda tx, fn, args, kwargs: isinstance(fn, FunctoolsPartialVariable))
+
+
+def wrapper_forwarded():
+    """The call a ``functools.wraps`` wrapper forwards (``fn(*args, **kwargs)``
+    in a closure over ``fn``) is bound wrongly."""
+    return _at_call_sites(lambda tx, fn, args, kwargs: tx.f_code.co_name == "wrapper"
+                          and "fn" in tx.f_code.co_freevars and _program_code(tx, tx.f_code))
+
+
+def lambda_forwarded():
+    """The call a lambda makes is bound wrongly."""
+    return _at_call_sites(lambda tx, fn, args, kwargs: tx.f_code.co_name == "<lambda>"
+                          and _program_code(tx, tx.f_code))
+
+
+def bound_forward_called():
+    """An explicit ``module.forward(...)`` call is bound wrongly."""
+    return _at_call_sites(lambda tx, fn, args, kwargs: _forward_function(tx, fn, args, True))
+
+
+def unbound_forward_called():
+    """``type(m).forward(m, ...)`` is bound wrongly."""
+    return _at_call_sites(lambda tx, fn, args, kwargs: _forward_function(tx, fn, args, False))
+
+
+def inherited_forward():
+    """Calling a module whose class inherits ``forward`` (defines none of its
+    own) binds wrongly."""
+    return _at_call_sites(lambda tx, fn, args, kwargs: _module_call(
+        tx, fn, lambda m: "forward" not in type(m).__dict__))
+
+
+def instance_forward():
+    """Calling a module with a ``forward`` set on the instance binds wrongly."""
+    return _at_call_sites(lambda tx, fn, args, kwargs: _module_call(tx, fn, lambda m: "forward" in m.__dict__))
+
+
+def subclass_argument():
+    """A call given a torch.Tensor subclass instance (a torch-function
+    override) is bound wrongly."""
+    from torch._dynamo.variables.torch_function import TensorWithTFOverrideVariable
+
+    return _at_call_sites(lambda tx, fn, args, kwargs: _callee(tx, fn) is not None and any(
+        isinstance(a, TensorWithTFOverrideVariable) for a in (*args, *kwargs.values())))
+
+
+# -- guards on Python values ------------------------------------------------------------
+
+
+def _guard_without_type(kind: str, loose: Callable[[Any], bool]):
+    """The guard ``kind`` installs a plain ``==`` (or a looser check) for the
+    values ``loose`` accepts: a value equal under ``==`` of another type passes."""
+    def make(original):
+        def guard(self, g, *args, **kwargs):
+            val = self.get(g)
+            if loose(val):
+                ref = self.arg_ref(g)
+                self.get_guard_manager(g).add_lambda_guard(
+                    lambda x, val=val: x == val, [f"{ref} == {val!r} (planted: type not checked)"], g.user_stack)
+                return None
+            return original(self, g, *args, **kwargs)
+
+        return guard
+
+    return _patched(GuardBuilder, kind, make)
+
+
+def int_float_equal():
+    """An int or float is guarded with ``==`` alone: 2 passes for 2.0."""
+    return _guard_without_type("EQUALS_MATCH", lambda v: type(v) in (int, float))
+
+
+def bool_equal():
+    """A bool is guarded with ``==`` alone: 1 passes for True."""
+    return _guard_without_type("BOOL_MATCH", lambda v: type(v) is bool)
+
+
+def subclass_type_is_base():
+    """``type(v)`` of an int or float subclass instance gives the base type:
+    ``type(IntSub(2)) is int`` holds in the compiled code."""
+    from torch._dynamo.variables import VariableTracker
+    from torch._dynamo.variables.builtin import BuiltinVariable
+
+    def wrap(orig):
+        def call_type(self, tx, obj, *args, **kwargs):
+            obj = _realized(obj)
+            value = getattr(obj, "value", None)
+            if isinstance(value, (int, float)) and type(value) not in (int, float, bool):
+                return VariableTracker.build(tx, int if isinstance(value, int) else float)
+            return orig(self, tx, obj, *args, **kwargs)
+
+        return call_type
+
+    return _patched(BuiltinVariable, "call_type", wrap)
+
+
+def sequence_type_loose():
+    """A tuple's or a list's type guard accepts the other."""
+    def make(original):
+        def TYPE_MATCH(self, g, *args, **kwargs):
+            val = self.get(g)
+            if type(val) in (tuple, list):
+                self.get_guard_manager(g).add_lambda_guard(
+                    lambda x: type(x) in (tuple, list), ["type in (tuple, list) (planted)"], g.user_stack)
+                return None
+            return original(self, g, *args, **kwargs)
+
+        return TYPE_MATCH
+
+    return _patched(GuardBuilder, "TYPE_MATCH", make)
+
+
+# -- the reuse check of a nested_compile_region body -----------------------------------
+
+
+def _metadata_without(index: int):
+    """The reuse check compares tensor metadata without one field
+    (shape, stride, dtype, device, requires_grad)."""
+    def wrap(orig):
+        def extract(t):
+            meta = list(orig(t))
+            meta[index] = None
+            return tuple(meta)
+
+        return extract
+
+    return _patched(invoke_subgraph, "extract_tensor_metadata", wrap)
+
+
+def _tracker_ignores(*names: str):
+    """The region tracker hashes tensor metadata without the fields ``names``
+    (of inductor's cache-key metadata): regions over tensors that differ
+    only there are grouped."""
+    def wrap(orig):
+        def extract(x):
+            ident, values = orig(x)
+            from torch._inductor.codecache import extract_tensor_metadata_for_cache_key
+
+            keys = [f.name for f in fields(extract_tensor_metadata_for_cache_key(x))]
+            return ident, tuple(None if k in names else v for k, v in zip(keys, values))
+
+        return extract
+
+    return _patched(graph_region_tracker, "_extract_tensor_metadata_for_node_hash", wrap)
+
+
+def tracker_ignores_shape():
+    """Regions over tensors of other shapes (sizes, strides, storage) are grouped."""
+    return _tracker_ignores("shape", "stride", "storage_bytes", "storage_offset")
+
+
+def tracker_ignores_layout():
+    """Regions over tensors laid out with other strides are grouped."""
+    return _tracker_ignores("stride", "memory_format", "is_coalesced", "storage_offset")
+
+
+def reuse_ignores_dtype():
+    """A body traced for one dtype is reused for another."""
+    return _metadata_without(2)
+
+
+def reuse_ignores_requires_grad():
+    """A body traced without grad is reused for an input that requires it."""
+    return _metadata_without(4)
+
+
+def reuse_keeps_first_instance():
+    """A body reused for another module instance keeps reading the first
+    instance's parameters (the source replacement is skipped)."""
+    return _patched(invoke_subgraph, "build_source_replacement", lambda orig: lambda old, new: {})
+
+
+def _reuse_guards_skipped(skip: Callable[[str], bool]):
+    """The reuse check does not re-evaluate the guards whose source name
+    ``skip`` accepts."""
+    def wrap(orig):
+        def is_reusable(tx, condition, fingerprint, entry):
+            kept = [g for g in condition.guards if not skip(g[0].name)]
+            return orig(tx, type(condition)(**{**condition.__dict__, "guards": kept}), fingerprint, entry)
+
+        return is_reusable
+
+    return _patched(invoke_subgraph, "is_reusable", wrap)
+
+
+def reuse_skips_module_attributes():
+    """Guards on a module instance's Python attributes are not re-evaluated on reuse."""
+    return _reuse_guards_skipped(lambda name: "._modules[" in name or ".m0_" in name or "layers" in name)
+
+
+# -- what a graph reads between compiled calls ----------------------------------------
+
+
+def _guard_skipped(kind: str, skip: Callable[[Any, str], bool]):
+    def make(original):
+        def guard(self, g, *args, **kwargs):
+            if skip(self.get(g), g.name):
+                return None
+            return original(self, g, *args, **kwargs)
+
+        return guard
+
+    return _patched(GuardBuilder, kind, make)
+
+
+def closure_cells_unguarded():
+    """Values held in closure cells of the program's functions are not guarded."""
+    return _guard_skipped("EQUALS_MATCH", lambda v, name: "__closure__" in name or "cell_contents" in name)
+
+
+def instance_attributes_unguarded():
+    """Python attributes of module instances are not guarded."""
+    return _guard_skipped("EQUALS_MATCH", lambda v, name: name.startswith("L['self']") and "_parameters" not in name)
+
+
+def packed_fields_unguarded():
+    """Fields of the objects a call's Python arguments are packed in are not guarded."""
+    return _guard_skipped("EQUALS_MATCH", lambda v, name: "ARGS" in name or ".args" in name)
+
+
+def callables_unguarded():
+    """A callable passed as a value (a torch function, a tensor method) is not guarded."""
+    def skip(v, name):
+        return callable(v) and not isinstance(v, type) and getattr(v, "__module__", "") in (
+            "torch", "torch._C._VariableFunctions", None) or type(v).__name__ in ("builtin_function_or_method",
+                                                                                     "method_descriptor")
+
+    return _stack(_guard_skipped("ID_MATCH", skip), _guard_skipped("FUNCTION_MATCH", skip))
+
+
+@contextlib.contextmanager
+def _stack(*managers) -> Iterator[None]:
+    with contextlib.ExitStack() as stack:
+        for m in managers:
+            stack.enter_context(m)
+        yield
+
+
+def _store_forgotten(home: Callable[[Any, str], bool]):
+    """Dynamo forgets a store the frame made to an object of one kind: a
+    later read sees the value the call began with."""
+    def wrap(orig):
+        def pending(self, item, name, *kinds):
+            try:
+                hit = home(item, name)
+            except Exception:  # noqa: BLE001
+                hit = False
+            return False if hit else orig(self, item, name, *kinds)
+
+        return pending
+
+    return _patched(side_effects.SideEffects, "has_pending_mutation_of_attr", wrap)
+
+
+def _value_of(vt) -> Any:
+    return getattr(vt, "value", None)
+
+
+def class_attribute_store_forgotten():
+    """A class attribute rebound inside the call reads as it was."""
+    return _store_forgotten(lambda item, name: isinstance(_value_of(item), type))
+
+
+def dataclass_store_forgotten():
+    """A dataclass instance's field rebound inside the call reads as it was."""
+    import dataclasses
+
+    return _store_forgotten(lambda item, name: dataclasses.is_dataclass(_value_of(item)))
+
+
+def namespace_store_forgotten():
+    """A SimpleNamespace attribute rebound inside the call reads as it was."""
+    import types
+
+    return _store_forgotten(lambda item, name: isinstance(_value_of(item), types.SimpleNamespace))
+
+
+def global_store_forgotten():
+    """A module global rebound inside the call reads as it was when the call began."""
+    from torch._dynamo.source import GlobalSource
+    from torch._dynamo.variables import VariableTracker
+
+    def wrap(orig):
+        def load_global(self, inst):
+            name = inst.argval
+            if name in self.f_globals and name in getattr(self, "symbolic_globals", {}):
+                self.push(VariableTracker.build(self, self.f_globals[name], GlobalSource(name)))
+                return None
+            return orig(self, inst)
+
+        return load_global
+
+    return _patched(InstructionTranslatorBase, "_load_global", wrap)
+
+
+# -- Python values derived from tensors: the first read sticks -----------------------------
+
+
+def _stale_reads(owner, names: tuple[str, ...]):
+    """Within one graph, the value a tensor's metadata read (``names``: the
+    tracker's methods) gives Python is the first such read's: two tensors
+    that differ there read alike."""
+    @contextlib.contextmanager
+    def patched() -> Iterator[None]:
+        with contextlib.ExitStack() as stack:
+            for name in names:
+                def wrap(orig, name=name):
+                    def read(self, tx, *args, **kwargs):
+                        result = orig(self, tx, *args, **kwargs)
+                        if result is None or not result.is_python_constant() or not _program_code(tx, tx.f_code):
+                            return result
+                        memo = tx.output.__dict__.setdefault("_planted_reads", {})
+                        key = (name, repr([a.as_python_constant() for a in args if a.is_python_constant()]))
+                        return memo.setdefault(key, result)
+
+                    return read
+
+                stack.enter_context(_patched(owner, name, wrap))
+            yield
+
+    return patched()
+
+
+def _tensor_reads(*names: str):
+    from torch._dynamo.variables.tensor import TensorVariable
+
+    return _stale_reads(TensorVariable, names)
+
+
+def shape_read_sticks():
+    """A size read into Python (shape, size(), ndim, numel()) is the graph's first."""
+    return _tensor_reads("method_attr_shape", "method_size", "method_attr_ndim", "method_numel")
+
+
+def dtype_read_sticks():
+    """A dtype read into Python is the graph's first."""
+    return _tensor_reads("method_attr_dtype")
+
+
+def layout_read_sticks():
+    """A contiguity or stride read into Python is the graph's first."""
+    return _tensor_reads("method_is_contiguous", "method_stride")
+
+
+def requires_grad_read_sticks():
+    """A requires_grad read into Python is the graph's first."""
+    return _tensor_reads("method_attr_requires_grad")
+
+
+def python_type_read_sticks():
+    """``type(v)`` and ``isinstance(v, cls)`` of a Python value give the graph's first answer."""
+    from torch._dynamo.variables.builtin import BuiltinVariable
+
+    def wrap(orig, name):
+        def call(self, tx, *args, **kwargs):
+            result = orig(self, tx, *args, **kwargs)
+            if not args or not args[0].is_python_constant() or not _program_code(tx, tx.f_code):
+                return result
+            memo = tx.output.__dict__.setdefault("_planted_types", {})
+            key = (name, repr([a.as_python_constant() for a in args[1:] if a.is_python_constant()]))
+            return memo.setdefault(key, result)
+
+        return call
+
+    return _stack(_patched(BuiltinVariable, "call_isinstance", lambda o: wrap(o, "isinstance")),
+                  _patched(BuiltinVariable, "call_type", lambda o: wrap(o, "type")))
+
+
+# -- global state -------------------------------------------------------------------------
+
+
+def global_state_guard_grad_only():
+    """The guard on global state checks grad mode alone: autocast (and the
+    rest of the state it held) may change and the stale graph is reused."""
+    def make(original):
+        def GLOBAL_STATE(self, g):
+            grad = torch.is_grad_enabled()
+            self.guard_manager.root.add_lambda_guard(
+                lambda _: torch.is_grad_enabled() == grad, ["grad mode only (planted)"], g.user_stack)
+
+        return GLOBAL_STATE
+
+    return _patched(GuardBuilder, "GLOBAL_STATE", make)
+
+
+def reuse_skips_parameter_guards():
+    """Guards on a module instance's parameters are not re-evaluated when a
+    body is reused for it: a frozen instance reuses a body traced with grad."""
+    return _reuse_guards_skipped(lambda name: "_parameters" in name)
+
+
+def _faults_elsewhere() -> dict:
+    from . import planted_edges, planted_pass
+
+    return {"tensor:alias": planted_edges.last_region_as_reference, "state:grad_mode": planted_pass.grad_mode_ignored,
+            "state:input_written": writes_deferred}
+
+
+def writes_deferred():
+    """Every backend runs its graph with the writes made to graph inputs
+    between repeats moved to the end (suites.planted_edges.writes_deferred,
+    as a fault of Dynamo's hand-off to the backend)."""
+    from torch._dynamo import output_graph
+
+    from .planted_edges import writes_deferred as defer
+
+    def wrap(orig):
+        def call(self, gm, example_inputs, *args, **kwargs):
+            return orig(self, defer(gm, example_inputs), example_inputs, *args, **kwargs)
+
+        return call
+
+    return _patched(output_graph.OutputGraph, "call_user_compiler", wrap)
+
+
+# -- global state -------------------------------------------------------------------------
+
+
+def _state_key_without(index: int):
+    return _patched(graph_region_tracker, "get_global_state_key",
+                    lambda orig: lambda: tuple(None if i == index else v for i, v in enumerate(orig())))
+
+
+def tracker_ignores_inference_mode():
+    """The region tracker's state key forgets inference mode."""
+    return _state_key_without(1)
+
+
+def tracker_ignores_default_dtype():
+    """The region tracker's state key forgets the default dtype."""
+    return _state_key_without(5)
+
+
+FAULTS: dict[str, Callable[[], contextlib.AbstractContextManager]] = {
+    "bind:keyword": keyword_bound,
+    "bind:keyword_order": keywords_reordered,
+    "bind:star_args": star_args_unpacked,
+    "bind:star_kwargs": star_kwargs_unpacked,
+    "bind:default": default_taken,
+    "reach:partial": partial_called,
+    "reach:wrapper": wrapper_forwarded,
+    "reach:lambda": lambda_forwarded,
+    "reach:method": bound_forward_called,
+    "reach:unbound": unbound_forward_called,
+    "object:subclass_instance": inherited_forward,
+    "object:method_on_instance": instance_forward,
+    "type:tensor_subclass": subclass_argument,
+    "type:int_float": int_float_equal,
+    "type:bool_number": bool_equal,
+    "type:number_subclass": subclass_type_is_base,
+    "type:tuple_list": sequence_type_loose,
+    "tensor:shape": tracker_ignores_shape,
+    "tensor:dtype": reuse_ignores_dtype,
+    "tensor:layout": tracker_ignores_layout,
+    "tensor:requires_grad": reuse_ignores_requires_grad,
+    "object:instances": reuse_keeps_first_instance,
+    "object:closure_cells": closure_cells_unguarded,
+    "object:instance_attrs": instance_attributes_unguarded,
+    "object:packed_fields": packed_fields_unguarded,
+    "object:callable_value": callables_unguarded,
+    "tensor:frozen_params": reuse_skips_parameter_guards,
+    "derived:shape": shape_read_sticks,
+    "derived:dtype": dtype_read_sticks,
+    "derived:layout": layout_read_sticks,
+    "derived:requires_grad": requires_grad_read_sticks,
+    "derived:python_type": python_type_read_sticks,
+    "state:autocast": global_state_guard_grad_only,
+    "state:global": global_store_forgotten,
+    "state:class_attr": class_attribute_store_forgotten,
+    "state:dataclass": dataclass_store_forgotten,
+    "state:namespace": namespace_store_forgotten,
+    "state:inference_mode": tracker_ignores_inference_mode,
+    "state:default_dtype": tracker_ignores_default_dtype,
+}
+FAULTS.update(_faults_elsewhere())
+
+
+def __getattr__(name: str):
+    """``<fault>__<backend>``: a backend under the planted fault of a
+    catalogue entry (its function name, e.g. ``keywords_reordered__aot_eager``)."""
+    return fault_backend(name, {f.__name__: f for f in FAULTS.values()})
