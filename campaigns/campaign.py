@@ -275,7 +275,8 @@ class Campaign:
             return
         self.log.write({"event": "minimized", "signature": task["signature"], "minimized": result["minimized"],
                         "size": result["size"], "size_before": result["size_before"], "tries": result["tries"],
-                        "layer": result["layer"], "repro_exit": result["repro_exit"]})
+                        "layer": result["layer"], "repro_exit": result["repro_exit"],
+                        "differences": result.get("differences", [])})
         self._write_folder(entry, result["files"], task)
 
     def _write_folder(self, entry: dict, files: dict, task: dict) -> None:
@@ -348,16 +349,16 @@ def markdown(s: dict) -> str:
     if s.get("unavailable"):
         lines += [f"Unavailable on torch {s['torch']}: " + "; ".join(f"{k} ({v})" for k, v in s["unavailable"].items()), ""]
     for _, title, rows in grouped(s["findings"], SEVERITIES):
-        lines += [f"## {title}", "", "| signature | hits | known issue | first failing layer | minimized | repro |",
-                  "|---|---|---|---|---|---|"]
+        lines += [f"## {title}", "", "| signature | hits | known issue | first failing layer | minimized | repro | "
+                  "call differences |", "|---|---|---|---|---|---|---|"]
         for f in rows:
             code = f.get("repro_exit")
             exit_note = "" if code is None else f" (exits {code}: {REPRO_EXITS.get(code, 'error')})"
             lines.append(f"| `{f['signature']}` | {f['count']} | {f['known_issue'] or '**NEW**'} | "
                          f"{f.get('layer') or ''} | {'yes' if f.get('minimized') else 'no'} | "
-                         f"`{f['folder']}/repro.py`{exit_note} |")
+                         f"`{f['folder']}/repro.py`{exit_note} | {', '.join(f.get('differences') or []) or '-'} |")
         if not rows:
-            lines.append("| (none) | | | | | |")
+            lines.append("| (none) | | | | | | |")
         lines.append("")
     met = known_met(s["findings"])
     if met:

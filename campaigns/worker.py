@@ -227,7 +227,7 @@ def _describe(finding: Finding, graphs: list[str], dedup: bool, layer: str = "",
         "signature": finding.signature, "oracle": finding.verdict.oracle, "kind": finding.verdict.kind,
         "severity": severity, "culprit": finding.culprit, "known_issue": known.id if known else None,
         "message": str(finding.verdict)[:500], "size": size(finding.program), "layer": layer,
-        "driver": check, "variant": variant, "dedup": dedup,
+        "driver": check, "variant": variant, "dedup": dedup, "differences": differences.names(finding.program),
         "files": {
             "program.json": json.dumps(to_dict(finding.program), indent=2),
             "repro.py": render_repro(finding.program, replace(finding.config, dedup=dedup), finding.signature, check,

@@ -20,6 +20,7 @@ from typing import Any, Iterable, Optional
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
+from reports import semantic
 from reports.known_issues import known_met
 from reports.schema import REPRO_EXITS, SEVERITIES, confirmed, grouped, root_cause_line
 
@@ -68,6 +69,8 @@ def render_html(summary: dict, out: Path) -> str:
                 for severity, title, rows in grouped(findings, _severity_order(findings))],
         charts=_plots(timeline),
         coverage=_coverage(s.get("coverage") or {}),
+        semantic=semantic.rows(s.get("semantic_coverage") or {}) if s.get("semantic_coverage") is not None else [],
+        semantic_columns=semantic.COLUMNS,
         cudagraphs=list((s.get("cudagraphs") or {}).items()),
         features=generator, never_drawn=sum(1 for _, v in generator if not v),
         sections=[_finding_section(f, out) for f in _ordered(findings)],

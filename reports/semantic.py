@@ -22,6 +22,12 @@ def never_drawn(semantic: dict) -> list[str]:
     return [d.name for d in DIFFERENCES if not sum(dict(semantic.get(d.name, {})).values())]
 
 
+def rows(semantic: dict) -> list[dict]:
+    """One row per catalogue entry: name, family, truth and the counts of COLUMNS."""
+    return [{"name": d.name, "family": d.family, "truth": d.truth,
+             "counts": [dict(semantic.get(d.name, {})).get(c, 0) for c in COLUMNS]} for d in DIFFERENCES]
+
+
 def markdown(semantic: dict) -> list[str]:
     """The coverage table: one row per catalogue entry, zeros included."""
     head = ["## Semantic coverage: every way two calls differ", "",
