@@ -300,6 +300,8 @@ def realise(program: Program, entry: str) -> Optional[Program]:
     from .forms import applies
     from .ir import MalformedProgram
 
+    if entry in _RETYPES:
+        return _retyped_program(program, entry)
     if entry not in FORMS:
         return program
     b = program.block
@@ -322,3 +324,37 @@ def realise(program: Program, entry: str) -> Optional[Program]:
     except MalformedProgram:
         return None
     return candidate
+
+
+_RETYPES = ("type:int_float", "type:bool_number", "type:number_subclass", "type:tuple_list")
+
+
+def _retyped_program(program: Program, entry: str) -> Optional[Program]:
+    """``program`` with one later repeat's argument made equal to the first
+    repeat's value but of the type pair ``entry`` names, or None."""
+    from dataclasses import replace
+
+    from .check import check
+    from .ir import MalformedProgram
+    from .values import equal_values
+
+    if entry in reached(program):
+        return program
+    first = program.sections[0].calls[0]
+    for k, s in enumerate(program.sections):
+        for i, call in enumerate(s.calls):
+            if (k, i) == (0, 0):
+                continue
+            for j, old in enumerate(first.args):
+                for new in equal_values(old):
+                    if _type_pair(old, new) != entry:
+                        continue
+                    calls = s.calls[:i] + (replace(call, args=call.args[:j] + (new,) + call.args[j + 1:]),) + s.calls[i + 1:]
+                    candidate = replace(program, sections=tuple(replace(t, calls=calls) if m == k else t
+                                                                for m, t in enumerate(program.sections)))
+                    try:
+                        check(candidate)
+                    except MalformedProgram:
+                        continue
+                    return candidate
+    return None

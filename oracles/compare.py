@@ -63,7 +63,19 @@ def compare(expected: Any, actual: Any, reference: Any, floor: Optional[torch.dt
         if type(expected) is not type(actual) or expected != actual:
             return Difference("value", f"expected {expected!r}, got {actual!r}")
         return None
-    return _compare_tensors(expected, actual, reference, floor, signed_zeros)
+    if _user_class(expected) is not _user_class(actual):
+        return Difference("type", f"expected {type(expected).__name__}, got {type(actual).__name__}")
+    return _compare_tensors(_plain(expected), _plain(actual), _plain(reference), floor, signed_zeros)
+
+
+def _user_class(t: torch.Tensor) -> Optional[type]:
+    """A tensor's class when a program defined it (a torch.Tensor subclass of its own), else None."""
+    return None if type(t).__module__.split(".")[0] == "torch" else type(t)
+
+
+def _plain(t):
+    """A program's tensor subclass instance as the plain tensor it holds (its values are what is compared)."""
+    return t.as_subclass(torch.Tensor) if isinstance(t, torch.Tensor) and _user_class(t) is not None else t
 
 
 def _compare_tensors(exp: torch.Tensor, act: torch.Tensor, ref: Optional[torch.Tensor],

@@ -6,13 +6,16 @@ torch bug) proves nothing about the fault and is passed over."""
 
 from __future__ import annotations
 
+import json
+import sys
 import time
+from pathlib import Path
 from typing import Optional
 
 from hypothesis import HealthCheck, given, seed, settings
 
 from generators.differences import BY_NAME, coverage, realise
-from generators.ir import Program
+from generators.ir import Program, to_dict
 from generators.strategies import programs
 from generators.variants import variants
 from generators.variation import equalize
@@ -21,6 +24,7 @@ from oracles.registry import judge, run_config
 
 from .planted_differences import FAULTS
 
+DATA = Path(__file__).parent / "data" / "planted_differences.json"
 ORACLES = ("differential", "guards", "compile_region", "dedup_toggle", "region_identity")
 
 
@@ -86,3 +90,35 @@ def search(entry: str, n: int = 300, budget: float = 120.0, at: int = 0) -> dict
                 return {"program": q, "dedup": dedup, "oracles": sorted({v.oracle for v in caught}),
                         "verdict": caught[0], "tried": tried, "seconds": round(time.monotonic() - started, 1)}
     return {"tried": tried, "seconds": round(time.monotonic() - started, 1)}
+
+
+def record(entry: str, found: dict) -> dict:
+    """A search result as the data file keeps it."""
+    kept = {k: found[k] for k in ("tried", "seconds")}
+    if "program" in found:
+        verdict = found["verdict"]
+        kept.update(program=to_dict(found["program"]), dedup=found["dedup"], oracles=found["oracles"],
+                    verdict={"oracle": verdict.oracle, "kind": verdict.kind,
+                             "details": {k: v for k, v in verdict.details.items() if k in ("variant", "label")}})
+    return kept
+
+
+def main(entries: list[str], budget: float = 300.0) -> int:
+    """Search for every entry (default: all that have no program yet) and keep what was found."""
+    import logging
+    import warnings
+
+    import torch
+
+    warnings.filterwarnings("ignore")
+    torch._logging.set_logs(dynamo=logging.CRITICAL)
+    data = json.loads(DATA.read_text()) if DATA.exists() else {}
+    for entry in entries or [e for e in FAULTS if "program" not in data.get(e, {})]:
+        data[entry] = record(entry, search(entry, n=400, budget=budget))
+        print(entry, {k: v for k, v in data[entry].items() if k != "program"}, flush=True)
+        DATA.write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
+    return 0 if all("program" in data.get(e, {}) for e in FAULTS) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

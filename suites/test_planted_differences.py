@@ -1,0 +1,93 @@
+"""Every entry of the call-difference catalogue has a planted fault of its
+own (suites/planted_differences.py) that a short search over drawn programs
+finds (suites/difference_faults.py): the honest pipeline passes the found
+program, the fault fails it, the same program with the entry's difference
+taken away passes under the fault, and the finding's repro exits 1 on the
+fault and 0 without.
+
+The programs the search found are kept in data/planted_differences.json
+(regenerate: ``python -m suites.difference_faults``); the gate judges one
+entry per family, the nightly tier every entry, its repros, and the search
+itself from scratch.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from generators.differences import BY_NAME, DIFFERENCES, FAMILIES
+from generators.ir import from_dict
+
+from .difference_faults import DATA, failures, search, without
+from .planted_differences import FAULTS
+
+pytestmark = pytest.mark.unit
+
+FOUND = json.loads(DATA.read_text()) if DATA.exists() else {}
+# one entry per family for the gate, each quick to judge (the others run nightly)
+GATE = ("bind:keyword_order", "reach:partial", "object:method_on_instance", "type:tensor_subclass",
+        "tensor:dtype", "derived:python_type", "state:dataclass")
+assert {BY_NAME[e].family for e in GATE} == set(FAMILIES)
+
+
+def test_every_catalogue_entry_has_a_planted_fault_and_a_program_that_catches_it():
+    assert set(FAULTS) == {d.name for d in DIFFERENCES}
+    missing = [e for e in FAULTS if "program" not in FOUND.get(e, {})]
+    assert not missing, f"no program found for {missing}: rerun python -m suites.difference_faults"
+
+
+def _judged(entry: str) -> None:
+    found = FOUND[entry]
+    program, dedup = from_dict(found["program"]), found["dedup"]
+    assert failures(program, dedup) == [], "the honest pipeline must pass the found program"
+    caught = failures(program, dedup, entry)
+    assert caught and {v.oracle for v in caught} & set(found["oracles"]), caught
+    plain = without(program, entry)
+    if plain is not None:  # the same program without the entry's difference gives the fault nothing to act on
+        assert failures(plain, dedup, entry) == [], f"{entry}'s fault fires without its difference"
+
+
+@pytest.mark.parametrize("entry", GATE)
+def test_a_planted_fault_is_caught_where_its_difference_shows(entry):
+    _judged(entry)
+
+
+@pytest.mark.nightly
+@pytest.mark.parametrize("entry", sorted(set(FAULTS) - set(GATE)))
+def test_every_planted_fault_is_caught_where_its_difference_shows(entry):
+    _judged(entry)
+
+
+def _repro_exit(entry: str, planted: bool, tmp_path) -> int:
+    from reports.repro import driver_for
+    from oracles.registry import ORACLES
+
+    from .planted_pass import render_planted
+
+    found = FOUND[entry]
+    program, dedup, verdict = from_dict(found["program"]), found["dedup"], found["verdict"]
+    check, variant = driver_for(verdict["details"], ORACLES[verdict["oracle"]].severity, verdict["oracle"],
+                                verdict["kind"])
+    backend = f"suites.planted_differences:{FAULTS[entry].__name__}__aot_eager" if planted else "aot_eager"
+    path = tmp_path / "repro.py"
+    path.write_text(render_planted(program, backend, check, variant, dedup=dedup))
+    root = Path(__file__).resolve().parents[1]  # the repro imports the planted fault from here
+    return subprocess.run([sys.executable, str(path)], cwd=root, capture_output=True, timeout=300).returncode
+
+
+@pytest.mark.nightly
+@pytest.mark.parametrize("entry", sorted(FAULTS))
+def test_a_planted_fault_finding_has_a_repro_that_exits_1_on_the_fault_and_0_without(entry, tmp_path):
+    assert _repro_exit(entry, True, tmp_path) == 1
+    assert _repro_exit(entry, False, tmp_path) == 0
+
+
+@pytest.mark.nightly
+@pytest.mark.parametrize("entry", GATE)
+def test_the_search_finds_a_program_for_a_fault_from_scratch(entry):
+    assert "program" in search(entry, n=300, budget=240.0), f"no drawn program caught {entry}'s fault"
