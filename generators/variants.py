@@ -38,6 +38,7 @@ from .check import check, mutation_rules
 from .codegen import (CHILDREN, FACTORY, INSTANCES, OBJECTS, PACKED, SETTINGS, _columns, free_read, frees_at,
                       global_name, input_expr, instance_attr, literal, pack_ref, sub_callable)
 from .ir import FLOATS, LAYOUTS, Arg, Fn, Free, FreeVar, MalformedProgram, Program, PyList, TensorSpec, Value, typed_key
+from .values import equal_values
 from .ops import OPS, S, slot_values
 
 PRELUDE = '''\
@@ -171,9 +172,12 @@ def qualifier(old: Value, new: Value) -> str:
 
 def _alternatives(program: Program, operand, old: Value, rebuild: Callable[[Value], Program]) -> dict[str, Value]:
     """Per qualifier (QUALIFIERS), the first new value the slots reading
-    ``operand`` accept and the program still type-checks with."""
+    ``operand`` accept and the program still type-checks with (for "type",
+    a value equal to the old one under ``==`` where the slots take one)."""
     out: dict[str, Value] = {}
-    for v in _slot_choices(program, operand):
+    # an equal value of another type first (2 -> 2.0, True -> 1): what a guard comparing with == takes for the old
+    equal = {repr(typed_key(v)) for v in equal_values(old)}
+    for v in sorted(_slot_choices(program, operand), key=lambda v: repr(typed_key(v)) not in equal):
         if typed_key(v) == typed_key(old):
             continue
         q = qualifier(old, v)

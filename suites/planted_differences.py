@@ -253,7 +253,7 @@ def _guard_without_type(kind: str, loose: Callable[[Any], bool]):
 
 def int_float_equal():
     """An int or float is guarded with ``==`` alone: 2 passes for 2.0."""
-    return _guard_without_type("EQUALS_MATCH", lambda v: type(v) in (int, float))
+    return _guard_without_type("EQUALS_MATCH", lambda v: type(v) in (int, float) and v == v)  # NaN keeps its guard
 
 
 def bool_equal():
@@ -335,9 +335,10 @@ def tracker_ignores_shape():
     return _tracker_ignores("shape", "stride", "storage_bytes", "storage_offset")
 
 
-def tracker_ignores_layout():
-    """Regions over tensors laid out with other strides are grouped."""
-    return _tracker_ignores("stride", "memory_format", "is_coalesced", "storage_offset")
+def reuse_ignores_strides():
+    """A body traced for one layout is reused for another (only code that
+    reads the layout, a contiguity or stride test, computes differently)."""
+    return _metadata_without(1)
 
 
 def reuse_ignores_dtype():
@@ -637,7 +638,7 @@ FAULTS: dict[str, Callable[[], contextlib.AbstractContextManager]] = {
     "type:tuple_list": sequence_type_loose,
     "tensor:shape": tracker_ignores_shape,
     "tensor:dtype": reuse_ignores_dtype,
-    "tensor:layout": tracker_ignores_layout,
+    "tensor:layout": reuse_ignores_strides,
     "tensor:requires_grad": reuse_ignores_requires_grad,
     "object:instances": reuse_keeps_first_instance,
     "object:closure_cells": closure_cells_unguarded,
