@@ -189,7 +189,7 @@ DIFFERENCES: tuple[Difference, ...] = (
     Difference("type:number_subclass", "type", "an int or float subclass instance equals its value, of another type",
                "different", "arg:", _retyped("type:number_subclass")),
     Difference("type:tuple_list", "type", "(1, 2) != [1, 2]: a tuple and a list of equal items", "different", "arg:",
-               _retyped("type:tuple_list")),
+               _retyped("type:tuple_list"), ("*:type",)),
     # the tensors a call is given
     Difference("tensor:shape", "tensor", "tensors of other shapes", "values", "tensor:shape", _tensor("shape"),
                ("input:shape", "input:rank")),

@@ -25,6 +25,7 @@ from torch._dynamo.guards import GuardBuilder
 from torch._dynamo.symbolic_convert import InstructionTranslatorBase
 from torch._dynamo.variables import invoke_subgraph
 
+from .planted_guards import _patched as _guard_patched
 from .planted_pass import _patched, fault_backend
 
 # -- call sites ---------------------------------------------------------------------
@@ -248,7 +249,7 @@ def _guard_without_type(kind: str, loose: Callable[[Any], bool]):
 
         return guard
 
-    return _patched(GuardBuilder, kind, make)
+    return _guard_patched(kind, make)
 
 
 def int_float_equal():
@@ -257,8 +258,19 @@ def int_float_equal():
 
 
 def bool_equal():
-    """A bool is guarded with ``==`` alone: 1 passes for True."""
-    return _guard_without_type("BOOL_MATCH", lambda v: type(v) is bool)
+    """A bool is guarded as a number: ``==`` alone, and a type check any int
+    passes (1 passes for True, even where the code read ``type(v)``)."""
+    def make(original):
+        def TYPE_MATCH(self, g, *args, **kwargs):
+            if type(self.get(g)) is bool:
+                self.get_guard_manager(g).add_lambda_guard(
+                    lambda x: isinstance(x, int), ["isinstance(x, int) (planted: bool taken for int)"], g.user_stack)
+                return None
+            return original(self, g, *args, **kwargs)
+
+        return TYPE_MATCH
+
+    return _stack(_guard_without_type("BOOL_MATCH", lambda v: type(v) is bool), _guard_patched("TYPE_MATCH", make))
 
 
 def subclass_type_is_base():
@@ -277,7 +289,7 @@ def subclass_type_is_base():
 
         return call_type
 
-    return _patched(BuiltinVariable, "call_type", wrap)
+    return _builtin_patched("call_type", wrap)
 
 
 def sequence_type_loose():
@@ -293,24 +305,29 @@ def sequence_type_loose():
 
         return TYPE_MATCH
 
-    return _patched(GuardBuilder, "TYPE_MATCH", make)
+    return _guard_patched("TYPE_MATCH", make)
 
 
 # -- the reuse check of a nested_compile_region body -----------------------------------
 
 
-def _metadata_without(index: int):
+def _metadata_without(index: int, which: Callable[[Any], bool] = lambda t: True):
     """The reuse check compares tensor metadata without one field
-    (shape, stride, dtype, device, requires_grad)."""
+    (shape, stride, dtype, device, requires_grad) of the tensors ``which`` accepts."""
     def wrap(orig):
         def extract(t):
             meta = list(orig(t))
-            meta[index] = None
+            if which(t):
+                meta[index] = None
             return tuple(meta)
 
         return extract
 
-    return _patched(invoke_subgraph, "extract_tensor_metadata", wrap)
+    from torch._dynamo import guards
+
+    # the reuse check compares its inputs, and re-evaluates tensor guards (TENSOR_MATCH's check spec), with it
+    return _stack(_patched(invoke_subgraph, "extract_tensor_metadata", wrap),
+                  _patched(guards, "extract_tensor_metadata", wrap))
 
 
 def _tracker_ignores(*names: str):
@@ -347,8 +364,14 @@ def reuse_ignores_dtype():
 
 
 def reuse_ignores_requires_grad():
-    """A body traced without grad is reused for an input that requires it."""
-    return _metadata_without(4)
+    """A body traced for an input without grad is reused for one that requires it (parameters aside)."""
+    return _metadata_without(4, lambda t: not isinstance(t, torch.nn.Parameter))
+
+
+def reuse_ignores_frozen_parameters():
+    """A body reused for another module instance does not check whether its
+    parameters require grad: a frozen instance reuses a body traced with grad."""
+    return _metadata_without(4, lambda t: isinstance(t, torch.nn.Parameter))
 
 
 def reuse_keeps_first_instance():
@@ -387,7 +410,7 @@ def _guard_skipped(kind: str, skip: Callable[[Any, str], bool]):
 
         return guard
 
-    return _patched(GuardBuilder, kind, make)
+    return _guard_patched(kind, make)
 
 
 def closure_cells_unguarded():
@@ -405,14 +428,22 @@ def packed_fields_unguarded():
     return _guard_skipped("EQUALS_MATCH", lambda v, name: "ARGS" in name or ".args" in name)
 
 
-def callables_unguarded():
-    """A callable passed as a value (a torch function, a tensor method) is not guarded."""
-    def skip(v, name):
-        return callable(v) and not isinstance(v, type) and getattr(v, "__module__", "") in (
-            "torch", "torch._C._VariableFunctions", None) or type(v).__name__ in ("builtin_function_or_method",
-                                                                                     "method_descriptor")
+def first_callable_sticks():
+    """One call site of the program's code calls the torch function it
+    called first in the graph, whichever callable value reaches it later
+    (a callable passed as a value: one code, another function)."""
+    def wrap(orig):
+        def call_function(self, fn, args, kwargs):
+            fn = _realized(fn)
+            inst = getattr(self, "current_instruction", None)
+            if inst is not None and _program_code(self, self.f_code) and type(fn).__name__ == "TorchInGraphFunctionVariable":
+                memo = self.output.__dict__.setdefault("_planted_callees", {})
+                fn = memo.setdefault((id(self.f_code), inst.offset), fn)
+            return orig(self, fn, args, kwargs)
 
-    return _stack(_guard_skipped("ID_MATCH", skip), _guard_skipped("FUNCTION_MATCH", skip))
+        return call_function
+
+    return _patched(InstructionTranslatorBase, "call_function", wrap)
 
 
 @contextlib.contextmanager
@@ -455,11 +486,12 @@ def dataclass_store_forgotten():
     return _store_forgotten(lambda item, name: dataclasses.is_dataclass(_value_of(item)))
 
 
-def namespace_store_forgotten():
-    """A SimpleNamespace attribute rebound inside the call reads as it was."""
-    import types
-
-    return _store_forgotten(lambda item, name: isinstance(_value_of(item), types.SimpleNamespace))
+def namespace_fields_unguarded():
+    """Fields of a ``types.SimpleNamespace`` the program keeps state in
+    (``STATE``, generators.codegen) are not guarded: Dynamo graph-breaks on
+    its ``__setattr__``, so a field rebound inside the call is read by a
+    resumed frame, whose cached graph is then reused for the new value."""
+    return _guard_skipped("EQUALS_MATCH", lambda v, name: name.startswith("G['STATE']."))
 
 
 def global_store_forgotten():
@@ -508,6 +540,21 @@ def _stale_reads(owner, names: tuple[str, ...]):
     return patched()
 
 
+@contextlib.contextmanager
+def _builtin_patched(name: str, wrap) -> Iterator[None]:
+    """Patch a handler of Dynamo's builtins; the handlers it caches per
+    argument types (call_function_handler_cache) are dropped on the way in
+    and out, so the patch is seen, and gone after."""
+    from torch._dynamo.variables.builtin import BuiltinVariable
+
+    BuiltinVariable.call_function_handler_cache.clear()
+    try:
+        with _patched(BuiltinVariable, name, wrap):
+            yield
+    finally:
+        BuiltinVariable.call_function_handler_cache.clear()
+
+
 def _tensor_reads(*names: str):
     from torch._dynamo.variables.tensor import TensorVariable
 
@@ -549,38 +596,88 @@ def python_type_read_sticks():
 
         return call
 
-    return _stack(_patched(BuiltinVariable, "call_isinstance", lambda o: wrap(o, "isinstance")),
-                  _patched(BuiltinVariable, "call_type", lambda o: wrap(o, "type")))
+    return _stack(_builtin_patched("call_isinstance", lambda o: wrap(o, "isinstance")),
+                  _builtin_patched("call_type", lambda o: wrap(o, "type")))
 
 
 # -- global state -------------------------------------------------------------------------
 
 
-def global_state_guard_grad_only():
-    """The guard on global state checks grad mode alone: autocast (and the
-    rest of the state it held) may change and the stale graph is reused."""
-    def make(original):
-        def GLOBAL_STATE(self, g):
-            grad = torch.is_grad_enabled()
-            self.guard_manager.root.add_lambda_guard(
-                lambda _: torch.is_grad_enabled() == grad, ["grad mode only (planted)"], g.user_stack)
+@contextlib.contextmanager
+def no_grad_dropped() -> Iterator[None]:
+    """``torch.no_grad()`` (or ``set_grad_enabled(False)``) entered in the
+    program's traced code leaves grad enabled."""
+    from torch._dynamo.variables.ctx_manager import GradModeVariable
 
-        return GLOBAL_STATE
+    original = GradModeVariable.__dict__["create"]
 
-    return _patched(GuardBuilder, "GLOBAL_STATE", make)
+    def create(tx, target_value, *args, **kwargs):
+        if target_value is False and _program_code(tx, getattr(tx, "f_code", None)):
+            target_value = True
+        return original.__func__(tx, target_value, *args, **kwargs)
+
+    GradModeVariable.create = staticmethod(create)
+    try:
+        yield
+    finally:
+        GradModeVariable.create = original
 
 
-def reuse_skips_parameter_guards():
-    """Guards on a module instance's parameters are not re-evaluated when a
-    body is reused for it: a frozen instance reuses a body traced with grad."""
-    return _reuse_guards_skipped(lambda name: "_parameters" in name)
+@contextlib.contextmanager
+def autocast_dropped() -> Iterator[None]:
+    """``torch.autocast(...)`` entered in traced code enters it disabled:
+    the repeat computes in float32 where eager computes in bfloat16."""
+    from torch._dynamo.variables.ctx_manager import AutocastModeVariable
+
+    original = AutocastModeVariable.__dict__["create"]
+
+    def create(func, args, kwargs):
+        var = original.__func__(func, args, kwargs)
+        var.target_values = [*var.target_values[:2], False, *var.target_values[3:]]
+        return var
+
+    AutocastModeVariable.create = staticmethod(create)
+    try:
+        yield
+    finally:
+        AutocastModeVariable.create = original
+
+
+def default_dtype_read_fixed():
+    """``torch.get_default_dtype()`` in traced code folds to float32,
+    whatever dtype is in force."""
+    from torch._dynamo.variables import VariableTracker
+    from torch._dynamo.variables.torch import TorchInGraphFunctionVariable
+
+    def wrap(orig):
+        def call_function(self, tx, args, kwargs):
+            if self.value is torch.get_default_dtype:
+                return VariableTracker.build(tx, torch.float32)
+            return orig(self, tx, args, kwargs)
+
+        return call_function
+
+    return _patched(TorchInGraphFunctionVariable, "call_function", wrap)
+
+
+@contextlib.contextmanager
+def inference_mode_dropped() -> Iterator[None]:
+    """``torch.inference_mode()`` entered in traced code enters it disabled:
+    the repeat runs as a plain call (outputs track grad, as eager's do not)."""
+    from torch._dynamo.variables.ctx_manager import InferenceModeVariable
+
+    original = InferenceModeVariable.__dict__["create"]
+    InferenceModeVariable.create = staticmethod(lambda tx, target_value, **kw: original.__func__(tx, False, **kw))
+    try:
+        yield
+    finally:
+        InferenceModeVariable.create = original
 
 
 def _faults_elsewhere() -> dict:
-    from . import planted_edges, planted_pass
+    from . import planted_edges
 
-    return {"tensor:alias": planted_edges.last_region_as_reference, "state:grad_mode": planted_pass.grad_mode_ignored,
-            "state:input_written": writes_deferred}
+    return {"tensor:alias": planted_edges.last_region_as_reference, "state:input_written": writes_deferred}
 
 
 def writes_deferred():
@@ -598,24 +695,6 @@ def writes_deferred():
         return call
 
     return _patched(output_graph.OutputGraph, "call_user_compiler", wrap)
-
-
-# -- global state -------------------------------------------------------------------------
-
-
-def _state_key_without(index: int):
-    return _patched(graph_region_tracker, "get_global_state_key",
-                    lambda orig: lambda: tuple(None if i == index else v for i, v in enumerate(orig())))
-
-
-def tracker_ignores_inference_mode():
-    """The region tracker's state key forgets inference mode."""
-    return _state_key_without(1)
-
-
-def tracker_ignores_default_dtype():
-    """The region tracker's state key forgets the default dtype."""
-    return _state_key_without(5)
 
 
 FAULTS: dict[str, Callable[[], contextlib.AbstractContextManager]] = {
@@ -644,20 +723,21 @@ FAULTS: dict[str, Callable[[], contextlib.AbstractContextManager]] = {
     "object:closure_cells": closure_cells_unguarded,
     "object:instance_attrs": instance_attributes_unguarded,
     "object:packed_fields": packed_fields_unguarded,
-    "object:callable_value": callables_unguarded,
-    "tensor:frozen_params": reuse_skips_parameter_guards,
+    "object:callable_value": first_callable_sticks,
+    "tensor:frozen_params": reuse_ignores_frozen_parameters,
     "derived:shape": shape_read_sticks,
     "derived:dtype": dtype_read_sticks,
     "derived:layout": layout_read_sticks,
     "derived:requires_grad": requires_grad_read_sticks,
     "derived:python_type": python_type_read_sticks,
-    "state:autocast": global_state_guard_grad_only,
+    "state:autocast": autocast_dropped,
+    "state:grad_mode": no_grad_dropped,
     "state:global": global_store_forgotten,
     "state:class_attr": class_attribute_store_forgotten,
     "state:dataclass": dataclass_store_forgotten,
-    "state:namespace": namespace_store_forgotten,
-    "state:inference_mode": tracker_ignores_inference_mode,
-    "state:default_dtype": tracker_ignores_default_dtype,
+    "state:namespace": namespace_fields_unguarded,
+    "state:inference_mode": inference_mode_dropped,
+    "state:default_dtype": default_dtype_read_fixed,
 }
 FAULTS.update(_faults_elsewhere())
 
