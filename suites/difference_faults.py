@@ -43,7 +43,7 @@ def shows(program: Program, entry: str) -> bool:
 # Context entries are judged by the differential oracle alone: the guard oracle's
 # changes between calls meet KI-017 (a call under inference_mode) first.
 ORACLES_FOR = {"tensor:alias": ("differential", "dedup_toggle"), "state:grad_mode": ("differential",),
-               "state:inference_mode": ("differential",)}
+               "state:inference_mode": ("differential",), "tensor:frozen_params": ("differential", "compile_region")}
 
 
 def failures(program: Program, dedup: bool, fault: Optional[str] = None, entry: str = "") -> Optional[list]:
@@ -269,6 +269,7 @@ def _attributes(draw) -> Program:
 
 
 TARGETED = {
+    "type:int_float": _free_read("type_is_int", (1, 2, 2.0, 1.0)),
     "tensor:alias": _two_inputs("alias"), "state:input_written": _two_inputs("write"),
     "object:instance_attrs": _attributes(),
     "derived:shape": _region_read("shape_branch", "shape", region=False),
@@ -341,7 +342,7 @@ def record(entry: str, found: dict) -> dict:
         verdict = found["verdict"]
         kept.update(program=to_dict(found["program"]), dedup=found["dedup"], oracles=found["oracles"],
                     verdict={"oracle": verdict.oracle, "kind": verdict.kind,
-                             "details": {k: v for k, v in verdict.details.items() if k in ("variant", "label")}})
+                             "details": {k: v for k, v in verdict.details.items() if k in ("variant", "label", "before")}})
     return kept
 
 

@@ -252,9 +252,26 @@ def _guard_without_type(kind: str, loose: Callable[[Any], bool]):
     return _guard_patched(kind, make)
 
 
+def _type_taken_for(types: tuple[type, ...], accept: tuple[type, ...], note: str):
+    """TYPE_MATCH on a value of one of ``types`` accepts any instance of ``accept``."""
+    def make(original):
+        def TYPE_MATCH(self, g, *args, **kwargs):
+            if type(self.get(g)) in types:
+                self.get_guard_manager(g).add_lambda_guard(
+                    lambda x: isinstance(x, accept), [f"isinstance(x, {note}) (planted)"], g.user_stack)
+                return None
+            return original(self, g, *args, **kwargs)
+
+        return TYPE_MATCH
+
+    return _guard_patched("TYPE_MATCH", make)
+
+
 def int_float_equal():
-    """An int or float is guarded with ``==`` alone: 2 passes for 2.0."""
-    return _guard_without_type("EQUALS_MATCH", lambda v: type(v) in (int, float) and v == v)  # NaN keeps its guard
+    """An int or float is guarded as a number: ``==`` alone and a type check
+    either passes (2 passes for 2.0, even where the code read ``type(v)``)."""
+    return _stack(_guard_without_type("EQUALS_MATCH", lambda v: type(v) in (int, float) and v == v),  # NaN keeps its
+                  _type_taken_for((int, float), (int, float), "(int, float)"))
 
 
 def bool_equal():
