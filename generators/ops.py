@@ -688,6 +688,10 @@ _ENTRIES = [
         (T(), S(lambda t: (1.0, 1, 2.0, 2, True))), saves_inputs=False),
     _op("isinstance_tuple", "pytype", "({0} * len({1}) if isinstance({1}, tuple) else {0} - len({1}))",
         (T(), S(lambda t: ((1, 2), PyList((1, 2)), (3,), PyList((3,))))), saves_inputs=False),
+    # an int tensor scaled by a Python number: 2 keeps it int64, 2.0 makes it float (the default dtype)
+    _op("long_scale", "pytype", "({0} * 4).long() * {1}", (T(), S(lambda t: (2, 2.0, 3, 3.0, True))),
+        lambda t, v, e: TT(t[0].shape, promote_scalar("int64", v[0], e), t[0].contiguous), differentiable=False,
+        saves_inputs=False),
     # Python values derived from a tensor's metadata, and ambient state read
     # into Python control flow or arguments
     _op("shape_branch", "derived", "({0} * 2 if {0}.shape[-1] % 2 == 0 else {0} - 1)", _u, _with_rank(1, same),
