@@ -49,7 +49,7 @@ from .ir import (
     Value,
 )
 from .forms import FORMS, applies
-from .values import base_value, typed_key
+from .values import Sub, base_value, typed_key
 from .ops import CALL_VIEWS, OPS, TT, D, Env, OpSpec, Reject, S, T, W, accepts, broadcast, slot_values
 
 # Structures where every repeat has its own module instance.
@@ -443,11 +443,18 @@ def _check_write(program: Program, where: str, write: tuple[str, str]) -> None:
 BREAKING_SETS = ("namespace",)
 
 
+# Subclass values whose construction in traced code Dynamo cannot trace (a graph break):
+# float subclasses (int subclasses trace, as UserDefinedConstantVariable).
+BREAKING_SUBCLASSES = ("FloatSub",)
+
+
 def has_graph_breaks(program: Program) -> bool:
     homes = {f.name: f.home for f in program.frees}
     return any(
         INTERLUDES[n].breaks for n in (*program.interludes, *(s.interleave for s in program.sections)) if n
-    ) or any(homes.get(n) in BREAKING_SETS for _, c in program.repeats() for n, _ in c.sets)
+    ) or any(homes.get(n) in BREAKING_SETS for _, c in program.repeats() for n, _ in c.sets) or any(
+        isinstance(v, Sub) and v.cls in BREAKING_SUBCLASSES for _, c in program.repeats()
+        for v in (*c.args, *(v for _, v in c.sets)))
 
 
 def live_values(b: Block) -> set[str]:
