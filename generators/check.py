@@ -11,7 +11,7 @@ naming the offending part.
 from __future__ import annotations
 
 import functools
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Callable, Optional
 
 from .interludes import INTERLUDES
@@ -47,6 +47,7 @@ from .ir import (
     Stmt,
     TensorSpec,
     Value,
+    with_call,
 )
 from .forms import FORMS, applies
 from .values import Sub, base_value, typed_key
@@ -399,6 +400,38 @@ def _check_section(program: Program, k: int, s: Section, mutates: bool) -> None:
         raise MalformedProgram(f"{where}: a loop over values needs something to iterate over")
 
 
+def default_value(program: Program) -> Value:
+    """The default of the layer's last Python parameter (``bind:default``):
+    the value the program's first repeat passes."""
+    return program.repeats()[0][1].args[-1]
+
+
+def checked(program: Program) -> Optional[Program]:
+    """``program`` if it is valid, else None."""
+    try:
+        check(program)
+    except MalformedProgram:
+        return None
+    return program
+
+
+def with_form(program: Program, k: int, i: int, how: str) -> Optional[Program]:
+    """Call ``i`` of section ``k`` written in the form ``how`` (a call that
+    takes the default passes the default's value), or None if invalid."""
+    call = replace(program.sections[k].calls[i], how=how)
+    if how == "bind:default":
+        call = replace(call, args=call.args[:-1] + (default_value(program),))
+    return checked(with_call(program, k, i, call))
+
+
+def as_separate_calls(program: Program, k: int) -> Optional[Program]:
+    """Section ``k``'s loop written as separate call statements (where forms
+    are written), or None if invalid."""
+    s = program.sections[k]
+    return checked(replace(program, sections=program.sections[:k] + (replace(s, structure="calls", outer=1),)
+                           + program.sections[k + 1:]))
+
+
 def _check_form(program: Program, where: str, s: Section, c: Call) -> None:
     """A repeat written in a call-site form (generators.forms)."""
     b = program.block
@@ -411,7 +444,7 @@ def _check_form(program: Program, where: str, s: Section, c: Call) -> None:
     if c.how == "bind:default":
         if any(f.home == "argument" for f in program.frees):
             raise MalformedProgram(f"{where}: bind:default needs the Python arguments last in the signature")
-        if typed_key(c.args[-1]) != typed_key(program.repeats()[0][1].args[-1]):
+        if typed_key(c.args[-1]) != typed_key(default_value(program)):
             raise MalformedProgram(f"{where}: bind:default leaves out a value other than the default")
 
 

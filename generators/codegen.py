@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import fields
 
-from .check import PER_INSTANCE, check
+from .check import PER_INSTANCE, check, default_value
 from .forms import FORMS, PRELUDE, Site
 from .values import SUBCLASSES as SUB_BASES
 from .interludes import INTERLUDES
@@ -307,12 +307,6 @@ def _render_block_def(program: Program) -> list[str]:
 
 def uses_form(program: Program, name: str) -> bool:
     return any(c.how == name for s in program.sections for c in s.calls)
-
-
-def default_value(program: Program) -> Value:
-    """The default of the layer's last Python parameter (``bind:default``):
-    the value the program's first repeat passes."""
-    return program.repeats()[0][1].args[-1]
 
 
 def _values(program: Program) -> list[Value]:

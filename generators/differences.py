@@ -294,11 +294,8 @@ def realise(program: Program, entry: str) -> Optional[Program]:
     """``program`` with its second separate call written in the form
     ``entry`` names (a loop made separate calls if need be), or None if the
     form does not apply; ``program`` itself for entries that are not forms."""
-    from dataclasses import replace
-
-    from .check import check
+    from .check import as_separate_calls, with_form
     from .forms import applies
-    from .ir import MalformedProgram
 
     if entry in _RETYPES:
         return _retyped_program(program, entry)
@@ -307,23 +304,11 @@ def realise(program: Program, entry: str) -> Optional[Program]:
     b = program.block
     if not applies(FORMS[entry], b.kind, len(b.args), not (b.pack or b.attrs)):
         return None
-    sections = list(program.sections)
-    k = next((k for k, s in enumerate(sections) if s.structure == "calls" and len(s.calls) > 1), None)
+    k = next((k for k, s in enumerate(program.sections) if s.structure == "calls" and len(s.calls) > 1), None)
     if k is None:
-        k = next((k for k, s in enumerate(sections) if len(s.calls) > 1), None)
-        if k is None:
-            return None
-        sections[k] = replace(sections[k], structure="calls", outer=1)
-    call = replace(sections[k].calls[1], how=entry)
-    if entry == "bind:default":
-        call = replace(call, args=call.args[:-1] + (program.repeats()[0][1].args[-1],))
-    sections[k] = replace(sections[k], calls=(sections[k].calls[0], call, *sections[k].calls[2:]))
-    candidate = replace(program, sections=tuple(sections))
-    try:
-        check(candidate)
-    except MalformedProgram:
-        return None
-    return candidate
+        k = next((k for k, s in enumerate(program.sections) if len(s.calls) > 1), None)
+        program = as_separate_calls(program, k) if k is not None else None
+    return with_form(program, k, 1, entry) if program is not None else None
 
 
 _RETYPES = ("type:int_float", "type:bool_number", "type:number_subclass", "type:tuple_list")
@@ -334,8 +319,8 @@ def _retyped_program(program: Program, entry: str) -> Optional[Program]:
     repeat's value but of the type pair ``entry`` names, or None."""
     from dataclasses import replace
 
-    from .check import check
-    from .ir import MalformedProgram
+    from .check import checked
+    from .ir import with_call
     from .values import equal_values
 
     if entry in reached(program):
@@ -349,12 +334,8 @@ def _retyped_program(program: Program, entry: str) -> Optional[Program]:
                 for new in equal_values(old):
                     if _type_pair(old, new) != entry:
                         continue
-                    calls = s.calls[:i] + (replace(call, args=call.args[:j] + (new,) + call.args[j + 1:]),) + s.calls[i + 1:]
-                    candidate = replace(program, sections=tuple(replace(t, calls=calls) if m == k else t
-                                                                for m, t in enumerate(program.sections)))
-                    try:
-                        check(candidate)
-                    except MalformedProgram:
-                        continue
-                    return candidate
+                    retyped = replace(call, args=call.args[:j] + (new,) + call.args[j + 1:])
+                    candidate = checked(with_call(program, k, i, retyped))
+                    if candidate is not None:
+                        return candidate
     return None

@@ -371,6 +371,15 @@ class Program:
         return from_dict(data)
 
 
+def with_call(program: Program, k: int, i: int, call: Call) -> Program:
+    """``program`` with call ``i`` of section ``k`` replaced (unchecked)."""
+    from dataclasses import replace
+
+    s = program.sections[k]
+    section = replace(s, calls=s.calls[:i] + (call,) + s.calls[i + 1:])
+    return replace(program, sections=program.sections[:k] + (section,) + program.sections[k + 1:])
+
+
 def ambient_state(ctx: Context) -> dict[str, Any]:
     """The state a context leaves in force (``None`` fields keep the defaults
     a program starts from), so that ``enable_grad()`` equals no context."""

@@ -35,6 +35,7 @@ from typing import Iterator, Optional
 
 from .check import alias_type, block_types, check, env_of, has_columns, live_values, spec_type, stmt_type, sub_scope
 from .values import Sub, base_value
+from .ir import with_call as _with_call
 from .ir import (
     CHILD,
     Arg,
@@ -740,11 +741,6 @@ def _count_loops(p: Program) -> Program:
 
 def _with_section(p: Program, k: int, s: Section) -> Program:
     return replace(p, sections=p.sections[:k] + (s,) + p.sections[k + 1:])
-
-
-def _with_call(p: Program, k: int, j: int, c: Call) -> Program:
-    s = p.sections[k]
-    return _with_section(p, k, replace(s, calls=s.calls[:j] + (c,) + s.calls[j + 1:]))
 
 
 def _map_calls(p: Program, f) -> Program:

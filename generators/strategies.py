@@ -19,8 +19,10 @@ from .check import (
     PER_INSTANCE,
     SubTyper,
     alias_type,
+    as_separate_calls,
     broadcasts_to,
     check,
+    checked,
     env_of,
     has_columns,
     has_graph_breaks,
@@ -30,6 +32,7 @@ from .check import (
     spec_type,
     stmt_type,
     sub_typer,
+    with_form,
 )
 from .forms import FORMS_LIST, applies
 from .values import equal_values
@@ -61,6 +64,7 @@ from .ir import (
     Value,
     typed_key,
     called,
+    with_call,
 )
 from .ops import CALL_VIEWS, MERGES, OPS, TT, D, Env, OpSpec, Reject, S, T, W, edge_values
 
@@ -736,21 +740,6 @@ def _draw_writes(draw, program: Program, focus: bool = False) -> Program:
     return replace(program, sections=tuple(sections))
 
 
-def _checked(program: Program) -> Optional[Program]:
-    try:
-        check(program)
-    except MalformedProgram:
-        return None
-    return program
-
-
-def _with_call(program: Program, k: int, i: int, call: Call) -> Program:
-    s = program.sections[k]
-    calls = s.calls[:i] + (call,) + s.calls[i + 1:]
-    return replace(program, sections=tuple(replace(t, calls=calls) if j == k else t
-                                           for j, t in enumerate(program.sections)))
-
-
 def _draw_retypes(draw, program: Program, focus: bool = False) -> Program:
     """Maybe give one later repeat an argument (or an in-call rebinding) equal
     under ``==`` to the first repeat's but of another Python type (2 and
@@ -775,7 +764,7 @@ def _draw_retypes(draw, program: Program, focus: bool = False) -> Program:
         call = replace(call, args=call.args[:j] + (new,) + call.args[j + 1:])
     else:
         call = replace(call, sets=call.sets[:j] + ((call.sets[j][0], new),) + call.sets[j + 1:])
-    return _checked(_with_call(program, k, i, call)) or program
+    return checked(with_call(program, k, i, call)) or program
 
 
 def _draw_forms(draw, program: Program, focus: bool = False) -> Program:
@@ -789,20 +778,13 @@ def _draw_forms(draw, program: Program, focus: bool = False) -> Program:
         return program
     loops = [k for k, s in enumerate(program.sections) if len(s.calls) > 1]
     if not any(s.structure == "calls" for s in program.sections) and loops and _likely(draw, 1):
-        k = draw(st.sampled_from(loops))  # forms are written where each call is a statement
-        loose = replace(program, sections=tuple(replace(s, structure="calls", outer=1) if j == k else s
-                                                for j, s in enumerate(program.sections)))
-        program = _checked(loose) or program
+        program = as_separate_calls(program, draw(st.sampled_from(loops))) or program
     for k, s in enumerate(program.sections):
         if s.structure != "calls":
             continue
         for i in range(len(s.calls)):
-            if not _likely(draw, 1):
-                continue
-            call = replace(program.sections[k].calls[i], how=draw(st.sampled_from(names)))
-            if call.how == "bind:default":
-                call = replace(call, args=call.args[:-1] + (program.repeats()[0][1].args[-1],))
-            program = _checked(_with_call(program, k, i, call)) or program
+            if _likely(draw, 1):
+                program = with_form(program, k, i, draw(st.sampled_from(names))) or program
     return program
 
 

@@ -35,20 +35,15 @@ def markdown(semantic: dict) -> list[str]:
             "ground truth against the first call (same function, or different). A row of zeros is a hole.", "",
             "| entry | family | Python's truth | " + " | ".join(COLUMNS) + " |",
             "|---|---|---|" + "---|" * len(COLUMNS)]
-    rows = []
-    for d in DIFFERENCES:
-        cols = dict(semantic.get(d.name, {}))
-        cells = " | ".join(str(cols.get(c, 0)) for c in COLUMNS)
-        mark = " **never drawn**" if not sum(cols.values()) else ""
-        rows.append(f"| `{d.name}`{mark} | {d.family} | {d.truth} | {cells} |")
-    return head + rows + [""]
+    lines = [f"| `{r['name']}`{' **never drawn**' if not sum(r['counts']) else ''} | {r['family']} | {r['truth']} | "
+             f"{' | '.join(map(str, r['counts']))} |" for r in rows(semantic)]
+    return head + lines + [""]
 
 
 def text(semantic: dict) -> list[str]:
     """The same table for a terminal."""
     lines = ["\nsemantic coverage (calls per catalogue entry; " + ", ".join(COLUMNS) + ")"]
-    for d in DIFFERENCES:
-        cols = dict(semantic.get(d.name, {}))
-        cells = " ".join(f"{cols.get(c, 0):>6}" for c in COLUMNS)
-        lines.append(f"  {d.name:<30} {d.truth:<9} {cells}{'   NEVER DRAWN' if not sum(cols.values()) else ''}")
+    for r in rows(semantic):
+        cells = " ".join(f"{n:>6}" for n in r["counts"])
+        lines.append(f"  {r['name']:<30} {r['truth']:<9} {cells}{'   NEVER DRAWN' if not sum(r['counts']) else ''}")
     return lines

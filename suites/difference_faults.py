@@ -70,19 +70,12 @@ def _one_instance(program: Program) -> Optional[Program]:
     """Every call of the module block through one shared instance."""
     from dataclasses import replace
 
-    from generators.check import PER_INSTANCE, check
-    from generators.ir import MalformedProgram
+    from generators.check import PER_INSTANCE, checked
 
-    shared = replace(program, sections=tuple(replace(s, structure="for_range") if s.structure in PER_INSTANCE else s
-                                             for s in program.sections))
-    try:
-        check(shared)
-    except MalformedProgram:
-        return None
-    return shared
+    return checked(replace(program, sections=tuple(replace(s, structure="for_range") if s.structure in PER_INSTANCE
+                                                   else s for s in program.sections)))
 
 
-# Differences no variation names (the program's structure holds them), and how to take each away.
 def _unwritten(program: Program) -> Program:
     from dataclasses import replace
 

@@ -252,13 +252,12 @@ def _guard_without_type(kind: str, loose: Callable[[Any], bool]):
     return _guard_patched(kind, make)
 
 
-def _type_taken_for(types: tuple[type, ...], accept: tuple[type, ...], note: str):
-    """TYPE_MATCH on a value of one of ``types`` accepts any instance of ``accept``."""
+def _type_taken_for(types: tuple[type, ...], accepts: Callable[[Any], bool], note: str):
+    """TYPE_MATCH on a value of one of ``types`` passes any value ``accepts`` takes."""
     def make(original):
         def TYPE_MATCH(self, g, *args, **kwargs):
             if type(self.get(g)) in types:
-                self.get_guard_manager(g).add_lambda_guard(
-                    lambda x: isinstance(x, accept), [f"isinstance(x, {note}) (planted)"], g.user_stack)
+                self.get_guard_manager(g).add_lambda_guard(accepts, [f"{note} (planted)"], g.user_stack)
                 return None
             return original(self, g, *args, **kwargs)
 
@@ -271,23 +270,14 @@ def int_float_equal():
     """An int or float is guarded as a number: ``==`` alone and a type check
     either passes (2 passes for 2.0, even where the code read ``type(v)``)."""
     return _stack(_guard_without_type("EQUALS_MATCH", lambda v: type(v) in (int, float) and v == v),  # NaN keeps its
-                  _type_taken_for((int, float), (int, float), "(int, float)"))
+                  _type_taken_for((int, float), lambda x: isinstance(x, (int, float)), "isinstance(x, (int, float))"))
 
 
 def bool_equal():
     """A bool is guarded as a number: ``==`` alone, and a type check any int
     passes (1 passes for True, even where the code read ``type(v)``)."""
-    def make(original):
-        def TYPE_MATCH(self, g, *args, **kwargs):
-            if type(self.get(g)) is bool:
-                self.get_guard_manager(g).add_lambda_guard(
-                    lambda x: isinstance(x, int), ["isinstance(x, int) (planted: bool taken for int)"], g.user_stack)
-                return None
-            return original(self, g, *args, **kwargs)
-
-        return TYPE_MATCH
-
-    return _stack(_guard_without_type("BOOL_MATCH", lambda v: type(v) is bool), _guard_patched("TYPE_MATCH", make))
+    return _stack(_guard_without_type("BOOL_MATCH", lambda v: type(v) is bool),
+                  _type_taken_for((bool,), lambda x: isinstance(x, int), "isinstance(x, int)"))
 
 
 def subclass_type_is_base():
@@ -311,18 +301,7 @@ def subclass_type_is_base():
 
 def sequence_type_loose():
     """A tuple's or a list's type guard accepts the other."""
-    def make(original):
-        def TYPE_MATCH(self, g, *args, **kwargs):
-            val = self.get(g)
-            if type(val) in (tuple, list):
-                self.get_guard_manager(g).add_lambda_guard(
-                    lambda x: type(x) in (tuple, list), ["type in (tuple, list) (planted)"], g.user_stack)
-                return None
-            return original(self, g, *args, **kwargs)
-
-        return TYPE_MATCH
-
-    return _guard_patched("TYPE_MATCH", make)
+    return _type_taken_for((tuple, list), lambda x: type(x) in (tuple, list), "type(x) in (tuple, list)")
 
 
 # -- the reuse check of a nested_compile_region body -----------------------------------
@@ -395,24 +374,6 @@ def reuse_keeps_first_instance():
     """A body reused for another module instance keeps reading the first
     instance's parameters (the source replacement is skipped)."""
     return _patched(invoke_subgraph, "build_source_replacement", lambda orig: lambda old, new: {})
-
-
-def _reuse_guards_skipped(skip: Callable[[str], bool]):
-    """The reuse check does not re-evaluate the guards whose source name
-    ``skip`` accepts."""
-    def wrap(orig):
-        def is_reusable(tx, condition, fingerprint, entry):
-            kept = [g for g in condition.guards if not skip(g[0].name)]
-            return orig(tx, type(condition)(**{**condition.__dict__, "guards": kept}), fingerprint, entry)
-
-        return is_reusable
-
-    return _patched(invoke_subgraph, "is_reusable", wrap)
-
-
-def reuse_skips_module_attributes():
-    """Guards on a module instance's Python attributes are not re-evaluated on reuse."""
-    return _reuse_guards_skipped(lambda name: "._modules[" in name or ".m0_" in name or "layers" in name)
 
 
 # -- what a graph reads between compiled calls ----------------------------------------
@@ -621,43 +582,53 @@ def python_type_read_sticks():
 
 
 @contextlib.contextmanager
-def no_grad_dropped() -> Iterator[None]:
+def _create_patched(name: str, wrap) -> Iterator[None]:
+    """A context-manager variable's ``create`` (a staticmethod of
+    ``torch._dynamo.variables.ctx_manager.<name>``) replaced by ``wrap(original)``."""
+    from torch._dynamo.variables import ctx_manager
+
+    cls = getattr(ctx_manager, name)
+    original = cls.__dict__["create"]
+    cls.create = staticmethod(wrap(original.__func__))
+    try:
+        yield
+    finally:
+        cls.create = original
+
+
+def no_grad_dropped():
     """``torch.no_grad()`` (or ``set_grad_enabled(False)``) entered in the
     program's traced code leaves grad enabled."""
-    from torch._dynamo.variables.ctx_manager import GradModeVariable
+    def wrap(create):
+        def enabled(tx, target_value, *args, **kwargs):
+            if target_value is False and _program_code(tx, getattr(tx, "f_code", None)):
+                target_value = True
+            return create(tx, target_value, *args, **kwargs)
 
-    original = GradModeVariable.__dict__["create"]
+        return enabled
 
-    def create(tx, target_value, *args, **kwargs):
-        if target_value is False and _program_code(tx, getattr(tx, "f_code", None)):
-            target_value = True
-        return original.__func__(tx, target_value, *args, **kwargs)
-
-    GradModeVariable.create = staticmethod(create)
-    try:
-        yield
-    finally:
-        GradModeVariable.create = original
+    return _create_patched("GradModeVariable", wrap)
 
 
-@contextlib.contextmanager
-def autocast_dropped() -> Iterator[None]:
+def autocast_dropped():
     """``torch.autocast(...)`` entered in traced code enters it disabled:
     the repeat computes in float32 where eager computes in bfloat16."""
-    from torch._dynamo.variables.ctx_manager import AutocastModeVariable
+    def wrap(create):
+        def disabled(func, args, kwargs):
+            var = create(func, args, kwargs)
+            var.target_values = [*var.target_values[:2], False, *var.target_values[3:]]
+            return var
 
-    original = AutocastModeVariable.__dict__["create"]
+        return disabled
 
-    def create(func, args, kwargs):
-        var = original.__func__(func, args, kwargs)
-        var.target_values = [*var.target_values[:2], False, *var.target_values[3:]]
-        return var
+    return _create_patched("AutocastModeVariable", wrap)
 
-    AutocastModeVariable.create = staticmethod(create)
-    try:
-        yield
-    finally:
-        AutocastModeVariable.create = original
+
+def inference_mode_dropped():
+    """``torch.inference_mode()`` entered in traced code enters it disabled:
+    the repeat runs as a plain call (outputs track grad, as eager's do not)."""
+    return _create_patched("InferenceModeVariable",
+                           lambda create: lambda tx, target_value, **kw: create(tx, False, **kw))
 
 
 def default_dtype_read_fixed():
@@ -675,20 +646,6 @@ def default_dtype_read_fixed():
         return call_function
 
     return _patched(TorchInGraphFunctionVariable, "call_function", wrap)
-
-
-@contextlib.contextmanager
-def inference_mode_dropped() -> Iterator[None]:
-    """``torch.inference_mode()`` entered in traced code enters it disabled:
-    the repeat runs as a plain call (outputs track grad, as eager's do not)."""
-    from torch._dynamo.variables.ctx_manager import InferenceModeVariable
-
-    original = InferenceModeVariable.__dict__["create"]
-    InferenceModeVariable.create = staticmethod(lambda tx, target_value, **kw: original.__func__(tx, False, **kw))
-    try:
-        yield
-    finally:
-        InferenceModeVariable.create = original
 
 
 def _faults_elsewhere() -> dict:
