@@ -248,12 +248,12 @@ def reached(program: Program) -> dict[str, dict[str, int]]:
     rows = [(i, c) for i, (_, c) in enumerate(program.repeats())]
     if len(rows) < 2:
         return {}
-    first = program.repeat_key(rows[0][1])
+    keys = program.repeat_keys()
     place = where(program)
     out: dict[str, dict[str, int]] = {}
     for d in DIFFERENCES:
         for i in d.shows(program, rows):
-            outcome = "same" if program.repeat_key(rows[i][1]) == first else "different"
+            outcome = "same" if keys[i] == keys[0] else "different"
             counts = out.setdefault(d.name, {})
             counts[f"{place}:{outcome}"] = counts.get(f"{place}:{outcome}", 0) + 1
     return out

@@ -53,6 +53,7 @@ class Form:
     init: str = ""  # module blocks: how the call's instance is built instead (see codegen)
     prelude: tuple[str, ...] = ()  # names of PRELUDE definitions it uses
     imports: tuple[str, ...] = ()
+    carries: bool = False  # the call returns another type, which a chain carries to the later calls
 
 
 FORMS_LIST = (
@@ -95,7 +96,7 @@ FORMS_LIST = (
     Form("type:tensor_subclass", "a torch.Tensor subclass instance is another type: results keep the subclass",
          False, ("function", "module"),
          lambda s: f"{s.callee}({_join([s.tensors[0] + '.as_subclass(TensorSub)'], s.tensors[1:], [v for _, v in s.args], s.passed)})",
-         binds=False, prelude=("TensorSub",)),
+         binds=False, prelude=("TensorSub",), carries=True),
 )
 FORMS: dict[str, Form] = {f.name: f for f in FORMS_LIST}
 

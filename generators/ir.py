@@ -276,8 +276,7 @@ class Program:
                     out.append(BlockCall(name, (*path, (b.name, k)), repeat, (name, *key)))
                     visit(self.sub(name), (*path, (b.name, k)), repeat, key)
 
-        for i, (_, call) in enumerate(self.repeats()):
-            full = self.repeat_key(call)
+        for i, full in enumerate(self.repeat_keys()):
             out.append(BlockCall("", (), i, ("", *full)))
             visit(self.block, (), i, full[1:])  # a sub-block sees no layer arguments
         return out
@@ -306,11 +305,23 @@ class Program:
         return (tuple(typed_key(v) for v in call.args), tensor, call.view, ambient, call.frozen, sets, call.alias,
                 how)
 
+    def repeat_keys(self) -> list[tuple]:
+        """Every repeat's ``repeat_key`` in execution order, and whether the
+        value it is given was carried through an earlier call that made it a
+        Tensor subclass (a chain or residual carries the subclass on: the
+        later repeats are given another type than the first)."""
+        keys, carried = [], False
+        for k, call in self.repeats():
+            keys.append((*self.repeat_key(call), carried))
+            made = call.how in FORMS and FORMS[call.how].carries
+            carried = carried or (made and self.sections[k].flow != "fanout")
+        return keys
+
     def identical_repeats(self) -> list[list[int]]:
         """Groups of repeat indices (execution order) that are semantically identical."""
         groups: dict[tuple, list[int]] = {}
-        for i, (_, call) in enumerate(self.repeats()):
-            groups.setdefault(self.repeat_key(call), []).append(i)
+        for i, key in enumerate(self.repeat_keys()):
+            groups.setdefault(key, []).append(i)
         return list(groups.values())
 
     def variations(self) -> dict[str, list[str]]:
