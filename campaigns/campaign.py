@@ -29,11 +29,13 @@ from generators.ir import Program, from_dict, to_dict
 from generators.strategies import programs
 from harness import torch_config
 from harness.backends import resolve
+from generators.doors import assign, with_door
 from harness.capabilities import has, unavailable
+from harness.doors import available as door_names, unavailable_doors as doors_unavailable
 from campaigns.pool import Lost, Pool
-from oracles.registry import ORACLES, REPLAY_ORACLES, run_config
+from oracles.registry import DOOR_ORACLES, ORACLES, REPLAY_ORACLES, run_config
 
-from reports import coverage_report, semantic
+from reports import coverage_report, door_coverage, semantic
 from reports.html import render_html
 from reports.junit import render_junit
 from reports.known_issues import known_met
@@ -71,13 +73,15 @@ class Options:
     device: str = "cuda"  # where the replay oracles (cudagraph, cudagraph_engaged) run
     programs: int = 0  # stop once this many programs have run (0: the budget alone decides)
     stop_on_new: bool = False  # stop at the first finding no known issue names (bench: time to a planted fault)
+    door_share: float = 0.25  # share of programs also run through a door (generators.doors), one door each
+    inductor_share: float = 0.1  # share of those door runs compiled with inductor (the campaign's backend otherwise)
 
 
 def check_options(o: Options) -> tuple[tuple[str, ...], tuple]:
     """Everything wrong with the options, as one error before anything runs."""
     resolve(o.backend)
-    names = o.oracles or tuple(ORACLES)
-    known = (*ORACLES, *REPLAY_ORACLES)
+    names = o.oracles or (*ORACLES, *DOOR_ORACLES)
+    known = (*ORACLES, *REPLAY_ORACLES, *DOOR_ORACLES)
     unknown = [n for n in names if n not in known]
     if unknown:
         raise ValueError(f"unknown oracle(s) {', '.join(unknown)}: use {', '.join(known)}")
@@ -95,8 +99,9 @@ def check_options(o: Options) -> tuple[tuple[str, ...], tuple]:
         raise ValueError("budget, timeout and memory limit must be positive")
     if o.programs < 0:
         raise ValueError(f"programs {o.programs}: expected a count (0: no limit)")
-    if not 0 <= o.lint_share <= 1:
-        raise ValueError(f"lint share {o.lint_share}: expected a fraction between 0 and 1")
+    for what, share in (("lint", o.lint_share), ("door", o.door_share), ("inductor", o.inductor_share)):
+        if not 0 <= share <= 1:
+            raise ValueError(f"{what} share {share}: expected a fraction between 0 and 1")
     return names, torch_config.parse(o.config)
 
 
@@ -133,7 +138,7 @@ def _slug(signature: str) -> str:
 
 
 def _lint(pid: str, share: float) -> bool:
-    """Whether this program runs under the pass's own lint (a fixed share, by id)."""
+    """Whether this program is in a fixed share, by id (the pass's own lint, an inductor door run)."""
     return share > 0 and (sum(map(ord, pid)) % 100) < share * 100
 
 
@@ -253,6 +258,7 @@ class Campaign:
         """Backlog a minimization: new findings before known issues."""
         job = {"type": "minimize", "id": f"min:{entry['signature']}", "signature": entry["signature"],
                "oracle": entry["oracle"], "program": program, "config": task["config"],
+               **({"door_backend": task["door_backend"]} if task.get("door_backend") else {}),
                "seconds": self.options.minimize_seconds, "ladder_upto": self.options.backend,
                "repro_timeout": 120 if self.options.verify_repros else 0}
         self.backlog.insert(len(self.backlog) if entry["known_issue"] else 0, job)
@@ -366,6 +372,8 @@ def markdown(s: dict) -> str:
         lines += [f"| {k['id']} | {k['status']} | {' '.join(k['upstream']) or 'unfiled'} | {k['title']} |" for k in met]
         lines.append("")
     lines += semantic.markdown(s.get("semantic_coverage") or {})
+    if s.get("door_coverage") is not None:
+        lines += door_coverage.markdown(s["door_coverage"])
     if s.get("coverage"):
         lines += ["## Coverage of the code under test", "", "| file | lines | branches | never reached |", "|---|---|---|---|"]
         for path, c in s["coverage"].items():
@@ -421,7 +429,8 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
         "backend": options.backend, "torch": torch.__version__, "python": platform.python_version(),
         "seed": options.seed, "shard": f"{options.shard[0]}/{options.shard[1]}", "workers": workers,
         "oracles": list(oracles), "run_config": config, "coverage": options.coverage,
-        "unavailable": unavailable()}})
+        "unavailable": {**unavailable(), **{f"door {d}": why for d, why in doors_unavailable().items()}}}})
+    doors = door_names() if any(n in DOOR_ORACLES for n in oracles) else ()
     campaign = Campaign(options, oracles, config, log, started=started)
     coverage_file = None
     if options.coverage:
@@ -452,13 +461,18 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
                     and not (options.programs and submitted >= options.programs):
                 pid, program = next(source)
                 submitted += 1
+                if doors:
+                    program = with_door(program, assign(pid, options.door_share, doors))
+                door_backend = "inductor" if program.options.door and _lint(f"{pid}:inductor", options.inductor_share) \
+                    else ""
                 task_config = config
                 if _lint(pid, options.lint_share) and has("graph_deduplication_lint"):
                     task_config = {**config, "torch_config": [*config["torch_config"],
                                                               ["dynamo.graph_deduplication_lint", True]]}
                 campaign.programs[pid] = to_dict(program)
                 pool.submit({"type": "run", "id": pid, "program": to_dict(program), "config": task_config,
-                             "oracles": list(oracles), "device": options.device, "learned": dict(campaign.learned)})
+                             "oracles": list(oracles), "device": options.device, "learned": dict(campaign.learned),
+                             **({"door_backend": door_backend} if door_backend else {})})
             for task, result in pool.results(0.5):
                 campaign.on_result(task, result)
             if not verifying:

@@ -69,6 +69,11 @@ def _parser() -> argparse.ArgumentParser:
                       help="torch config while compiling, e.g. dynamo.graph_deduplication_lint=True (repeatable)")
     fuzz.add_argument("--lint-share", type=float, default=0.25,
                       help="share of programs run with the pass's own graph_deduplication_lint (default 0.25)")
+    fuzz.add_argument("--door-share", type=float, default=0.25,
+                      help="share of programs also run through a door: a function transform, checkpointing, a "
+                           "control-flow operator, torch.export, a warm compile cache, symbolic shapes (default 0.25)")
+    fuzz.add_argument("--inductor-share", type=float, default=0.1,
+                      help="share of door runs compiled with inductor whatever --backend is (default 0.1)")
     fuzz.add_argument("--coverage", action="store_true",
                       help="measure line and branch coverage of torch's deduplication code")
     fuzz.add_argument("--timeout", type=float, default=120.0, help="seconds per program before a worker counts as hung")
@@ -181,7 +186,7 @@ def _fuzz(args) -> int:
         backend=args.backend, budget=args.budget, seed=args.seed, out=args.out,
         oracles=tuple(o for o in args.oracles.split(",") if o), variants=args.variants,
         workers=args.workers or os.cpu_count() or 1, shard=args.shard, resume=args.resume, config=tuple(args.config),
-        lint_share=args.lint_share, coverage=args.coverage, timeout=args.timeout, memory_mb=args.memory_mb,
+        lint_share=args.lint_share, door_share=args.door_share, inductor_share=args.inductor_share, coverage=args.coverage, timeout=args.timeout, memory_mb=args.memory_mb,
         minimize_seconds=args.minimize_seconds, verify_repros=not args.no_verify, device=args.device,
         programs=args.programs,
     )

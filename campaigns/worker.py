@@ -35,15 +35,19 @@ from harness.outcome import RunConfig
 from harness.pipeline import InvalidProgram, rerun, run_program
 from harness.replay import run_replay
 from oracles import cudagraph, guards
-from oracles.registry import ORACLES, REPLAY_ORACLES, judge, judge_replay
+from generators.doors import with_door
+from harness.doors import run_door
+from oracles.registry import DOOR_ORACLES, ORACLES, REPLAY_ORACLES, judge, judge_door, judge_replay
 from oracles.registry import severity as oracle_severity
 
 from reports.known_issues import match
 from .localize import localize
-from .minimize import minimize_finding
+from .minimize import minimize, minimize_finding
 from reports.repro import driver_for, regions_expectation, render_repro
 from reports.signature import normalize
-from reports.triage import Finding, known_issue, shared_reruns, triage, triage_replay
+from reports import door_coverage
+from reports.door_triage import triage_door
+from reports.triage import Finding, alike, known_issue, shared_reruns, triage, triage_replay
 from reports.unmask import unmasked_runs
 from .worker_start import save_coverage
 
@@ -85,6 +89,7 @@ def _run(task: dict) -> dict:
     result: dict = {"program": {"stages": {}, "deduplicated": False, "changed": [], "recompiled": [],
                                 "verdicts": {}, "features": sorted(features(program))}, "findings": []}
     summary, verdicts = result["program"], []
+    door, program = program.options.door, with_door(program, "")  # the door is a run of its own (_door)
     if any(n in ORACLES for n in oracles):
         try:
             outcome = run_program(program, config)
@@ -116,10 +121,33 @@ def _run(task: dict) -> dict:
                 finding = triage_replay(replay, verdict)
                 result["findings"].append({**_describe(finding, [], config.dedup, replay=finding.extra),
                                            "minimizable": False})
+    if door and any(n in DOOR_ORACLES for n in oracles):
+        _door(with_door(program, door), replace(config, backend=task.get("door_backend") or config.backend), oracles,
+              verdicts, result)
     summary["verdicts"] = dict(Counter(v.status.value for v in verdicts))
     summary["seconds"] = round(time.time() - started, 3)
     result["restart"] = not process_healthy()
     return result
+
+
+def _door(program: Program, config: RunConfig, oracles: tuple, verdicts: list, result: dict) -> None:
+    """The program through its door (harness.doors), judged by the door oracles."""
+    t = time.perf_counter()
+    try:
+        run = run_door(program, config)
+    except InvalidProgram as e:  # the program without the door runs in eager: a harness bug, said as one
+        raise RuntimeError(f"door {program.options.door}: {e}") from e
+    summary = result["program"]
+    judged = judge_door(run, oracles)
+    main = next((v for v in judged if v.oracle == "door"), None)
+    outcome = "refused" if run.refused else (main.status.value if main is not None else "inconclusive")
+    summary["door"] = door_coverage.event(run.door, outcome, run.invoke_subgraph, run.backend)
+    summary["stages"] = {**summary["stages"], "door": round(time.perf_counter() - t, 3)}
+    for verdict in judged:
+        verdicts.append(verdict)
+        if verdict.failed:
+            finding = triage_door(run, verdict)
+            result["findings"].append({**_describe(finding, [], config.dedup), "minimizable": True})
 
 
 # One re-hit in this many (by program and fingerprint) is triaged in full
@@ -195,7 +223,7 @@ def _repro_dedup(outcome, verdict) -> bool:
 
 # The oracles each strict repro driver re-makes: exactly (their crash's own
 # message), or only crash versus wrong values ("*": any crash).
-STRICT_ORACLES = {"differential": "differential", "guard": "guards", "dedup_guards": "guards"}
+STRICT_ORACLES = {"differential": "differential", "guard": "guards", "dedup_guards": "guards", "door": "door"}
 CRASH_OR_VALUES = {"toggle": ("rewrite", "dedup_toggle")}
 
 
@@ -249,6 +277,9 @@ def _minimize(task: dict) -> dict:
     program = from_dict(task["program"])
     config = config_from(task["config"])
     deadline = time.time() + task["seconds"]
+    if task["oracle"] in DOOR_ORACLES:
+        return _minimize_door(task, program, replace(config, backend=task.get("door_backend") or config.backend),
+                              deadline)
     oracle = ORACLES[task["oracle"]]
     outcome = run_program(program, replace(config, companions=oracle.needs))
     verdict = oracle(outcome)
@@ -264,6 +295,32 @@ def _minimize(task: dict) -> dict:
         return {"signature": task["signature"], "minimized": False, "note": "minimized program changed signature"}
     layer = localize(finding, upto=task.get("ladder_upto")).summary()
     described = _describe(finding, outcome.capture.graphs, _repro_dedup(outcome, verdict), layer)
+    exit_code = verify_repro(described["files"]["repro.py"], task["repro_timeout"]) if task.get("repro_timeout") else None
+    return {**described, "minimized": small.size_after < small.size_before, "size_before": small.size_before,
+            "tries": small.tries, "repro_exit": exit_code, "restart": not process_healthy()}
+
+
+def _minimize_door(task: dict, program: Program, config: RunConfig, deadline: float) -> dict:
+    """A door finding: shrunk (the door itself may go: then the finding is
+    not the door's and the signature changes, so the reducer keeps it) while
+    the door run fails alike; kept if its signature survives triage."""
+    oracle = DOOR_ORACLES[task["oracle"]]
+
+    def judged(p: Program):
+        run = run_door(p, config)
+        return run, oracle(run)
+
+    run, verdict = judged(program)
+    if not verdict.failed or triage_door(run, verdict).signature != task["signature"]:
+        return {"signature": task["signature"], "minimized": False, "note": "did not fail the same way again (flaky?)"}
+    small = minimize(program, lambda p: alike(judged(p)[1], verdict), deadline)
+    run, verdict = judged(small.program)
+    finding = triage_door(run, verdict) if verdict.failed else None
+    if finding is None or finding.signature != task["signature"]:  # the cheap predicate followed another bug
+        small = replace(small, program=program, size_after=small.size_before)
+        run, verdict = judged(program)
+        finding = triage_door(run, verdict)
+    described = _describe(finding, [], config.dedup)
     exit_code = verify_repro(described["files"]["repro.py"], task["repro_timeout"]) if task.get("repro_timeout") else None
     return {**described, "minimized": small.size_after < small.size_before, "size_before": small.size_before,
             "tries": small.tries, "repro_exit": exit_code, "restart": not process_healthy()}

@@ -49,6 +49,7 @@ from .ir import (
     Value,
     with_call,
 )
+from .doors import DOORS
 from .forms import FORMS, applies
 from .values import Sub, base_value, typed_key
 from .ops import CALL_VIEWS, OPS, TT, D, Env, OpSpec, Reject, S, T, W, accepts, broadcast, slot_values
@@ -617,6 +618,8 @@ def check(program: Program) -> list[dict[str, TT]]:
         raise MalformedProgram("a chained block that draws random numbers must read its carried input")
     if program.outputs == "single" and any(s.flow == "fanout" for s in program.sections):
         raise MalformedProgram("a single output cannot return a fanout's results")
+    if program.options.door and program.options.door not in DOORS:
+        raise MalformedProgram(f"unknown door {program.options.door!r}: use one of {', '.join(DOORS)}")
     for name, dim, _ in program.options.mark_dynamic:
         if name not in specs or not 0 <= dim < len(specs[name].shape) or specs[name].shape[dim] < 2:
             raise MalformedProgram(f"cannot mark {name} dim {dim} dynamic")

@@ -11,9 +11,10 @@ once, as a literal.
 from __future__ import annotations
 
 import math
-from dataclasses import fields
+from dataclasses import fields, replace
 
 from .check import PER_INSTANCE, check, default_value
+from .doors import PRELUDE as DOOR_PRELUDE, source_door
 from .forms import FORMS, PRELUDE, Site
 from .values import SUBCLASSES as SUB_BASES
 from .interludes import INTERLUDES
@@ -493,9 +494,11 @@ def _extra_inputs(program: Program, call: Call, primary: str, cols: dict[str, st
     return extras
 
 
-def _call_lines(program: Program, s: Section, call: Call, callee: str, cols: dict[str, str], j: int) -> list[str]:
+def _call_lines(program: Program, s: Section, call: Call, callee: str, cols: dict[str, str], j: int,
+                reference: bool = False) -> list[str]:
     """The statements for one repeat (repeat ``j`` over all sections); ``cols``
-    maps varying things to loop variables."""
+    maps varying things to loop variables; ``reference``: a source door's
+    plain-Python equivalent (generators.doors)."""
     b = program.block
     primary = "t" if "t" in cols else (_tensor_expr(call) or "h")
     tensors = [primary, *_extra_inputs(program, call, primary, cols)]
@@ -509,12 +512,12 @@ def _call_lines(program: Program, s: Section, call: Call, callee: str, cols: dic
             pyargs.append((name, name if name in cols else literal(call.args[i])))
     passed = [f"{f.name}={f.name}" for f in frees_at(program, "argument")]
     site = Site(callee, tuple(tensors), tuple(pyargs), tuple(passed))
-    if call.how:
-        expr = FORMS[call.how].write(site)
-    elif s.keywords:
-        expr = FORMS["bind:keyword"].write(site)
+    door = source_door(program)
+    if door is not None:  # the call as a one-argument function of its primary, through the door
+        inner = _call_expr(s, call, replace(site, tensors=("_t", *site.tensors[1:])))
+        expr = (door.reference if reference and door.reference else door.write)(f"lambda _t: {inner}", primary)
     else:
-        expr = site.plain()
+        expr = _call_expr(s, call, site)
     flow = {"chain": f"h = {expr}", "residual": f"h = h + {expr}", "fanout": f"outs.append({expr})"}[s.flow]
     items, before, after = _context_lines(call, set(cols))
     lines = [f"{set_target(program, n, callee)} = {f'set_{n}' if f'set_{n}' in cols else literal(v)}"
@@ -532,7 +535,15 @@ def _call_lines(program: Program, s: Section, call: Call, callee: str, cols: dic
     return lines
 
 
-def _render_section(program: Program, k: int, s: Section) -> list[str]:
+def _call_expr(s: Section, call: Call, site: Site) -> str:
+    if call.how:
+        return FORMS[call.how].write(site)
+    if s.keywords:
+        return FORMS["bind:keyword"].write(site)
+    return site.plain()
+
+
+def _render_section(program: Program, k: int, s: Section, reference: bool = False) -> list[str]:
     b = program.block
     attr = instance_attr(program, k, s)
     shared = "block" if b.kind == "function" else "self.block"
@@ -541,7 +552,7 @@ def _render_section(program: Program, k: int, s: Section) -> list[str]:
         lines = []
         for i, call in enumerate(s.calls):
             callee = f"self.{attr}_{i}" if attr else f"{INSTANCES}[{start + i}]" if b.attrs else shared
-            lines += _call_lines(program, s, call, callee, {}, start + i)
+            lines += _call_lines(program, s, call, callee, {}, start + i, reference)
         return lines
 
     cols = _columns(program, s)
@@ -557,7 +568,7 @@ def _render_section(program: Program, k: int, s: Section) -> list[str]:
 
     def body(callee: str, index: str | None) -> list[str]:
         pick = [f"{unpack} = {table()}[{index}]"] if cols and index else []
-        return pick + _call_lines(program, s, s.calls[0], callee, names, start)
+        return pick + _call_lines(program, s, s.calls[0], callee, names, start, reference)
 
     n = len(s.calls)
     if s.structure == "module_list":
@@ -580,7 +591,7 @@ def _render_section(program: Program, k: int, s: Section) -> list[str]:
     ]
 
 
-def _render_forward(program: Program) -> list[str]:
+def _render_forward(program: Program, reference: bool = False) -> list[str]:
     names = [n for n, _ in program.inputs]
     names += [f"{f.name}={literal(f.value)}" for f in frees_at(program, "argument")]
     lines = [f"def forward(self, {', '.join(names)}):"]
@@ -595,7 +606,7 @@ def _render_forward(program: Program) -> list[str]:
     for k, s in enumerate(program.sections):
         if k and program.interludes[k - 1]:
             lines += [IND + line for line in INTERLUDES[program.interludes[k - 1]].lines]
-        lines += [IND + line for line in _render_section(program, k, s)]
+        lines += [IND + line for line in _render_section(program, k, s, reference)]
     returns = {
         "single": "h",
         "tuple": "(h, *outs)" if fanout else "(h,)",
@@ -645,20 +656,24 @@ def header(program: Program) -> str:
     if program.block.pack == "dataclass" or frees_at(program, "dataclass"):
         extra.append("from dataclasses import dataclass")
     forms = [FORMS[c.how] for _, c in program.repeats() if c.how]
-    if any("functools" in f.imports for f in forms):
+    door = source_door(program)
+    if any("functools" in f.imports for f in forms) or (door is not None and "functools" in door.imports):
         extra.append("import functools")
     if frees_at(program, "namespace") or any("types" in f.imports for f in forms):
         extra.append("import types")
     return "\n".join([*extra, HEADER])
 
 
-def render(program: Program) -> str:
-    """Python source for ``program``; raises MalformedProgram if it is invalid."""
+def render(program: Program, reference: bool = False) -> str:
+    """Python source for ``program``; raises MalformedProgram if it is invalid.
+    ``reference``: a source door written as its plain-Python equivalent."""
     check(program)
-    forward = _render_forward(program)
+    forward = _render_forward(program, reference)
+    door = source_door(program)
     parts = [
         header(program),
         "\n".join(_prelude(program)),
+        *(DOOR_PRELUDE[n] for n in (door.prelude if door is not None else ())),
         "\n".join(_render_globals(program)),
         *("\n".join(_render_sub(program, b)) for b in reversed(program.subs)),
         "\n".join(_render_block(program)),

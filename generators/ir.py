@@ -220,6 +220,7 @@ class Options:
     fullgraph: bool = False
     dynamic: Optional[bool] = None  # torch.compile(dynamic=...)
     mark_dynamic: tuple[tuple[str, int, bool], ...] = ()  # (input, dim, strict)
+    door: str = ""  # how the program is reached (generators.doors; "": torch.compile(model)(inputs))
 
 
 @dataclass(frozen=True)
@@ -624,6 +625,7 @@ def to_dict(p: Program) -> dict:
             "fullgraph": p.options.fullgraph,
             "dynamic": p.options.dynamic,
             "mark_dynamic": [list(m) for m in p.options.mark_dynamic],
+            **({"door": p.options.door} if p.options.door else {}),
         },
         "seed": p.seed,
         "frees": [[f.name, enc_value(f.value), f.home] for f in p.frees],
@@ -662,6 +664,7 @@ def from_dict(d: Any) -> Program:
                 fullgraph=bool(o.get("fullgraph", False)),
                 dynamic=o.get("dynamic"),
                 mark_dynamic=tuple((str(n), int(i), bool(s)) for n, i, s in o.get("mark_dynamic", [])),
+                door=str(o.get("door", "")),
             ),
             seed=int(d.get("seed", 0)),
             frees=tuple(FreeVar(str(n), dec_value(v), str(h)) for n, v, h in d.get("frees", [])),

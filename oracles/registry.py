@@ -14,8 +14,8 @@ from typing import Callable
 
 from harness.outcome import Outcome, RunConfig
 
-from . import (compile_region, completeness, cudagraph, dedup_toggle, determinism, differential, graph_validity,
-               guards, hygiene, region_identity, rewrite)
+from . import (compile_region, completeness, cudagraph, dedup_toggle, determinism, differential, door,
+               graph_validity, guards, hygiene, region_identity, rewrite)
 from .verdict import Verdict
 
 
@@ -65,6 +65,18 @@ REPLAY_ORACLES: dict[str, Oracle] = {
 }
 
 
+# Oracles of a door run (harness.doors.DoorOutcome): the program reached
+# through its door (generators.doors), a run of its own next to the main one,
+# for programs that have a door.
+DOOR_ORACLES: dict[str, Oracle] = {
+    o.name: o
+    for o in [
+        Oracle(door.NAME, door.check, structure=False),
+        Oracle(door.CACHE, door.check_cache, severity="missed", structure=False),
+    ]
+}
+
+
 def companions(names: tuple[str, ...] | None = None) -> tuple[str, ...]:
     """The companion runs the named oracles (default: all) need."""
     needed: list[str] = []
@@ -96,5 +108,10 @@ def judge_replay(replay, names: tuple[str, ...] | None = None) -> list[Verdict]:
     return [REPLAY_ORACLES[n](replay) for n in (names or tuple(REPLAY_ORACLES)) if n in REPLAY_ORACLES]
 
 
+def judge_door(run, names: tuple[str, ...] | None = None) -> list[Verdict]:
+    """``harness.doors.DoorOutcome`` judged by the named door oracles (default: all)."""
+    return [DOOR_ORACLES[n](run) for n in (names or tuple(DOOR_ORACLES)) if n in DOOR_ORACLES]
+
+
 def severity(name: str) -> str:
-    return (ORACLES.get(name) or REPLAY_ORACLES[name]).severity
+    return (ORACLES.get(name) or REPLAY_ORACLES.get(name) or DOOR_ORACLES[name]).severity

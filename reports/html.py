@@ -20,7 +20,7 @@ from typing import Any, Iterable, Optional
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-from reports import semantic
+from reports import door_coverage, semantic
 from reports.known_issues import known_met
 from reports.schema import REPRO_EXITS, SEVERITIES, confirmed, grouped, root_cause_line
 
@@ -71,6 +71,8 @@ def render_html(summary: dict, out: Path) -> str:
         coverage=_coverage(s.get("coverage") or {}),
         semantic=semantic.rows(s.get("semantic_coverage") or {}) if s.get("semantic_coverage") is not None else [],
         semantic_columns=semantic.COLUMNS,
+        doors=door_coverage.rows(s["door_coverage"]) if s.get("door_coverage") is not None else [],
+        door_columns=door_coverage.COLUMNS,
         cudagraphs=list((s.get("cudagraphs") or {}).items()),
         features=generator, never_drawn=sum(1 for _, v in generator if not v),
         sections=[_finding_section(f, out) for f in _ordered(findings)],

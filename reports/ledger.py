@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from . import semantic
+from . import door_coverage, semantic
 from .schema import root_causes
 
 LOG = "findings.jsonl"
@@ -42,6 +42,7 @@ class Ledger:
     features: Counter = field(default_factory=Counter)
     semantic: dict = field(default_factory=dict)  # call-difference entry -> Counter of "<where>:<outcome>"
     cudagraphs: Counter = field(default_factory=Counter)  # replay runs: engaged, or skipped and why
+    doors: dict = field(default_factory=dict)  # door -> Counter (reports.door_coverage)
     lost: Counter = field(default_factory=Counter)
     errors: Counter = field(default_factory=Counter)  # invalid programs, harness errors
     findings: dict = field(default_factory=dict)  # signature -> entry
@@ -74,6 +75,7 @@ class Ledger:
             semantic.fold(self.semantic, e.get("semantic", {}))
             if e.get("cudagraphs"):
                 self.cudagraphs[e["cudagraphs"]] += 1
+            door_coverage.fold(self.doors, e.get("door"))
         elif kind == "lost":
             self.done.add(e["id"])
             self.lost[e["kind"]] += 1
@@ -158,6 +160,7 @@ class Ledger:
             "generator": dict(self.features.most_common()),
             "semantic_coverage": {name: dict(c) for name, c in self.semantic.items()},
             "cudagraphs": dict(self.cudagraphs.most_common()),
+            "door_coverage": {name: dict(c) for name, c in self.doors.items()},
             "coverage": {},
             "aborted": self.aborted,
             "root_causes": root_causes(list(self.findings.values())),

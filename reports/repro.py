@@ -23,7 +23,7 @@ from generators.check import lowest_precision, zero_signs_determined
 from generators.codegen import render, render_inputs
 from generators.ir import Program
 from generators.regions import with_regions
-from generators.replays import ReplayPlan, resized
+from generators.replays import ReplayPlan, Resize, resized, resizes
 from generators.variants import PRELUDE
 from harness.backends import resolve
 from harness.execute import first_line
@@ -58,7 +58,8 @@ ORACLE_DRIVERS = {"region_identity": "regions", "graph_validity": "regions", "re
 # What a repro checks, by the name an issue.json gives under "repro": its template.
 DRIVERS = {"differential": "differential.py.j2", "process": "process.py.j2", "toggle": "toggle.py.j2",
            "regions": "regions.py.j2", "deduplicated": "deduplicated.py.j2", "guard": "guard.py.j2",
-           "recompile": "guard.py.j2", "dedup_guards": "guard.py.j2", "replay": "replay.py.j2", "region_toggle": "region_toggle.py.j2"}
+           "recompile": "guard.py.j2", "dedup_guards": "guard.py.j2", "replay": "replay.py.j2", "region_toggle": "region_toggle.py.j2",
+           "door": "door.py.j2"}
 MODEL = "model.py.j2"  # a model check's repro (campaigns.check)
 
 # Templates hold Python, not HTML: no escaping, trailing newlines kept, a
@@ -74,6 +75,8 @@ def driver_for(details: dict, severity: str, oracle: str = "", kind: str = "") -
     blocks it decorates, and whether it compiles with deduplication)."""
     if oracle == "compile_region":
         return "region_toggle", {k: details[k] for k in ("twin", "label", "regions", "dedup") if k in details}
+    if "door" in details:  # a program reached through a door (oracles.door): whether the operator alone is wrong
+        return "door", {"operator": details.get("role") == "eager_operator"}
     if "variant" in details and kind == "dedup_guards":  # the change and the recompiles before it
         return "dedup_guards", {**details["variant"], "before": details.get("before", [])}
     if "variant" in details:  # the change, after the earlier ones that recompiled in the same process
@@ -143,12 +146,13 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
     if check == "region_toggle":
         region, variant = _region_fields(program, {"dedup": config.dedup, **(variant or {})}), None
         config = replace(config, dedup=region.pop("dedup"))
-    change = variant or {"description": "nothing", "apply": (), "undo": ()}
+    door = _door_fields(program, config, variant or {}) if check == "door" else {}
+    change = variant if variant and check != "door" else {"description": "nothing", "apply": (), "undo": ()}
     return template.render(
         title=title,
         exits=EXITS,
         program=render(program).removesuffix("\n"),  # the template ends its line
-        resized_inputs=_resized_inputs(program, replay),
+        resized_inputs=door.pop("resized_inputs") if door else _resized_inputs(program, replay),
         description=change["description"],
         apply="\n".join(change["apply"]),
         undo="\n".join(change["undo"]),
@@ -175,6 +179,7 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         first_line=inspect.getsource(first_line).strip(),
         **_replay_fields(program, replay),
         **region,
+        **door,
     )
 
 
@@ -196,6 +201,24 @@ def _region_fields(program: Program, twin: dict) -> dict:
     literal = f'"""{source}"""' if '"""' not in source and "\\" not in source else repr(source)
     label = twin.get("label") or ("removed" if not regions else f"on {sorted(regions)}")
     return {"twin_label": label, "twin_source": literal, "dedup": twin["dedup"]}
+
+
+def _door_fields(program: Program, config: RunConfig, variant: dict) -> dict:
+    """A door repro's door: the harness's own code that calls through it
+    (harness.door_calls, inlined), the plain-Python equivalent eager runs,
+    and the grown batch a door that resizes calls next."""
+    from generators.doors import DOORS
+    from harness import door_calls
+
+    door = DOORS[program.options.door]
+    reference = render(program, reference=True) if door.reference else ""
+    grown = [shape for name, shape in resizes(program) if name == program.inputs[0][0]] if door.resize else []
+    inputs = "\n".join(render_inputs(resized(program, Resize(0, program.inputs[0][0], grown[0])),
+                                     "make_resized_inputs")) if grown else ""
+    calls = inspect.getsource(door_calls).split('"""', 2)[2].strip()  # without the module docstring
+    return {"door": door.name, "backward": config.backward and door.backward, "operator": bool(variant.get("operator")),
+            "reference_source": repr(reference), "door_calls": calls, "resized_inputs": inputs,
+            "cache": door.family == "cache"}
 
 
 def _replay_fields(program: Program, replay: dict | None) -> dict:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from jinja2 import meta
 
+from generators.doors import with_door
 from generators.replays import ReplayPlan, Resize, resizes
 from generators.variants import variants
 from harness.outcome import RunConfig
@@ -53,6 +54,9 @@ def _rendered(check: str) -> str:
         return render_repro(program, config, "guard", check, variants(program)[0].to_dict(), expect_crash="")
     if check == "region_toggle":
         return render_repro(program, config, "twin", check, {"regions": [], "dedup": False})
+    if check == "door":
+        return render_repro(with_door(program, "dynamic:mark"), config, "door", check, {"operator": False},
+                            expect_crash="")
     return render_repro(program, config, check, check, expect_crash="RuntimeError: *")
 
 

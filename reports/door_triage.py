@@ -1,0 +1,85 @@
+"""A door finding (``oracles.door``) with a stable signature and the layer to blame.
+
+The ladder: the same door without deduplication (the pass is to blame if
+the failure goes away), then on the ``eager`` backend (the backend is, if it
+goes away there); else torch's handling of the door (Dynamo, AOTAutograd,
+export). A failure the plain compile of the same program shows too is that
+compile's bug: its signature is kept as the finding's equivalent, which the
+known-issues baseline names, so a known bug met through a door is known.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from generators.doors import DOORS
+from generators.ir import Program
+from harness.doors import DoorOutcome, run_door
+from harness.outcome import RunConfig
+from harness.pipeline import InvalidProgram, run_program
+from oracles import door as door_oracle
+from oracles.registry import DOOR_ORACLES, ORACLES
+from oracles.verdict import Verdict
+
+from .signature import normalize
+from .triage import Finding, alike, tags, triage
+
+# Doors whose compiled side runs no torch.compile backend: no backend rung.
+NO_BACKEND = ("export:strict", "export:non_strict", "export:unflatten")
+# The compile options of the plain program that matches a door's.
+PLAIN_OPTIONS = {
+    "dynamic:dynamic": lambda o, x: replace(o, dynamic=True),
+    "dynamic:unbacked": lambda o, x: replace(o, dynamic=True),
+    "dynamic:mark": lambda o, x: replace(o, mark_dynamic=((x, 0, True),)),
+    "dynamic:maybe_mark": lambda o, x: replace(o, mark_dynamic=((x, 0, False),)),
+}
+
+
+def without_door(program: Program) -> Program:
+    """The program called plainly, with the compile options its door implied."""
+    o = replace(program.options, door="")
+    change = PLAIN_OPTIONS.get(program.options.door)
+    if change is not None and program.inputs[0][1].shape and program.inputs[0][1].shape[0] >= 2:
+        o = change(o, program.inputs[0][0])
+    return replace(program, options=o)
+
+
+def triage_door(run: DoorOutcome, verdict: Verdict) -> Finding:
+    program, config = run.program, run.config
+    oracle = DOOR_ORACLES[verdict.oracle]
+    role = verdict.details.get("role", "")
+    if role == "eager_operator":
+        culprit = "eager"  # the door's operator disagrees with its Python equivalent, uncompiled
+    else:
+        culprit = "dynamo"
+        if config.dedup and not alike(oracle(run_door(program, replace(config, dedup=False))), verdict):
+            culprit = "dedup"
+        elif run.door not in NO_BACKEND and not DOORS[run.door].inductor and config.backend != "eager" \
+                and not alike(oracle(run_door(program, replace(config, backend="eager"))), verdict):
+            culprit = "backend"
+    if verdict.kind == "crash":
+        detail = f"{verdict.details.get('stage')}:{normalize(verdict.message)}"
+    else:
+        value = verdict.details.get("value", "").split("[")[0]
+        detail = ":".join(p for p in (role, value, verdict.details.get("call", ""), *tags(program)) if p)
+    signature = ":".join(p for p in (verdict.oracle, verdict.kind, culprit, run.door, detail) if p)
+    extra = {"door": run.door}
+    if culprit != "eager" and verdict.oracle == door_oracle.NAME:
+        extra.update(_equivalent(program, config, verdict))
+    return Finding(signature, verdict, program, config, culprit, "", run.source, extra)
+
+
+def _equivalent(program: Program, config: RunConfig, verdict: Verdict) -> dict:
+    """The plain compile's signature, where it fails the same way without the door."""
+    plain = without_door(program)
+    try:
+        outcome = run_program(plain, RunConfig(backend=config.backend, dedup=config.dedup, backward=config.backward,
+                                               record_structure=False, torch_config=config.torch_config))
+    except InvalidProgram:
+        return {}
+    found = ORACLES["differential"](outcome)
+    if not found.failed or (found.kind == "crash") != (verdict.kind == "crash"):
+        return {}
+    if verdict.kind == "crash" and normalize(found.message) != normalize(verdict.message):
+        return {}
+    return {"equivalent": triage(outcome, found).signature}
