@@ -29,9 +29,9 @@ from generators.ir import Program, from_dict, to_dict
 from generators.strategies import programs
 from harness import torch_config
 from harness.backends import resolve
-from generators.doors import assign, with_door
+from generators.doors import DOORS, assign, with_door
 from harness.capabilities import has, unavailable
-from harness.doors import available as door_names, unavailable_doors as doors_unavailable
+from harness.doors import available as door_names
 from campaigns.pool import Lost, Pool
 from oracles.registry import DOOR_ORACLES, ORACLES, REPLAY_ORACLES, run_config
 
@@ -74,6 +74,7 @@ class Options:
     programs: int = 0  # stop once this many programs have run (0: the budget alone decides)
     stop_on_new: bool = False  # stop at the first finding no known issue names (bench: time to a planted fault)
     door_share: float = 0.25  # share of programs also run through a door (generators.doors), one door each
+    doors: tuple[str, ...] = ()  # the doors drawn from (empty: every door this torch has)
     inductor_share: float = 0.1  # share of those door runs compiled with inductor (the campaign's backend otherwise)
 
 
@@ -99,6 +100,9 @@ def check_options(o: Options) -> tuple[tuple[str, ...], tuple]:
         raise ValueError("budget, timeout and memory limit must be positive")
     if o.programs < 0:
         raise ValueError(f"programs {o.programs}: expected a count (0: no limit)")
+    unknown = [d for d in o.doors if d not in DOORS]
+    if unknown:
+        raise ValueError(f"unknown door(s) {', '.join(unknown)}: use {', '.join(DOORS)}")
     for what, share in (("lint", o.lint_share), ("door", o.door_share), ("inductor", o.inductor_share)):
         if not 0 <= share <= 1:
             raise ValueError(f"{what} share {share}: expected a fraction between 0 and 1")
@@ -429,8 +433,9 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
         "backend": options.backend, "torch": torch.__version__, "python": platform.python_version(),
         "seed": options.seed, "shard": f"{options.shard[0]}/{options.shard[1]}", "workers": workers,
         "oracles": list(oracles), "run_config": config, "coverage": options.coverage,
-        "unavailable": {**unavailable(), **{f"door {d}": why for d, why in doors_unavailable().items()}}}})
-    doors = door_names() if any(n in DOOR_ORACLES for n in oracles) else ()
+        "unavailable": unavailable()}})
+    doors = tuple(d for d in door_names() if not options.doors or d in options.doors) \
+        if any(n in DOOR_ORACLES for n in oracles) else ()
     campaign = Campaign(options, oracles, config, log, started=started)
     coverage_file = None
     if options.coverage:
@@ -462,7 +467,7 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
                 pid, program = next(source)
                 submitted += 1
                 if doors:
-                    program = with_door(program, assign(pid, options.door_share, doors))
+                    program = with_door(program, assign(pid, options.door_share, doors, program))
                 door_backend = "inductor" if program.options.door and _lint(f"{pid}:inductor", options.inductor_share) \
                     else ""
                 task_config = config

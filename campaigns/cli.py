@@ -72,6 +72,8 @@ def _parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--door-share", type=float, default=0.25,
                       help="share of programs also run through a door: a function transform, checkpointing, a "
                            "control-flow operator, torch.export, a warm compile cache, symbolic shapes (default 0.25)")
+    fuzz.add_argument("--doors", default="", metavar="DOOR,...",
+                      help="the doors drawn from, e.g. control_flow:cond,export:strict (default: every door)")
     fuzz.add_argument("--inductor-share", type=float, default=0.1,
                       help="share of door runs compiled with inductor whatever --backend is (default 0.1)")
     fuzz.add_argument("--coverage", action="store_true",
@@ -186,7 +188,7 @@ def _fuzz(args) -> int:
         backend=args.backend, budget=args.budget, seed=args.seed, out=args.out,
         oracles=tuple(o for o in args.oracles.split(",") if o), variants=args.variants,
         workers=args.workers or os.cpu_count() or 1, shard=args.shard, resume=args.resume, config=tuple(args.config),
-        lint_share=args.lint_share, door_share=args.door_share, inductor_share=args.inductor_share, coverage=args.coverage, timeout=args.timeout, memory_mb=args.memory_mb,
+        lint_share=args.lint_share, door_share=args.door_share, doors=tuple(d for d in args.doors.split(",") if d), inductor_share=args.inductor_share, coverage=args.coverage, timeout=args.timeout, memory_mb=args.memory_mb,
         minimize_seconds=args.minimize_seconds, verify_repros=not args.no_verify, device=args.device,
         programs=args.programs,
     )

@@ -515,7 +515,7 @@ def _call_lines(program: Program, s: Section, call: Call, callee: str, cols: dic
     door = source_door(program)
     if door is not None:  # the call as a one-argument function of its primary, through the door
         inner = _call_expr(s, call, replace(site, tensors=("_t", *site.tensors[1:])))
-        expr = (door.reference if reference and door.reference else door.write)(f"lambda _t: {inner}", primary)
+        expr = (door.reference if reference and door.reference else door.write)(_bound_lambda(inner), primary)
     else:
         expr = _call_expr(s, call, site)
     flow = {"chain": f"h = {expr}", "residual": f"h = h + {expr}", "fanout": f"outs.append({expr})"}[s.flow]
@@ -533,6 +533,18 @@ def _call_lines(program: Program, s: Section, call: Call, callee: str, cols: dic
     if s.interleave:
         lines += list(INTERLUDES[s.interleave].lines)
     return lines
+
+
+def _bound_lambda(inner: str) -> str:
+    """``lambda _t: inner`` with every other name it reads bound when it is
+    made (default arguments): a door may call it again later (checkpointing
+    recomputes in backward), after the loop or the forward has rebound them."""
+    import ast
+    import builtins
+
+    names = sorted({n.id for n in ast.walk(ast.parse(inner, mode="eval")) if isinstance(n, ast.Name)}
+                   - {"_t", *dir(builtins)})
+    return f"lambda _t{''.join(f', {n}={n}' for n in names)}: {inner}"
 
 
 def _call_expr(s: Section, call: Call, site: Site) -> str:

@@ -38,6 +38,57 @@ class Door:
     prelude: tuple[str, ...] = ()  # names of PRELUDE definitions it uses
     resize: bool = False  # a second call with the batch dimension grown (symbolic shapes)
     inductor: bool = False  # only inductor can keep the door's promise (the compile caches)
+    # The programs the door's documented contract covers (None: every one);
+    # a campaign gives a door only to programs it fits.
+    fits: Optional[Callable[[object], bool]] = None
+
+
+def _plain_tensors(program) -> bool:
+    """Function transforms, control-flow operators and torch.export take
+    plain tensors (and traceable wrapper subclasses): a Python-level
+    ``torch.Tensor`` subclass argument is outside what they support."""
+    return not any(c.how == "type:tensor_subclass" for s in program.sections for c in s.calls)
+
+
+def _steady_default_dtype(program) -> bool:
+    """A door that runs the call's code again, or traces it apart from its
+    caller (checkpointing's recompute in backward, a control-flow operator's
+    or a transform's own trace, export), runs it under the default dtype in
+    force then, which torch.utils.checkpoint does not save (it saves RNG
+    and autocast state): the door fits programs whose calls keep the default
+    dtype, where the recompute computes what the forward did."""
+    return all(c.context.default_dtype is None for s in program.sections for c in s.calls)
+
+
+def _fits_all(*rules) -> Callable[[object], bool]:
+    return lambda program: all(rule(program) for rule in rules)
+
+
+def _recomputable(program) -> bool:
+    """Checkpointing runs the call again in backward, reading what it reads
+    then: the door fits programs that rebind no free value between calls
+    and write no input in place after one (checkpointing's documented
+    requirement that the recompute computes what the forward did)."""
+    return not any(c.sets for s in program.sections for c in s.calls) and not any(
+        s.write for s in program.sections)
+
+
+# Doors that trace the call apart from its caller, on plain tensors; doors
+# that run it again later.
+TRACED = _fits_all(_plain_tensors, _steady_default_dtype)
+RECOMPUTED = _fits_all(_recomputable, _steady_default_dtype)
+
+
+def _reentrant_contract(program) -> bool:
+    """Reentrant checkpointing runs its forward under no_grad, and tracks
+    gradients only through its inputs (torch.utils.checkpoint's note on the
+    two variants): the door fits programs that read no grad mode and change
+    no global state around their calls, where the variants agree."""
+    from .ir import Context
+
+    reads = {"grad_enabled_branch", "requires_grad_branch"}
+    return not any(s.op in reads for b in program.blocks() for s in b.body) and all(
+        c.context == Context() for s in program.sections for c in s.calls)
 
 
 def _ckpt(reentrant: str, extra: str = "") -> Writer:
@@ -49,48 +100,64 @@ SELECTIVE = (", context_fn=functools.partial(torch.utils.checkpoint.create_selec
 
 DOORS_LIST = (
     Door("transform:grad", "transform", "torch.func.grad of the summed outputs equals autograd's gradient", "call",
-         backward=False),
+         backward=False,
+         fits=TRACED),
     Door("transform:vjp", "transform", "torch.func.vjp returns the outputs and the vector-Jacobian product", "call",
-         backward=False),
+         backward=False,
+         fits=TRACED),
     Door("transform:jacrev", "transform", "torch.func.jacrev computes the Jacobian row by row", "call",
-         backward=False, weight=2),
+         backward=False, weight=2,
+         fits=TRACED),
     Door("transform:vmap", "transform", "torch.func.vmap over a batch computes each sample as the unbatched call",
-         "call"),
+         "call",
+         fits=TRACED),
     Door("transform:functional_call", "transform",
-         "torch.func.functional_call runs the module with the given parameters in place of its own", "call"),
+         "torch.func.functional_call runs the module with the given parameters in place of its own", "call",
+         fits=TRACED),
     Door("transform:vmap_each", "transform", "torch.func.vmap around each block call maps it over the leading dim",
-         "source", write=lambda fn, t: f"torch.func.vmap({fn})({t})"),
+         "source", write=lambda fn, t: f"torch.func.vmap({fn})({t})",
+         fits=TRACED),
     Door("checkpoint:non_reentrant", "checkpoint", "checkpointing recomputes, never changes, values and gradients",
-         "source", write=_ckpt("False")),
+         "source", write=_ckpt("False"), fits=RECOMPUTED),
     # Reentrant checkpointing of a call whose inputs need no gradient is
     # documented as unsupported (its parameters get none in eager): the door
     # checkpoints only calls whose input requires grad, as its contract says.
     Door("checkpoint:reentrant", "checkpoint", "reentrant checkpointing recomputes in backward: the same values",
-         "source", write=lambda fn, t: f"({_ckpt('True')(fn, t)} if {t}.requires_grad else ({fn})({t}))"),
+         "source", write=lambda fn, t: f"({_ckpt('True')(fn, t)} if {t}.requires_grad else ({fn})({t}))",
+         fits=_fits_all(_reentrant_contract, RECOMPUTED)),
     Door("checkpoint:selective", "checkpoint", "selective checkpointing saves what the policy names, recomputes the rest",
-         "source", write=_ckpt("False", SELECTIVE), imports=("functools",)),
+         "source", write=_ckpt("False", SELECTIVE), imports=("functools",),
+         fits=RECOMPUTED),
     Door("control_flow:cond", "control_flow", "torch.cond runs the branch its predicate picks",
          "source",
          write=lambda fn, t: f"torch.cond({t}.sum() > 0, {fn}, lambda _u: ({fn})(_u * 0.5), ({t},))",
-         reference=lambda fn, t: f"(({fn})({t}) if {t}.sum() > 0 else ({fn})({t} * 0.5))"),
+         reference=lambda fn, t: f"(({fn})({t}) if {t}.sum() > 0 else ({fn})({t} * 0.5))",
+         fits=TRACED),
     Door("control_flow:while_loop", "control_flow", "while_loop runs its body while the condition holds",
          "source",
          write=lambda fn, t: (f"torch._higher_order_ops.while_loop(lambda _i, _u: _i < 2, "
                               f"lambda _i, _u: (_i + 1, ({fn})(_u)), (torch.zeros((), dtype=torch.int64), {t}))[1]"),
-         reference=lambda fn, t: f"({fn})(({fn})({t}))"),
+         reference=lambda fn, t: f"({fn})(({fn})({t}))",
+         fits=TRACED),
     Door("control_flow:map", "control_flow", "map applies its body to each slice of the leading dim and stacks",
          "source",
          write=lambda fn, t: f"torch._higher_order_ops.map({fn}, {t})",
-         reference=lambda fn, t: f"torch.stack([({fn})(_r) for _r in {t}.unbind(0)])"),
+         reference=lambda fn, t: f"torch.stack([({fn})(_r) for _r in {t}.unbind(0)])",
+         fits=TRACED),
     Door("control_flow:scan", "control_flow", "scan carries a value through its body over the leading dim",
          "source",
          write=lambda fn, t: (f"torch._higher_order_ops.scan(lambda _c, _r: scan_step({fn}, _c, _r), "
                               f"torch.zeros_like({t}[0]), {t})[1]"),
-         reference=lambda fn, t: f"scan_reference({fn}, {t})", prelude=("scan_step",)),
-    Door("export:strict", "export", "torch.export (strict) runs what eager runs", "call", weight=3),
-    Door("export:non_strict", "export", "torch.export (non-strict) runs what eager runs", "call", weight=3),
-    Door("export:unflatten", "export", "the unflattened exported program runs what eager runs", "call", weight=2),
-    Door("export:compile", "export", "torch.compile of the exported module runs what eager runs", "call", weight=2),
+         reference=lambda fn, t: f"scan_reference({fn}, {t})", prelude=("scan_step",),
+         fits=TRACED),
+    Door("export:strict", "export", "torch.export (strict) runs what eager runs", "call", weight=3,
+         fits=TRACED),
+    Door("export:non_strict", "export", "torch.export (non-strict) runs what eager runs", "call", weight=3,
+         fits=TRACED),
+    Door("export:unflatten", "export", "the unflattened exported program runs what eager runs", "call", weight=2,
+         fits=TRACED),
+    Door("export:compile", "export", "torch.compile of the exported module runs what eager runs", "call", weight=2,
+         fits=TRACED),
     Door("cache:warm", "cache", "a compile served by the FX graph and AOTAutograd caches computes what the cold one did",
          "call", weight=1, inductor=True),
     Door("dynamic:dynamic", "dynamic", "dynamic=True compiles one graph for every batch size", "call", resize=True),
@@ -132,12 +199,20 @@ def pick(key: int, names: tuple[str, ...]) -> str:
     return weighted[key % len(weighted)] if weighted else ""
 
 
-def assign(key: str, share: float, names: tuple[str, ...]) -> str:
+def fits(door: str, program) -> bool:
+    d = DOORS[door]
+    return d.fits is None or d.fits(program)
+
+
+def assign(key: str, share: float, names: tuple[str, ...], program=None) -> str:
     """The door a campaign gives the program ``key`` names (a program id):
-    none for ``1 - share`` of keys, else one of ``names`` by weight; the same
-    for every run of one seed and shard (a stable hash, not Python's)."""
+    none for ``1 - share`` of keys, else one of ``names`` that fits
+    ``program`` (if given), by weight; the same for every run of one seed
+    and shard (a stable hash, not Python's)."""
     import zlib
 
+    if program is not None:
+        names = tuple(n for n in names if fits(n, program))
     h = zlib.crc32(key.encode())
     return pick(h // 1000, names) if names and (h % 1000) < share * 1000 else ""
 
@@ -147,3 +222,22 @@ def with_door(program, door: str):
     from dataclasses import replace
 
     return replace(program, options=replace(program.options, door=door))
+
+
+def grown_batch(program):
+    """``program`` with its batch grown by one (dimension 0 of every input
+    that shares the first input's, when that is at least 2: a size of 0 or 1
+    is specialized by design), if the same model takes it; else None. What
+    a door that resizes calls second, where a symbolic graph must serve."""
+    from dataclasses import replace
+
+    from .variants import valid
+
+    first = program.inputs[0][1].shape
+    if not first or first[0] < 2:
+        return None
+    batch = first[0]
+    inputs = tuple((n, replace(s, shape=(batch + 1, *s.shape[1:])) if s.shape and s.shape[0] == batch
+                    and len(s.shape) == len(first) else s) for n, s in program.inputs)
+    grown = replace(program, inputs=inputs)
+    return grown if valid(grown) else None

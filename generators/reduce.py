@@ -98,7 +98,7 @@ def measure(program: Program) -> dict[str, int]:
       requires_grad and non-float32 inputs,
       structure rank, non-chain flow, output style rank, module blocks,
       compile_region (any block), attrs, holders other than attributes,
-      levels below the layer, keywords, fullgraph, dynamic, mark_dynamic;
+      levels below the layer, keywords, fullgraph, dynamic, mark_dynamic, a door;
       free values rebound in a call (one per call) and rebound to another
       value than the first repeat's (two each: rebinding every repeat to the
       first repeat's value may add an edge value), free values not held by
@@ -130,7 +130,7 @@ def measure(program: Program) -> dict[str, int]:
     flags += sum((x.kind == "module") + x.compile_region + (x.holder != "attr") for x in blocks)
     flags += _levels(program) - 1
     o = program.options
-    flags += o.fullgraph + (o.dynamic is not None) + len(o.mark_dynamic)
+    flags += o.fullgraph + (o.dynamic is not None) + len(o.mark_dynamic) + bool(o.door)
     return {
         "sections": len(program.sections),
         "blocks": len(program.subs),
@@ -301,8 +301,10 @@ def proposals(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
             yield "write", _with_section(p, k, replace(s, write=None))
             if s.write[1] != "direct":
                 yield "write", _with_section(p, k, replace(s, write=(s.write[0], "direct")))
-    # Compile options.
+    # Compile options, and the door the program is reached through.
     o = p.options
+    if o.door:
+        yield "door", replace(p, options=replace(o, door=""))
     if o.fullgraph:
         yield "options", replace(p, options=replace(o, fullgraph=False))
     if o.dynamic is not None:

@@ -56,6 +56,43 @@ def recompile_limit_name(config: Any = None) -> str:
     return next(n for n in ("recompile_limit", "cache_size_limit") if hasattr(config, n))
 
 
+def _resolves(path: str) -> bool:
+    """Whether the dotted ``path`` names something in this torch."""
+    import importlib
+
+    parts = path.split(".")
+    obj: Any = importlib.import_module(parts[0])
+    for i, part in enumerate(parts[1:], 2):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            try:
+                obj = importlib.import_module(".".join(parts[:i]))
+            except ImportError:
+                return False
+    return True
+
+
+# What each door of generators.doors needs of torch (its operator or API).
+DOOR_NEEDS: dict[str, tuple[str, ...]] = {
+    "transform:grad": ("torch.func.grad",), "transform:vjp": ("torch.func.vjp",),
+    "transform:jacrev": ("torch.func.jacrev",), "transform:vmap": ("torch.func.vmap",),
+    "transform:vmap_each": ("torch.func.vmap",),
+    "transform:functional_call": ("torch.func.functional_call",),
+    "checkpoint:non_reentrant": ("torch.utils.checkpoint.checkpoint",),
+    "checkpoint:reentrant": ("torch.utils.checkpoint.checkpoint",),
+    "checkpoint:selective": ("torch.utils.checkpoint.create_selective_checkpoint_contexts",),
+    "control_flow:cond": ("torch.cond",), "control_flow:while_loop": ("torch._higher_order_ops.while_loop",),
+    "control_flow:map": ("torch._higher_order_ops.map",), "control_flow:scan": ("torch._higher_order_ops.scan",),
+    "export:strict": ("torch.export.export",), "export:non_strict": ("torch.export.export",),
+    "export:unflatten": ("torch.export.unflatten",), "export:compile": ("torch.export.export",),
+    "cache:warm": ("torch._inductor.config.fx_graph_cache", "torch._functorch.config.enable_autograd_cache"),
+    "dynamic:dynamic": ("torch.compile",), "dynamic:mark": ("torch._dynamo.mark_dynamic",),
+    "dynamic:maybe_mark": ("torch._dynamo.maybe_mark_dynamic",),
+    "dynamic:unbacked": ("torch._dynamo.config.capture_scalar_outputs",
+                         "torch._dynamo.config.capture_dynamic_output_shape_ops"),
+}
+
+
 @dataclass(frozen=True)
 class Capability:
     name: str
@@ -76,6 +113,10 @@ CATALOGUE: tuple[Capability, ...] = (
     Capability("graph_deduplication_lint", _has_dedup_lint,
                "the pass's own lint (--lint-share): programs compile without it"),
 )
+CATALOGUE += tuple(
+    Capability(f"door:{door}", lambda paths=paths: all(_resolves(p) for p in paths),
+               f"the {door} door ({', '.join(paths)}): programs are not reached through it")
+    for door, paths in DOOR_NEEDS.items())
 BY_NAME = {c.name: c for c in CATALOGUE}
 
 

@@ -111,7 +111,7 @@ def door_through(door, model, inputs, compile_fn=None, exported=None):
 
 def door_mark(door, inputs):
     """mark_dynamic / maybe_mark_dynamic on the batch dimension of every input that has it."""
-    fn = {"dynamic:door_mark": "mark_dynamic", "dynamic:maybe_mark": "maybe_mark_dynamic"}.get(door)
+    fn = {"dynamic:mark": "mark_dynamic", "dynamic:maybe_mark": "maybe_mark_dynamic"}.get(door)
     if fn is None or not inputs or not isinstance(inputs[0], torch.Tensor) or not inputs[0].dim():
         return
     batch = inputs[0].shape[0]

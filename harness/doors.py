@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
 import os
 import tempfile
 import time
@@ -29,12 +28,12 @@ import torch
 import torch._dynamo
 
 from generators.codegen import render
-from generators.doors import DOORS, Door
+from generators.doors import DOORS, Door, grown_batch
 from generators.ir import Program
-from generators.replays import Resize, resized, resizes
 
 from . import torch_config
 from .backends import resolve
+from .capabilities import BY_NAME, has
 from .door_calls import DOOR_COMPILE, DOOR_CONFIG, door_mark, door_through
 from .execute import as_float64, execute, failure
 from .hygiene import clean_up, leaked_state
@@ -91,65 +90,15 @@ class _Refused(Exception):
     pass
 
 
-# --- feature detection ----------------------------------------------------------
-
-
-def _resolves(path: str) -> bool:
-    """Whether the dotted ``path`` names something in this torch."""
-    parts = path.split(".")
-    obj: Any = importlib.import_module(parts[0])
-    for i, part in enumerate(parts[1:], 2):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            try:
-                obj = importlib.import_module(".".join(parts[:i]))
-            except ImportError:
-                return False
-    return True
-
-
-NEEDS: dict[str, tuple[str, ...]] = {
-    "transform:grad": ("torch.func.grad",), "transform:vjp": ("torch.func.vjp",),
-    "transform:jacrev": ("torch.func.jacrev",), "transform:vmap": ("torch.func.vmap",),
-    "transform:vmap_each": ("torch.func.vmap",),
-    "transform:functional_call": ("torch.func.functional_call",),
-    "checkpoint:non_reentrant": ("torch.utils.checkpoint.checkpoint",),
-    "checkpoint:reentrant": ("torch.utils.checkpoint.checkpoint",),
-    "checkpoint:selective": ("torch.utils.checkpoint.create_selective_checkpoint_contexts",),
-    "control_flow:cond": ("torch.cond",), "control_flow:while_loop": ("torch._higher_order_ops.while_loop",),
-    "control_flow:map": ("torch._higher_order_ops.map",), "control_flow:scan": ("torch._higher_order_ops.scan",),
-    "export:strict": ("torch.export.export",), "export:non_strict": ("torch.export.export",),
-    "export:unflatten": ("torch.export.unflatten",), "export:compile": ("torch.export.export",),
-    "cache:warm": ("torch._inductor.config.fx_graph_cache", "torch._functorch.config.enable_autograd_cache"),
-    "dynamic:dynamic": ("torch.compile",), "dynamic:mark": ("torch._dynamo.mark_dynamic",),
-    "dynamic:maybe_mark": ("torch._dynamo.maybe_mark_dynamic",),
-    "dynamic:unbacked": ("torch._dynamo.config.capture_scalar_outputs",
-                         "torch._dynamo.config.capture_dynamic_output_shape_ops"),
-}
-
-
-@functools.lru_cache(maxsize=None)
 def unavailable(door: str) -> str:
-    """Why this torch cannot take ``door`` ("": it can), by asking it."""
-    missing = [p for p in NEEDS.get(door, ()) if not _safe(_resolves, p)]
-    return f"{', '.join(missing)} missing" if missing else ""
-
-
-def _safe(fn: Callable, *args) -> bool:
-    try:
-        return bool(fn(*args))
-    except Exception:
-        return False
+    """Why this torch cannot take ``door`` ("": it can): harness.capabilities asks it."""
+    name = f"door:{door}"
+    return "" if has(name) else BY_NAME[name].lost
 
 
 def available() -> tuple[str, ...]:
     """The doors this torch has."""
     return tuple(d for d in DOORS if not unavailable(d))
-
-
-def unavailable_doors() -> dict[str, str]:
-    """Each door this torch lacks, and what it lacks for it (said once, in the campaign report)."""
-    return {d: unavailable(d) for d in DOORS if unavailable(d)}
 
 
 # --- the run ----------------------------------------------------------------
@@ -196,11 +145,9 @@ def _inputs_modules(program: Program, door: Door) -> list[tuple[str, Any]]:
     """The modules whose ``make_inputs`` build each call's inputs: the program's
     own (None); for a door that resizes, also the first grown batch the model takes."""
     out: list[tuple[str, Any]] = [("first", None)]
-    if door.resize:
-        x = program.inputs[0][0]
-        grown = [shape for name, shape in resizes(program) if name == x]
-        if grown:
-            out.append(("resized", load_source(render(resized(program, Resize(0, x, grown[0]))))))
+    grown = grown_batch(program) if door.resize else None
+    if grown is not None:
+        out.append(("resized", load_source(render(grown))))
     return out
 
 

@@ -34,11 +34,20 @@ def _crash(run: DoorOutcome, label: str, f) -> Verdict:
                             "traceback": f.traceback})
 
 
-def _values(run: DoorOutcome, label: str, verdicts: list[Verdict], role: str = "") -> list[Verdict]:
+def _zeros(actual: Execution | None, where: str) -> bool:
+    value = _pairs(actual).get(where) if actual is not None else None
+    return isinstance(value, torch.Tensor) and not bool(value.ne(0).any())
+
+
+def _values(run: DoorOutcome, label: str, verdicts: list[Verdict], role: str = "",
+            actual: Execution | None = None) -> list[Verdict]:
     out = []
     for v in verdicts:
         where = ":".join(p for p in (run.door, label, role, v.where) if p)
-        out.append(Verdict(NAME, v.status, kind=v.kind or "", where=where, message=v.message,
+        kind = v.kind or ""
+        if kind == "unexpected_grad" and _zeros(actual, v.where):
+            kind = "zero_grad"  # a gradient of zeros where eager has none: a class of its own
+        out.append(Verdict(NAME, v.status, kind=kind, where=where, message=v.message,
                            details={**v.details, "door": run.door, "call": label, "value": v.where,
                                     **({"role": role} if role else {})}))
     return out
@@ -64,9 +73,10 @@ def verdicts(run: DoorOutcome) -> list[Verdict]:
                                   details={"door": run.door})]
         if call.door_eager is not None:
             out += _values(run, call.label, _structure(call.eager, call.door_eager)
-                           or compare_runs(NAME, call.eager, call.door_eager, call.reference, **floor), "eager_operator")
+                           or compare_runs(NAME, call.eager, call.door_eager, call.reference, **floor), "eager_operator",
+                           call.door_eager)
         out += _values(run, call.label, _structure(call.eager, call.compiled)
-                       or compare_runs(NAME, call.eager, call.compiled, call.reference, **floor))
+                       or compare_runs(NAME, call.eager, call.compiled, call.reference, **floor), actual=call.compiled)
         if call.cold is not None and call.cold.failure is None and call.cold is not call.compiled:
             out += _values(run, call.label, _exact(call.cold, call.compiled), "warm_vs_cold")
     return out or [Verdict(NAME, Status.PASS, message="nothing was compiled through the door",

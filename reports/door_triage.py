@@ -10,10 +10,10 @@ known-issues baseline names, so a known bug met through a door is known.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from generators.doors import DOORS
-from generators.ir import Program
+from generators.ir import Context, Program
 from harness.doors import DoorOutcome, run_door
 from harness.outcome import RunConfig
 from harness.pipeline import InvalidProgram, run_program
@@ -44,6 +44,13 @@ def without_door(program: Program) -> Program:
     return replace(program, options=o)
 
 
+def contexts(program: Program) -> list[str]:
+    """The global state the program's calls change (a door may run the call
+    under other state than its caller: a class of wrong values of its own)."""
+    return [f"ctx:{f.name}" for f in fields(Context)
+            if any(getattr(c.context, f.name) is not None for s in program.sections for c in s.calls)]
+
+
 def triage_door(run: DoorOutcome, verdict: Verdict) -> Finding:
     program, config = run.program, run.config
     oracle = DOOR_ORACLES[verdict.oracle]
@@ -61,7 +68,8 @@ def triage_door(run: DoorOutcome, verdict: Verdict) -> Finding:
         detail = f"{verdict.details.get('stage')}:{normalize(verdict.message)}"
     else:
         value = verdict.details.get("value", "").split("[")[0]
-        detail = ":".join(p for p in (role, value, verdict.details.get("call", ""), *tags(program)) if p)
+        detail = ":".join(p for p in (role, value, verdict.details.get("call", ""), *tags(program), *contexts(program))
+                          if p)
     signature = ":".join(p for p in (verdict.oracle, verdict.kind, culprit, run.door, detail) if p)
     extra = {"door": run.door}
     if culprit != "eager" and verdict.oracle == door_oracle.NAME:

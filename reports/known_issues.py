@@ -93,8 +93,11 @@ class KnownIssue:
         without: on a torch lacking one it is unavailable, neither reproduced
         nor fixed (torch 2.7 has no nested_compile_region to decorate with)."""
         needed = ["graph_deduplication"] if self.dedup else []
-        if any(b.compile_region for b in self.program().blocks()):
+        program = self.program()
+        if any(b.compile_region for b in program.blocks()):
             needed.append("nested_compile_region")
+        if program.options.door:  # reached through a door (generators.doors) this torch may lack
+            needed.append(f"door:{program.options.door}")
         return tuple(needed)
 
     @property
@@ -102,7 +105,7 @@ class KnownIssue:
         """What a strict repro (differential, guard; toggle: crash or values) must see; None: any failure."""
         if self.repro == "toggle":
             return "" if self.crash is None else "*"
-        if self.repro not in ("differential", "guard"):
+        if self.repro not in ("differential", "guard", "door"):
             return None
         return "" if self.crash is None else self.crash
 

@@ -23,7 +23,7 @@ from generators.check import lowest_precision, zero_signs_determined
 from generators.codegen import render, render_inputs
 from generators.ir import Program
 from generators.regions import with_regions
-from generators.replays import ReplayPlan, Resize, resized, resizes
+from generators.replays import ReplayPlan, resized
 from generators.variants import PRELUDE
 from harness.backends import resolve
 from harness.execute import first_line
@@ -207,14 +207,13 @@ def _door_fields(program: Program, config: RunConfig, variant: dict) -> dict:
     """A door repro's door: the harness's own code that calls through it
     (harness.door_calls, inlined), the plain-Python equivalent eager runs,
     and the grown batch a door that resizes calls next."""
-    from generators.doors import DOORS
+    from generators.doors import DOORS, grown_batch
     from harness import door_calls
 
     door = DOORS[program.options.door]
     reference = render(program, reference=True) if door.reference else ""
-    grown = [shape for name, shape in resizes(program) if name == program.inputs[0][0]] if door.resize else []
-    inputs = "\n".join(render_inputs(resized(program, Resize(0, program.inputs[0][0], grown[0])),
-                                     "make_resized_inputs")) if grown else ""
+    grown = grown_batch(program) if door.resize else None
+    inputs = "\n".join(render_inputs(grown, "make_resized_inputs")) if grown is not None else ""
     calls = inspect.getsource(door_calls).split('"""', 2)[2].strip()  # without the module docstring
     return {"door": door.name, "backward": config.backward and door.backward, "operator": bool(variant.get("operator")),
             "reference_source": repr(reference), "door_calls": calls, "resized_inputs": inputs,

@@ -1,4 +1,4 @@
-"""Repro: KI-003: Graph deduplication crashes with KeyError 'example_value' on any program that calls a nested_compile_region function more than once
+"""Repro: KI-003: Graph deduplication crashes with KeyError 'example_value' on any program that calls a nested_compile_region function, or another higher-order operator (checkpoint, while_loop, cond, scan), more than once
 
 Exit status 1: reproduced; 0: not reproduced; 3: fails, but differently; 2: the repro itself failed. Needs only torch."""
 import os as _os
