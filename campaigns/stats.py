@@ -6,8 +6,10 @@ programs that run in eager and the share that produce region groups.
 ``--check`` turns the issue's acceptance criteria into an exit status: every
 feature of ``generators.features.universe()`` appears, at least 99% run in
 eager, at least 40% produce a region group, the block hierarchy is really
-drawn (SHARE_TARGETS), and the kinds drawn rarely on purpose stay above their
-floors (FEATURE_FLOORS).
+drawn (SHARE_TARGETS), the kinds drawn rarely on purpose stay above their
+floors (FEATURE_FLOORS), and every door (generators.doors) is opened by some
+program: a share of the programs is given a door as a campaign gives them,
+and, measured, is run through it.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 EAGER_TARGET = 0.99
+DOOR_SHARE = 0.25  # as a campaign's default --door-share
 REGION_TARGET = 0.40
 # Shares of drawn programs with a feature (any of the listed ones).
 SHARE_TARGETS = {
@@ -95,6 +99,7 @@ class Measured:
     region_groups: int = 0
     invoke_subgraph_calls: int = 0
     graph_breaks: int = 0
+    door: Optional[dict] = None  # the door run's event (reports.door_coverage), for a program given a door
     seconds: float = 0.0
 
 
@@ -115,8 +120,11 @@ def measure(program_json: str) -> Measured:
     from harness.outcome import RunConfig
     from harness.pipeline import InvalidProgram, run_compiled, run_eager
 
+    from generators.doors import with_door
+
     t = time.perf_counter()
-    program = Program.from_json(program_json)
+    doored = Program.from_json(program_json)
+    program = with_door(doored, "")  # the door is a run of its own (_door_event)
     result = Measured()
     try:
         module = load_source(render(program))
@@ -138,8 +146,39 @@ def measure(program_json: str) -> Measured:
     result.region_groups = len(capture.region_groups)
     result.invoke_subgraph_calls = capture.invoke_subgraph_calls
     result.graph_breaks = capture.graph_breaks
+    if doored.options.door:
+        try:
+            result.door = _door_event(doored)
+        except Exception as e:  # noqa: BLE001 - reported, and --check fails
+            result.harness_error = f"door {program.options.door}: {type(e).__name__}: {e}"[:300]
     result.seconds = time.perf_counter() - t
     return result
+
+
+def _door_event(program) -> dict:
+    """The program through its door, forward only, with deduplication (the
+    eager backend: what the door reaches, not what a backend makes of it)."""
+    from harness.doors import run_door
+    from harness.outcome import RunConfig
+    from oracles.door import check
+    from reports import door_coverage
+
+    run = run_door(program, RunConfig(backend="eager", backward=False))
+    outcome = "refused" if run.refused else check(run).status.value
+    return door_coverage.event(run.door, outcome, run.invoke_subgraph, run.backend)
+
+
+def with_doors(drawn: list[str], seed: int, share: float = DOOR_SHARE) -> list[str]:
+    """The drawn programs, a share of them given a door as a campaign gives them."""
+    from generators.doors import assign, with_door
+    from generators.ir import Program
+    from harness.doors import available
+
+    doors, out = available(), []
+    for i, text in enumerate(drawn):
+        program = Program.from_json(text)
+        out.append(with_door(program, assign(f"stats-{seed}-{i}", share, doors, program)).to_json())
+    return out
 
 
 def _table(title: str, counts: Counter, names: list[str], n: int, width: int = 34) -> list[str]:
@@ -156,7 +195,7 @@ def report(programs_json: list[str], measured: list[Measured] | None) -> tuple[l
     from generators.features import features, universe
     from generators.ir import Program
     from generators.variants import variants
-    from reports import semantic
+    from reports import door_coverage, semantic
 
     n = len(programs_json)
     counts: Counter = Counter()
@@ -178,6 +217,18 @@ def report(programs_json: list[str], measured: list[Measured] | None) -> tuple[l
     lines += semantic.text(covered)
     summary: dict = {"programs": n, "missing": missing, "counts": dict(counts), "shares": {}, "short": [],
                      "semantic_coverage": {k: dict(v) for k, v in covered.items()}}
+    doors: dict = {}
+    for text in programs_json:
+        door = Program.from_json(text).options.door
+        if door:
+            door_coverage.fold(doors, door_coverage.event(door, "drawn", 0, ""))
+    if measured is not None:
+        doors = {}
+        for m in measured:
+            door_coverage.fold(doors, m.door)
+    lines += door_coverage.text(doors)
+    summary["door_coverage"] = {k: dict(v) for k, v in doors.items()}
+    summary["doors_never_opened"] = door_coverage.never_opened(doors)
     lines.append("")
     lines.append(f"features never drawn: {', '.join(missing) if missing else 'none'}")
     for what, (names, target) in SHARE_TARGETS.items():
@@ -216,7 +267,7 @@ def report(programs_json: list[str], measured: list[Measured] | None) -> tuple[l
 
 def run(n: int, seed: int, jobs: int, regions: bool, out: Path | None, check: bool) -> int:
     t = time.perf_counter()
-    drawn = draw(n, seed)
+    drawn = with_doors(draw(n, seed), seed)
     print(f"drew {len(drawn)} programs in {time.perf_counter() - t:.1f}s", file=sys.stderr)
     measured = None
     if regions:
@@ -230,7 +281,7 @@ def run(n: int, seed: int, jobs: int, regions: bool, out: Path | None, check: bo
         out.write_text(json.dumps(summary, indent=2, sort_keys=True))
     if not check:
         return 0
-    ok = not summary["missing"] and not summary["short"]
+    ok = not summary["missing"] and not summary["short"] and not summary["doors_never_opened"]
     if measured is not None:
         ok = ok and summary["eager_valid"] >= EAGER_TARGET and summary["region_share"] >= REGION_TARGET
         ok = ok and not summary["harness_errors"]

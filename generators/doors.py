@@ -80,15 +80,19 @@ RECOMPUTED = _fits_all(_recomputable, _steady_default_dtype)
 
 
 def _reentrant_contract(program) -> bool:
-    """Reentrant checkpointing runs its forward under no_grad, and tracks
-    gradients only through its inputs (torch.utils.checkpoint's note on the
-    two variants): the door fits programs that read no grad mode and change
-    no global state around their calls, where the variants agree."""
+    """Reentrant checkpointing runs its forward under no_grad, tracks
+    gradients only through its inputs, and makes every output require grad
+    (torch.utils.checkpoint's note on the two variants: an input and an
+    output must require grad): the door fits programs that read no grad
+    mode, change no global state around their calls, and whose block's
+    result reads the input it is checkpointed over."""
+    from .check import live_values
     from .ir import Context
 
     reads = {"grad_enabled_branch", "requires_grad_branch"}
     return not any(s.op in reads for b in program.blocks() for s in b.body) and all(
-        c.context == Context() for s in program.sections for c in s.calls)
+        c.context == Context() for s in program.sections for c in s.calls) \
+        and program.block.inputs[0] in live_values(program.block)
 
 
 def _ckpt(reentrant: str, extra: str = "") -> Writer:

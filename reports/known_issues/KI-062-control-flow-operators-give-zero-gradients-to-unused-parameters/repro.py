@@ -1,4 +1,4 @@
-"""Repro: KI-062: torch.cond, while_loop, map and scan give a gradient of zeros, not None, to a parameter their body reads but does not use
+"""Repro: KI-062: torch.cond, while_loop, map and scan give a gradient of zeros, not None, to a parameter their body reads but does not use, and mark outputs that depend on no grad-requiring input as requiring grad
 
 Exit status 1: reproduced; 0: not reproduced; 3: fails, but differently; 2: the repro itself failed. Needs only torch."""
 import os as _os
