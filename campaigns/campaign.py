@@ -29,7 +29,7 @@ from generators.ir import Program, from_dict, to_dict
 from generators.strategies import programs
 from harness import torch_config
 from harness.backends import resolve
-from generators.doors import DOORS, assign, with_door
+from generators.doors import DOORS, assign, in_share, with_door
 from harness.capabilities import has, unavailable
 from harness.doors import available as door_names
 from campaigns.pool import Lost, Pool
@@ -142,7 +142,7 @@ def _slug(signature: str) -> str:
 
 
 def _lint(pid: str, share: float) -> bool:
-    """Whether this program is in a fixed share, by id (the pass's own lint, an inductor door run)."""
+    """Whether this program runs under the pass's own lint (a fixed share, by id)."""
     return share > 0 and (sum(map(ord, pid)) % 100) < share * 100
 
 
@@ -468,7 +468,7 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
                 submitted += 1
                 if doors:
                     program = with_door(program, assign(pid, options.door_share, doors, program))
-                door_backend = "inductor" if program.options.door and _lint(f"{pid}:inductor", options.inductor_share) \
+                door_backend = "inductor" if program.options.door and in_share(f"{pid}:inductor", options.inductor_share) \
                     else ""
                 task_config = config
                 if _lint(pid, options.lint_share) and has("graph_deduplication_lint"):

@@ -49,7 +49,6 @@ from .ir import (
     Value,
     with_call,
 )
-from .doors import DOORS
 from .forms import FORMS, applies
 from .values import Sub, base_value, typed_key
 from .ops import CALL_VIEWS, OPS, TT, D, Env, OpSpec, Reject, S, T, W, accepts, broadcast, slot_values
@@ -484,7 +483,12 @@ BREAKING_SUBCLASSES = ("FloatSub",)
 
 def has_graph_breaks(program: Program) -> bool:
     homes = {f.name: f.home for f in program.frees}
-    return any(
+    # A form that makes the carried value a Tensor subclass, met a second
+    # time on the chain: Dynamo breaks on ``as_subclass`` of a subclass
+    # instance ("Unhandled args for method"), so fullgraph cannot be asked.
+    rewrapped = sum(bool(c.how) and FORMS[c.how].carries and s.flow != "fanout"
+                    for s in program.sections for c in s.calls) >= 2
+    return rewrapped or any(
         INTERLUDES[n].breaks for n in (*program.interludes, *(s.interleave for s in program.sections)) if n
     ) or any(homes.get(n) in BREAKING_SETS for _, c in program.repeats() for n, _ in c.sets) or any(
         isinstance(v, Sub) and v.cls in BREAKING_SUBCLASSES for _, c in program.repeats()
@@ -618,8 +622,6 @@ def check(program: Program) -> list[dict[str, TT]]:
         raise MalformedProgram("a chained block that draws random numbers must read its carried input")
     if program.outputs == "single" and any(s.flow == "fanout" for s in program.sections):
         raise MalformedProgram("a single output cannot return a fanout's results")
-    if program.options.door and program.options.door not in DOORS:
-        raise MalformedProgram(f"unknown door {program.options.door!r}: use one of {', '.join(DOORS)}")
     for name, dim, _ in program.options.mark_dynamic:
         if name not in specs or not 0 <= dim < len(specs[name].shape) or specs[name].shape[dim] < 2:
             raise MalformedProgram(f"cannot mark {name} dim {dim} dynamic")

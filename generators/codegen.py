@@ -14,11 +14,11 @@ import math
 from dataclasses import fields, replace
 
 from .check import PER_INSTANCE, check, default_value
-from .doors import PRELUDE as DOOR_PRELUDE, source_door
+from .doors import DOORS, PRELUDE as DOOR_PRELUDE, source_door
 from .forms import FORMS, PRELUDE, Site
 from .values import SUBCLASSES as SUB_BASES
 from .interludes import INTERLUDES
-from .ir import (CHILD, Arg, Block, Call, Const, Context, DType, Fn, Free, Program, PyList, PySlice, Ref, Section,
+from .ir import (CHILD, Arg, MalformedProgram, Block, Call, Const, Context, DType, Fn, Free, Program, PyList, PySlice, Ref, Section,
                  Stmt, Sub, TensorSpec, Value, typed_key)
 from .ops import CALL_VIEWS, OPS, WEIGHT_INITS, W, render_call
 
@@ -680,6 +680,8 @@ def render(program: Program, reference: bool = False) -> str:
     """Python source for ``program``; raises MalformedProgram if it is invalid.
     ``reference``: a source door written as its plain-Python equivalent."""
     check(program)
+    if program.options.door and program.options.door not in DOORS:
+        raise MalformedProgram(f"unknown door {program.options.door!r}: use one of {', '.join(DOORS)}")
     forward = _render_forward(program, reference)
     door = source_door(program)
     parts = [

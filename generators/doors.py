@@ -208,6 +208,13 @@ def fits(door: str, program) -> bool:
     return d.fits is None or d.fits(program)
 
 
+def in_share(key: str, share: float) -> bool:
+    """Whether ``key`` (a program id) falls in a fixed ``share`` of keys (a stable hash, not Python's)."""
+    import zlib
+
+    return zlib.crc32(key.encode()) % 1000 < share * 1000
+
+
 def assign(key: str, share: float, names: tuple[str, ...], program=None) -> str:
     """The door a campaign gives the program ``key`` names (a program id):
     none for ``1 - share`` of keys, else one of ``names`` that fits
@@ -227,21 +234,3 @@ def with_door(program, door: str):
 
     return replace(program, options=replace(program.options, door=door))
 
-
-def grown_batch(program):
-    """``program`` with its batch grown by one (dimension 0 of every input
-    that shares the first input's, when that is at least 2: a size of 0 or 1
-    is specialized by design), if the same model takes it; else None. What
-    a door that resizes calls second, where a symbolic graph must serve."""
-    from dataclasses import replace
-
-    from .variants import valid
-
-    first = program.inputs[0][1].shape
-    if not first or first[0] < 2:
-        return None
-    batch = first[0]
-    inputs = tuple((n, replace(s, shape=(batch + 1, *s.shape[1:])) if s.shape and s.shape[0] == batch
-                    and len(s.shape) == len(first) else s) for n, s in program.inputs)
-    grown = replace(program, inputs=inputs)
-    return grown if valid(grown) else None

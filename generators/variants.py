@@ -696,3 +696,19 @@ def select(program: Program, limit: int) -> list[Variant]:
     chosen += neutral[1:1 + limit - len(chosen)]
     order = {id(v): i for i, v in enumerate(found)}
     return sorted(chosen, key=lambda v: order[id(v)])
+
+
+def grown_batch(program: Program) -> Optional[Program]:
+    """``program`` with its batch grown by one (dimension 0 of every input
+    that shares the first input's, when that is at least 2: a size of 0 or 1
+    is specialized by design), if the same model takes it; else None. What
+    a door that resizes calls second (generators.doors), where a symbolic
+    graph must serve."""
+    first = program.inputs[0][1].shape
+    if not first or first[0] < 2:
+        return None
+    batch = first[0]
+    inputs = tuple((n, replace(s, shape=(batch + 1, *s.shape[1:])) if s.shape and s.shape[0] == batch
+                    and len(s.shape) == len(first) else s) for n, s in program.inputs)
+    grown = replace(program, inputs=inputs)
+    return grown if valid(grown) else None

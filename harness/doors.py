@@ -17,7 +17,6 @@ export, a data-dependent guard). The harness records; it never decides.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import tempfile
 import time
@@ -28,8 +27,9 @@ import torch
 import torch._dynamo
 
 from generators.codegen import render
-from generators.doors import DOORS, Door, grown_batch
+from generators.doors import DOORS, Door
 from generators.ir import Program
+from generators.variants import grown_batch
 
 from . import torch_config
 from .backends import resolve
@@ -48,8 +48,8 @@ from .pipeline import backend_config, isolated_global_state, torch_compile_kwarg
 # or inside an operator that must capture its body whole (vmap, cond, ...).
 REFUSED_BY_ALL = ("Unsupported", "UncapturedHigherOrderOpError")
 REFUSALS = {
-    "export": ("Unsupported", "UserError", "GuardOnDataDependentSymNode", "UncapturedHigherOrderOpError",
-               "ConstraintViolationError", "PendingUnbackedSymbolNotFound"),
+    "export": ("UserError", "GuardOnDataDependentSymNode", "ConstraintViolationError",
+               "PendingUnbackedSymbolNotFound"),
     "dynamic": ("ConstraintViolationError",),
 }
 
@@ -277,8 +277,7 @@ def _cached(run: DoorOutcome, door: Door, module, backward: bool) -> None:
             with _compiling(run, door) as compile_fn:
                 result = _role(run, door, module, False, [("first", None)], backward, compile_fn)[0]
             run.facts[phase] = {f"{cache}_{what}": counters[group][f"{cache}_{what}"]
-                                for group, cache in (("inductor", "fxgraph_cache"), ("aot_autograd", "autograd_cache"))
-                                for what in ("hit", "miss", "bypass")}
+                                for group, cache, whats in CACHE_COUNTERS for what in whats}
             results.append(result)
             if result.failure is not None:
                 break
@@ -286,6 +285,14 @@ def _cached(run: DoorOutcome, door: Door, module, backward: bool) -> None:
     run.calls[0].compiled = results[-1]
     if results[-1].failure is not None:
         _refuse_or_record(run, door, results[-1].failure)
+
+
+# The counters torch keeps of its compile caches: what a cold compile stored,
+# what a warm one found.
+CACHE_COUNTERS = (
+    ("inductor", "fxgraph_cache", ("hit", "miss", "bypass", "pickle_error", "write_error")),
+    ("aot_autograd", "autograd_cache", ("hit", "miss", "bypass", "saved")),
+)
 
 
 def _forget_in_memory() -> None:

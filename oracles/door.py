@@ -105,20 +105,24 @@ def check(run: DoorOutcome) -> Verdict:
     return combine(NAME, verdicts(run))
 
 
+def stored(counts: dict) -> dict[str, int]:
+    """What a compile wrote to each cache, as torch counts it: the AOTAutograd
+    cache's saves; the FX graph cache's misses that it neither bypassed nor
+    failed to pickle or write."""
+    fx = counts["fxgraph_cache_miss"] - counts["fxgraph_cache_pickle_error"] - counts["fxgraph_cache_write_error"]
+    return {"fxgraph_cache": fx if not counts["fxgraph_cache_bypass"] else 0,
+            "autograd_cache": counts["autograd_cache_saved"]}
+
+
 def check_cache(run: DoorOutcome) -> Verdict:
-    """A warm compile hits every cache the cold one wrote to (a miss that was
-    not a bypass stored an entry that a second compile of the same graph
-    finds)."""
+    """A warm compile hits every entry the cold one stored (the same program,
+    the same graphs: the same keys)."""
     cold, warm = run.facts.get("cold"), run.facts.get("warm")
     if run.refused or cold is None or warm is None:
         return Verdict(CACHE, Status.INCONCLUSIVE, kind="not_run", where=run.door,
                        message=run.refused or "no warm compile", details={"door": run.door})
-    missed = []
-    for cache in ("fxgraph_cache", "autograd_cache"):
-        stored = cold[f"{cache}_miss"] - cold[f"{cache}_bypass"] if cold[f"{cache}_bypass"] <= cold[f"{cache}_miss"] \
-            else 0
-        if cold[f"{cache}_bypass"] == 0 and cold[f"{cache}_miss"] > 0 and warm[f"{cache}_hit"] < stored:
-            missed.append(f"{cache}: cold stored {stored}, warm hit {warm[f'{cache}_hit']}")
+    missed = [f"{cache}: the cold compile stored {n}, the warm one hit {warm[f'{cache}_hit']}"
+              for cache, n in stored(cold).items() if n and warm[f"{cache}_hit"] < n]
     if missed:
         return Verdict(CACHE, Status.FAIL, kind="no_hit", where=f"{run.door}:{missed[0].split(':')[0]}",
                        message="; ".join(missed), details={"door": run.door, "cold": cold, "warm": warm})

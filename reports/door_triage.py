@@ -26,12 +26,20 @@ from .triage import Finding, alike, tags, triage
 
 # Doors whose compiled side runs no torch.compile backend: no backend rung.
 NO_BACKEND = ("export:strict", "export:non_strict", "export:unflatten")
+def _marked(strict: bool):
+    """The first input's batch dimension marked, where it can be (a size of 0 or 1 is specialized by design)."""
+    def change(o, program):
+        name, spec = program.inputs[0]
+        return replace(o, mark_dynamic=((name, 0, strict),)) if spec.shape and spec.shape[0] >= 2 else o
+    return change
+
+
 # The compile options of the plain program that matches a door's.
 PLAIN_OPTIONS = {
-    "dynamic:dynamic": lambda o, x: replace(o, dynamic=True),
-    "dynamic:unbacked": lambda o, x: replace(o, dynamic=True),
-    "dynamic:mark": lambda o, x: replace(o, mark_dynamic=((x, 0, True),)),
-    "dynamic:maybe_mark": lambda o, x: replace(o, mark_dynamic=((x, 0, False),)),
+    "dynamic:dynamic": lambda o, program: replace(o, dynamic=True),
+    "dynamic:unbacked": lambda o, program: replace(o, dynamic=True),
+    "dynamic:mark": _marked(True),
+    "dynamic:maybe_mark": _marked(False),
 }
 
 
@@ -39,9 +47,7 @@ def without_door(program: Program) -> Program:
     """The program called plainly, with the compile options its door implied."""
     o = replace(program.options, door="")
     change = PLAIN_OPTIONS.get(program.options.door)
-    if change is not None and program.inputs[0][1].shape and program.inputs[0][1].shape[0] >= 2:
-        o = change(o, program.inputs[0][0])
-    return replace(program, options=o)
+    return replace(program, options=change(o, program) if change is not None else o)
 
 
 def contexts(program: Program) -> list[str]:

@@ -207,8 +207,11 @@ def _door_fields(program: Program, config: RunConfig, variant: dict) -> dict:
     """A door repro's door: the harness's own code that calls through it
     (harness.door_calls, inlined), the plain-Python equivalent eager runs,
     and the grown batch a door that resizes calls next."""
-    from generators.doors import DOORS, grown_batch
+    from generators.doors import DOORS
+    from generators.variants import grown_batch
     from harness import door_calls
+    from harness.doors import CACHE_COUNTERS
+    from oracles.door import stored
 
     door = DOORS[program.options.door]
     reference = render(program, reference=True) if door.reference else ""
@@ -217,7 +220,8 @@ def _door_fields(program: Program, config: RunConfig, variant: dict) -> dict:
     calls = inspect.getsource(door_calls).split('"""', 2)[2].strip()  # without the module docstring
     return {"door": door.name, "backward": config.backward and door.backward, "operator": bool(variant.get("operator")),
             "reference_source": repr(reference), "door_calls": calls, "resized_inputs": inputs,
-            "cache": door.family == "cache"}
+            "cache": door.family == "cache", "cache_counters": CACHE_COUNTERS,
+            "stored_source": inspect.getsource(stored).strip()}
 
 
 def _replay_fields(program: Program, replay: dict | None) -> dict:

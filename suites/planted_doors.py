@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Callable, Iterator
+from typing import Callable
 
 import torch
 import torch._higher_order_ops

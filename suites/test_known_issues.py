@@ -22,9 +22,12 @@ import pytest
 import torch
 
 from harness import capabilities
+from harness.doors import run_door
+from harness.outcome import RunConfig
 from harness.pipeline import run_program
-from oracles.registry import judge, run_config
+from oracles.registry import judge, judge_door, run_config
 from reports.known_issues import MODEL_ROOT, ROOT, load, release
+from reports.door_triage import triage_door
 from reports.triage import triage
 
 pytestmark = pytest.mark.known_issue
@@ -132,11 +135,16 @@ def test_a_nested_compile_region_program_needs_the_decorator():
 @pytest.mark.parametrize("issue", RUN, ids=[i.id for i in ISSUES])
 def test_known_issue_still_reproduces_with_its_signature(issue):
     _skip_if_unavailable(issue)
-    # an issue found through one change re-makes every change the program offers
-    outcome = run_program(issue.program(), run_config(issue.backend, variants=-1 if issue.variant else None))
-    failures = [v for v in judge(outcome) if v.failed]
-    if issue.fixed_on(torch.__version__):
+    if issue.program().options.door:  # found through a door (generators.doors): its own run
+        run = run_door(issue.program(), RunConfig(backend=issue.backend, dedup=issue.dedup))
+        failures = [v for v in judge_door(run) if v.failed]
+        signatures = [triage_door(run, v).signature for v in failures]
+    else:
+        # an issue found through one change re-makes every change the program offers
+        outcome = run_program(issue.program(), run_config(issue.backend, variants=-1 if issue.variant else None))
+        failures = [v for v in judge(outcome) if v.failed]
         signatures = [triage(outcome, v).signature for v in failures]
+    if issue.fixed_on(torch.__version__):
         assert not any(issue.matches(s) for s in signatures), (
             f"{issue.id} is recorded fixed in {issue.fixed_in} but reproduces on torch {torch.__version__}: "
             f"{signatures}")
@@ -144,7 +152,6 @@ def test_known_issue_still_reproduces_with_its_signature(issue):
     if not failures:
         pytest.fail(f"{issue.id} appears fixed in this torch ({torch.__version__}): its program now passes. "
                     f"Record the release as fixed_in in its issue.json ({issue.title})")
-    signatures = [triage(outcome, v).signature for v in failures]
     assert any(issue.matches(s) for s in signatures), (
         f"{issue.id} fails, but with another signature: {signatures}")
 
