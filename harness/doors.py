@@ -52,6 +52,11 @@ REFUSALS = {
                "PendingUnbackedSymbolNotFound"),
     "dynamic": ("ConstraintViolationError",),
 }
+# What a door's compiler says, in its own words, when it declines by design.
+REFUSED_SAYING = {
+    # inductor's activation-checkpoint rematerialization: RNG ops in a recompute region are unsupported
+    "checkpoint": ("does not support RNG ops in recompute regions",),
+}
 
 
 @dataclass
@@ -252,7 +257,8 @@ def _refuse_or_record(run: DoorOutcome, door: Door, f: Failure, call: Optional[D
     """A failure of the door's compiler: a refusal by design, or a crash of ``call`` (default: the first)."""
     names = (*REFUSED_BY_ALL, *REFUSALS.get(door.family, ()))
     if any(f.type == n or f.type.endswith("." + n) for n in names) or any(
-            f"{n}:" in f.message or f"{n}(" in f.message for n in names):
+            f"{n}:" in f.message or f"{n}(" in f.message for n in names) or any(
+            words in f.message for words in REFUSED_SAYING.get(door.family, ())):
         raise _Refused(f"{door.name} declines: {f.type}: {f.message}"[:400])
     (call or run.calls[0]).compiled = Execution(failure=f)
 
