@@ -123,15 +123,16 @@ def _run(task: dict) -> dict:
                                            "minimizable": False})
     if door and any(n in DOOR_ORACLES for n in oracles):
         _door(with_door(program, door), replace(config, backend=task.get("door_backend") or config.backend), oracles,
-              verdicts, result)
+              verdicts, result, outcome if any(n in ORACLES for n in oracles) else None)
     summary["verdicts"] = dict(Counter(v.status.value for v in verdicts))
     summary["seconds"] = round(time.time() - started, 3)
     result["restart"] = not process_healthy()
     return result
 
 
-def _door(program: Program, config: RunConfig, oracles: tuple, verdicts: list, result: dict) -> None:
-    """The program through its door (harness.doors), judged by the door oracles."""
+def _door(program: Program, config: RunConfig, oracles: tuple, verdicts: list, result: dict, plain=None) -> None:
+    """The program through its door (harness.doors), judged by the door oracles
+    (``plain``: the main run of the program without its door, for triage)."""
     t = time.perf_counter()
     run = run_door(program, config)  # a program the door cannot carry in eager is refused, not raised
     summary = result["program"]
@@ -144,7 +145,7 @@ def _door(program: Program, config: RunConfig, oracles: tuple, verdicts: list, r
     for verdict in judged:
         verdicts.append(verdict)
         if verdict.failed:
-            finding = triage_door(run, verdict)
+            finding = triage_door(run, verdict, plain)
             result["findings"].append({**_describe(finding, [], config.dedup), "minimizable": True})
 
 

@@ -488,7 +488,10 @@ def has_graph_breaks(program: Program) -> bool:
     # instance ("Unhandled args for method"), so fullgraph cannot be asked.
     rewrapped = sum(bool(c.how) and FORMS[c.how].carries and s.flow != "fanout"
                     for s in program.sections for c in s.calls) >= 2
-    return rewrapped or any(
+    # Data-dependent ops (an unbacked size, .item()) break the graph unless
+    # Dynamo is told to capture them (the dynamic:unbacked door does).
+    data_dependent = any(OPS[st.op].category == "unbacked" for b in program.blocks() for st in b.body)
+    return rewrapped or data_dependent or any(
         INTERLUDES[n].breaks for n in (*program.interludes, *(s.interleave for s in program.sections)) if n
     ) or any(homes.get(n) in BREAKING_SETS for _, c in program.repeats() for n, _ in c.sets) or any(
         isinstance(v, Sub) and v.cls in BREAKING_SUBCLASSES for _, c in program.repeats()

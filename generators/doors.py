@@ -41,6 +41,9 @@ class Door:
     # The programs the door's documented contract covers (None: every one);
     # a campaign gives a door only to programs it fits.
     fits: Optional[Callable[[object], bool]] = None
+    # What the door adds to a program it is given (None: nothing): the
+    # constructs only it lets Dynamo capture whole.
+    furnish: Optional[Callable[[object], object]] = None
 
 
 def _plain_tensors(program) -> bool:
@@ -93,6 +96,34 @@ def _reentrant_contract(program) -> bool:
     return not any(s.op in reads for b in program.blocks() for s in b.body) and all(
         c.context == Context() for s in program.sections for c in s.calls) \
         and program.block.inputs[0] in live_values(program.block)
+
+
+# Ops whose value depends on the data (generators.ops, category "unbacked").
+UNBACKED_OPS = ("nonzero_count", "masked_select_sum", "item_scale")
+
+
+def _with_unbacked(program):
+    """The layer block ending in a data-dependent op (one of UNBACKED_OPS, by
+    seed) on its result, so every repeat computes an unbacked size or a
+    captured scalar; the program unchanged where that op does not fit."""
+    from dataclasses import replace
+
+    from .check import check
+    from .ir import MalformedProgram, Ref, Stmt
+
+    b = program.block
+    if any(st.op in UNBACKED_OPS for st in b.body):
+        return program
+    names = {st.out for st in b.body} | set(b.inputs)
+    out = next(f"dd{k}" for k in range(len(names) + 1) if f"dd{k}" not in names)
+    stmt = Stmt(out, UNBACKED_OPS[program.seed % len(UNBACKED_OPS)], (Ref(b.result),))
+    furnished = replace(program, block=replace(b, body=(*b.body, stmt), result=out),
+                        options=replace(program.options, fullgraph=False))
+    try:
+        check(furnished)
+    except MalformedProgram:
+        return program
+    return furnished
 
 
 def _ckpt(reentrant: str, extra: str = "") -> Writer:
@@ -169,7 +200,7 @@ DOORS_LIST = (
     Door("dynamic:maybe_mark", "dynamic", "maybe_mark_dynamic lets the batch dimension be symbolic", "call",
          resize=True),
     Door("dynamic:unbacked", "dynamic", "data-dependent sizes and captured scalars stay symbolic (unbacked)", "call",
-         resize=True),
+         resize=True, furnish=_with_unbacked),
 )
 DOORS: dict[str, Door] = {d.name: d for d in DOORS_LIST}
 FAMILIES = tuple(dict.fromkeys(d.family for d in DOORS_LIST))
@@ -229,8 +260,11 @@ def assign(key: str, share: float, names: tuple[str, ...], program=None) -> str:
 
 
 def with_door(program, door: str):
-    """``program`` reached through ``door`` ("": plainly)."""
+    """``program`` reached through ``door`` ("": plainly), with what the door adds to it."""
     from dataclasses import replace
 
+    d = DOORS.get(door)
+    if d is not None and d.furnish is not None:
+        program = d.furnish(program)
     return replace(program, options=replace(program.options, door=door))
 

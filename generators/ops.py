@@ -699,6 +699,11 @@ _ENTRIES = [
     _op("size_arg", "derived", "{0} * {0}.size(-1)", _u, _with_rank(1, same)),
     _op("ndim_arg", "derived", "{0} * {0}.ndim"),
     _op("numel_arg", "derived", "{0} / {0}.numel()"),
+    # data-dependent values: an unbacked size, a captured scalar (graph breaks
+    # unless Dynamo captures them; drawn only through the dynamic:unbacked door)
+    _op("nonzero_count", "unbacked", "{0} * ({0} > 0).nonzero().shape[0]"),
+    _op("masked_select_sum", "unbacked", "{0} + torch.masked_select({0}, {0} > 0).sum()"),
+    _op("item_scale", "unbacked", "{0} * {0}.detach().abs().amax().item()"),
     _op("dtype_branch", "derived", "({0} * 2 if {0}.dtype == torch.float32 else {0} - 1)", saves_inputs=False),
     _op("contiguous_branch", "derived", "({0} * 2 if {0}.is_contiguous() else {0} - 1)", saves_inputs=False),
     _op("stride_branch", "derived", "({0} * 2 if {0}.stride(-1) == 1 else {0} - 1)", _u, _with_rank(1, same),

@@ -573,7 +573,7 @@ def programs(
     (edge values, in-call rebinds, aliasing, packed inputs and arguments,
     writes between repeats) at even odds instead of rarely."""
     by_category: dict[str, list[OpSpec]] = {}
-    for name in ops or tuple(n for n in OPS if OPS[n].category not in ("merge", "block")):
+    for name in ops or tuple(n for n in OPS if OPS[n].category not in ("merge", "block", "unbacked")):
         by_category.setdefault(OPS[name].category, []).append(OPS[name])
     kind = draw(st.sampled_from(("function", "module")))
     main = draw(shapes())

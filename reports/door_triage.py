@@ -57,7 +57,38 @@ def contexts(program: Program) -> list[str]:
             if any(getattr(c.context, f.name) is not None for s in program.sections for c in s.calls)]
 
 
-def triage_door(run: DoorOutcome, verdict: Verdict) -> Finding:
+# Crashes already triaged in full in this process: fingerprint -> (signature,
+# extra). A door crash's signature is decided by what the fingerprint holds
+# (the door, the stage and normalized message, the program's tags, the run's
+# backend and deduplication): one hit in SAMPLE_EVERY is triaged in full anyway.
+_TRIAGED: dict[str, tuple[str, str, dict]] = {}
+SAMPLE_EVERY = 4
+
+
+def fingerprint(run: DoorOutcome, verdict: Verdict) -> str:
+    return "|".join((verdict.oracle, verdict.kind, run.door, run.config.backend, str(run.config.dedup),
+                     str(verdict.details.get("stage")), normalize(verdict.message), *tags(run.program),
+                     *contexts(run.program)))
+
+
+def triage_door(run: DoorOutcome, verdict: Verdict, plain=None) -> Finding:
+    """``plain``: the main pipeline's outcome for the program without its
+    door, where the worker has one (the equivalent is read from it, not run
+    again)."""
+    import zlib
+
+    fp = fingerprint(run, verdict) if verdict.kind == "crash" else ""
+    if fp in _TRIAGED and zlib.crc32(f"{fp}|{len(_TRIAGED)}|{run.source}".encode()) % SAMPLE_EVERY:
+        signature, culprit, extra = _TRIAGED[fp]
+        return Finding(signature, verdict, run.program, run.config, culprit, "", run.source,
+                       {**extra, "recalled": True})
+    finding = _triage_door(run, verdict, plain)
+    if fp:
+        _TRIAGED[fp] = (finding.signature, finding.culprit, dict(finding.extra))
+    return finding
+
+
+def _triage_door(run: DoorOutcome, verdict: Verdict, plain) -> Finding:
     program, config = run.program, run.config
     oracle = DOOR_ORACLES[verdict.oracle]
     role = verdict.details.get("role", "")
@@ -79,18 +110,23 @@ def triage_door(run: DoorOutcome, verdict: Verdict) -> Finding:
     signature = ":".join(p for p in (verdict.oracle, verdict.kind, culprit, run.door, detail) if p)
     extra = {"door": run.door}
     if culprit != "eager" and verdict.oracle == door_oracle.NAME:
-        extra.update(_equivalent(program, config, verdict))
+        extra.update(_equivalent(program, config, verdict, plain))
     return Finding(signature, verdict, program, config, culprit, "", run.source, extra)
 
 
-def _equivalent(program: Program, config: RunConfig, verdict: Verdict) -> dict:
-    """The plain compile's signature, where it fails the same way without the door."""
+def _equivalent(program: Program, config: RunConfig, verdict: Verdict, outcome=None) -> dict:
+    """The plain compile's signature, where it fails the same way without the
+    door (``outcome``: that compile's run already, if it is of the same
+    program and backend)."""
     plain = without_door(program)
-    try:
-        outcome = run_program(plain, RunConfig(backend=config.backend, dedup=config.dedup, backward=config.backward,
-                                               record_structure=False, torch_config=config.torch_config))
-    except InvalidProgram:
-        return {}
+    if outcome is None or outcome.program != plain or outcome.config.backend != config.backend \
+            or outcome.config.dedup != config.dedup:
+        try:
+            outcome = run_program(plain, RunConfig(backend=config.backend, dedup=config.dedup,
+                                                   backward=config.backward, record_structure=False,
+                                                   torch_config=config.torch_config))
+        except InvalidProgram:
+            return {}
     found = ORACLES["differential"](outcome)
     if not found.failed or (found.kind == "crash") != (verdict.kind == "crash"):
         return {}
