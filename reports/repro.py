@@ -146,6 +146,12 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
     if check == "region_toggle":
         region, variant = _region_fields(program, {"dedup": config.dedup, **(variant or {})}), None
         config = replace(config, dedup=region.pop("dedup"))
+    if check == "door":  # the backend the door compiles with (the cache door: inductor)
+        from generators.doors import DOORS
+        from harness.doors import door_backend
+
+        config = replace(config, backend=door_backend(DOORS[program.options.door], config))
+        backend = resolve(config.backend)
     door = _door_fields(program, config, variant or {}) if check == "door" else {}
     change = variant if variant and check != "door" else {"description": "nothing", "apply": (), "undo": ()}
     return template.render(

@@ -30,7 +30,7 @@ from generators.ir import MalformedProgram, Program, from_dict
 from generators.reduce import candidates
 from generators.regions import with_regions
 from generators.strategies import programs
-from harness.doors import run_door
+from harness.doors import door_backend, run_door
 from harness.outcome import RunConfig
 from oracles.door import check, check_cache
 from reports.door_triage import triage_door, without_door
@@ -76,10 +76,12 @@ def _repro_exit(door: str, planted: bool, tmp_path, root) -> int:
     from reports.repro import render_repro
 
     program = from_dict(FOUND[door]["program"])
-    backend = f"suites.planted_doors:{FAULTS[door].__name__}__aot_eager" if planted else "aot_eager"
+    honest = door_backend(DOORS[door], RunConfig(backend="aot_eager"))
+    backend = f"suites.planted_doors:{FAULTS[door].__name__}__{honest}" if planted else honest
     text = render_repro(program, RunConfig(backend="aot_eager", dedup=False), f"planted {door}", "door",
                         {"operator": False}, expect_crash="")
-    text = text.replace("BACKEND = 'aot_eager'", f"BACKEND = {backend!r}")
+    assert f"BACKEND = {honest!r}" in text
+    text = text.replace(f"BACKEND = {honest!r}", f"BACKEND = {backend!r}")
     return verify_repro(text, 300, cwd=str(root))
 
 
@@ -130,8 +132,11 @@ def test_no_door_cries_wolf_on_a_correct_pipeline(door, program):
 def test_a_warm_cache_cries_no_wolf(program):
     """The cache door compiles with inductor twice: the warm compile computes
     what the cold one did and hits what the cold one stored."""
-    run = run_door(with_door(program, "cache:warm"), RunConfig(backend="inductor", dedup=False))
-    assert not check(run).failed and not check_cache(run).failed, (str(check(run)), str(check_cache(run)))
+    program = with_door(with_regions(program, set()), "cache:warm")
+    run = run_door(program, RunConfig(backend="inductor", dedup=False))
+    for verdict in (check(run), check_cache(run)):
+        assert not verdict.failed or known_issue(triage_door(run, verdict)) is not None, \
+            (str(verdict), render(program))
 
 
 # -- the door as part of the program value ------------------------------------------------

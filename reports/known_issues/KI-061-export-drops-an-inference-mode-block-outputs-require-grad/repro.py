@@ -386,7 +386,8 @@ def run(compiled, float64=False, operator=False):
         torch._dynamo.reset()
         configure(DEDUP)
         door_mark(DOOR, inputs)
-        compile_fn = lambda m: torch.compile(m, backend=backend(), **COMPILE_KWARGS)
+        chosen = backend()  # resolved before the door is entered (export runs before any compile)
+        compile_fn = lambda m: torch.compile(m, backend=chosen, **COMPILE_KWARGS)
     n = len(inputs)
     fn, owner, inputs, _ = door_through(DOOR, model, inputs, compile_fn)
     got = {f"call 0: {k}": v for k, v in values(fn, owner, inputs, n).items()}
