@@ -255,8 +255,7 @@ def assign(key: str, share: float, names: tuple[str, ...], program=None) -> str:
 
     if program is not None:
         names = tuple(n for n in names if fits(n, program))
-    h = zlib.crc32(key.encode())
-    return pick(h // 1000, names) if names and (h % 1000) < share * 1000 else ""
+    return pick(zlib.crc32(key.encode()) // 1000, names) if names and in_share(key, share) else ""
 
 
 def with_door(program, door: str):

@@ -35,12 +35,12 @@ from . import torch_config
 from .backends import resolve
 from .capabilities import BY_NAME, has
 from .door_calls import DOOR_COMPILE, DOOR_CONFIG, door_mark, door_through
-from .execute import as_float64, execute, failure
+from .execute import execute, failure
 from .hygiene import clean_up, leaked_state
 from .loader import load_source
 from .observe import recording_backend
 from .outcome import Capture, Execution, Failure, RunConfig
-from .pipeline import backend_config, isolated_global_state, torch_compile_kwargs
+from .pipeline import backend_config, instantiate, isolated_global_state, torch_compile_kwargs
 
 # Exception types (by qualified name) by which a door's compiler says it does
 # not take this program, by design: refusals, counted apart, never crashes.
@@ -137,15 +137,6 @@ def run_door(program: Program, config: RunConfig) -> DoorOutcome:
     return run
 
 
-def _instantiate(module, program: Program, float64: bool):
-    torch.manual_seed(program.seed)
-    model = module.Program()
-    inputs = module.make_inputs()
-    if float64:
-        model, inputs = model.double(), as_float64(inputs)
-    return model, inputs
-
-
 def _inputs_modules(program: Program, door: Door) -> list[tuple[str, Any]]:
     """The modules whose ``make_inputs`` build each call's inputs: the program's
     own (None); for a door that resizes, also the first grown batch the model takes."""
@@ -161,7 +152,7 @@ def _role(run: DoorOutcome, door: Door, module, float64: bool, calls: list, back
     """Every call through the door, one after another on one model (as a user
     calls it): eager when ``compile_fn`` is None. Raises what compiling raises."""
     program = run.program
-    model, inputs = _instantiate(module, program, float64)
+    model, inputs, _ = instantiate(module, program, float64)
     if compile_fn is not None:
         door_mark(door.name, inputs)
     fn, owner, inputs, extra = door_through(door.name, model, inputs, compile_fn, exported)
@@ -170,7 +161,7 @@ def _role(run: DoorOutcome, door: Door, module, float64: bool, calls: list, back
     for _, inputs_module in calls[1:]:
         if results[-1].failure is not None:
             break
-        _, grown = _instantiate(inputs_module, program, float64)  # made as the first call's were
+        _, grown, _ = instantiate(inputs_module, program, float64)  # made as the first call's were
         results.append(execute(fn, owner, [*grown, *inputs[len(grown):]], names, backward))
     return results
 
