@@ -153,6 +153,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"{len(FAULTS)} of the catalogue; {NO_FAULTS}: none)")
     parser.add_argument("--fault-budget", type=float, default=90.0, metavar="S",
                         help="seconds per planted fault's campaign (default 90)")
+    parser.add_argument("--feedback", choices=("off", "edges", "steer"), default="off",
+                        help="the campaigns' --feedback (default off)")
+    parser.add_argument("--ab", action="store_true",
+                        help="run every planted fault's campaign twice, feedback off and steer, in alternating "
+                             "order, and show them side by side")
     parser.add_argument("--out", type=Path, default=None,
                         help="keep the campaigns here (DIR/campaign, DIR/faults/NAME; default: a temporary folder)")
 
@@ -440,10 +445,10 @@ def _bare_seconds(report: dict) -> float | None:
 
 
 def run_campaign(backend: str, programs: int, seed: int, workers: int, out: Path, bare: float | None,
-                 progress: Callable[[str], None] = print) -> dict:
+                 progress: Callable[[str], None] = print, feedback: str = "off") -> dict:
     """A real campaign of ``programs`` programs on ``backend``, all oracles."""
     options = Options(backend=backend, budget=CAMPAIGN_BUDGET, seed=seed, out=out, workers=workers,
-                      programs=programs)
+                      programs=programs, feedback=feedback)
     progress(f"campaign: {programs} programs on {backend}, all oracles, workers {workers}")
     summary, wall, error = campaign_in_process(options, "campaign")
     entry: dict = {"backend": backend, "seed": seed, "workers": workers, "programs_asked": programs,
@@ -491,11 +496,12 @@ def first_new_finding(out: Path) -> dict | None:
 
 
 def run_fault(name: str, seed: int, workers: int, budget: float, out: Path, bare: float | None,
-              progress: Callable[[str], None] = print) -> dict:
+              progress: Callable[[str], None] = print, feedback: str = "off") -> dict:
     """A campaign on a planted fault's backend until its first new finding."""
     backend = FAULTS[name]
-    options = Options(backend=backend, budget=budget, seed=seed, out=out, workers=workers, stop_on_new=True)
-    progress(f"fault {name}: {backend}, workers {workers}, at most {budget:g} s")
+    options = Options(backend=backend, budget=budget, seed=seed, out=out, workers=workers, stop_on_new=True,
+                      feedback=feedback)
+    progress(f"fault {name}: {backend}, workers {workers}, at most {budget:g} s, feedback {feedback}")
     summary, wall, error = campaign_in_process(options, name)
     entry: dict = {"backend": backend, "budget": budget, "out": str(out)}
     if summary is None:
@@ -511,19 +517,44 @@ def run_fault(name: str, seed: int, workers: int, budget: float, out: Path, bare
 
 
 def run_faults(names: tuple[str, ...], seed: int, workers: int, budget: float, out: Path, bare: float | None,
-               campaign: dict | None, progress: Callable[[str], None] = print) -> dict:
-    faults = {}
+               campaign: dict | None, progress: Callable[[str], None] = print,
+               modes: tuple[str, ...] = ("off",)) -> dict:
+    """Each fault's campaign once per feedback mode; with two modes their
+    order alternates from fault to fault, so neither always runs first."""
+    by_mode: dict[str, dict] = {m: {} for m in modes}
     # a signature the bench's own campaign (no planted fault) also found may be torch's bug, not the fault
     honest = set() if not campaign else {*campaign.get("root_causes", {}).get("new", []),
                                          *campaign.get("root_causes", {}).get("unconfirmed", [])}
-    for name in names:
-        entry = run_fault(name, seed, workers, budget, out / name, bare, progress)
-        if entry.get("signature") and campaign and "error" not in campaign:
-            entry["also_without_fault"] = entry["signature"] in honest
-        faults[name] = entry
-        progress(f"fault {name}: " + _fault_cell(entry))
-    return {"seed": seed, "workers": workers, "budget": budget, "bare_seconds_per_program": bare,
-            "results": faults}
+    for i, name in enumerate(names):
+        for mode in modes if i % 2 == 0 else modes[::-1]:
+            folder = out / name if len(modes) == 1 else out / mode / name
+            entry = run_fault(name, seed, workers, budget, folder, bare, progress, mode)
+            if entry.get("signature") and campaign and "error" not in campaign:
+                entry["also_without_fault"] = entry["signature"] in honest
+            by_mode[mode][name] = entry
+            progress(f"fault {name} (feedback {mode}): " + _fault_cell(entry))
+    report = {"seed": seed, "workers": workers, "budget": budget, "bare_seconds_per_program": bare,
+              "results": by_mode[modes[0]], "feedback": modes[0]}
+    if len(modes) > 1:
+        report["ab"] = by_mode
+    return report
+
+
+def faults_ab_table(f: dict) -> str:
+    """The planted faults' first findings side by side, one column per feedback mode."""
+    modes = list(f["ab"])
+    lines = [f"planted faults, feedback {' vs '.join(modes)} (workers {f['workers']}, seed {f['seed']}, at most "
+             f"{f['budget']:g} s each): seconds to the first finding no known issue names", "",
+             "| fault | " + " | ".join(f"{m}: seconds (programs)" for m in modes) + " | " +
+             " | ".join(f"{m}: first new finding" for m in modes) + " |",
+             "|---|" + "---|" * (2 * len(modes))]
+    for name in f["ab"][modes[0]]:
+        cells = [f["ab"][m].get(name, {}) for m in modes]
+        times = [f"{e['seconds']:.1f} ({e['programs']})" if e.get("found") else
+                 f"not found ({e.get('programs_run', '-')})" for e in cells]
+        sigs = [f"`{e['signature']}`" if e.get("found") else (e.get("error") or "-") for e in cells]
+        lines.append(f"| {name} | " + " | ".join(times) + " | " + " | ".join(sigs) + " |")
+    return "\n".join(lines)
 
 
 def _fault_cell(e: dict) -> str:
@@ -633,10 +664,12 @@ def main(args: argparse.Namespace) -> int:
     bare = _bare_seconds(report)
     with contextlib.ExitStack() as stack:
         out = args.out or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-")))
-        report["campaign"] = (run_campaign(args.backend, args.campaign, args.seed, workers, out / "campaign", bare)
+        report["campaign"] = (run_campaign(args.backend, args.campaign, args.seed, workers, out / "campaign", bare,
+                                           feedback=args.feedback)
                               if args.campaign else None)
+        modes = ("off", "steer") if args.ab else (args.feedback,)
         report["faults"] = (run_faults(fault_names, args.seed, workers, args.fault_budget, out / "faults", bare,
-                                       report["campaign"]) if fault_names else None)
+                                       report["campaign"], modes=modes) if fault_names else None)
     if args.out is None:  # the temporary folder is gone
         for entry in [report["campaign"] or {}, *(report["faults"] or {}).get("results", {}).values()]:
             entry.pop("out", None)
@@ -645,6 +678,8 @@ def main(args: argparse.Namespace) -> int:
         print("\n" + campaign_table(report["campaign"]))
     if report["faults"]:
         print("\n" + faults_table(report["faults"]))
+        if report["faults"].get("ab"):
+            print("\n" + faults_ab_table(report["faults"]))
     for e in report["errors"]:
         print(f"harness error on program {e['program']}:\n{e['traceback']}")
     if args.json:

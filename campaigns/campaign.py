@@ -17,6 +17,7 @@ import os
 import platform
 import re
 import shutil
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -27,6 +28,8 @@ from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings
 
 from generators.ir import Program, from_dict, to_dict
 from generators.strategies import programs
+from generators.swarm import draw_swarm
+from harness.branches import WATCHED, watched_files
 from harness import torch_config
 from harness.backends import resolve
 from generators.doors import DOORS, assign, in_share, with_door
@@ -35,21 +38,25 @@ from harness.doors import available as door_names
 from campaigns.pool import Lost, Pool
 from oracles.registry import DOOR_ORACLES, ORACLES, REPLAY_ORACLES, run_config
 
-from reports import coverage_report, door_coverage, semantic
+from reports import coverage_report, door_coverage, feedback, semantic
 from reports.html import render_html
 from reports.junit import render_junit
 from reports.known_issues import known_met
 from reports.ledger import LOG, EventLog, Ledger, read_events
 from reports.schema import REPRO_EXITS, SEVERITIES, grouped, root_cause_line
+from .corpus import FOLDER as CORPUS, Corpus
+from .steer import Steering
 from .upstream import ENV_FILE, EnvCapture, describe_finding
 from .worker import config_from, config_to, lost_finding
 from .worker_start import covered_paths
 
 BATCH = 25  # programs drawn per Hypothesis seed
+# --feedback: off; edges (count the edges the plain draw reaches, for an A/B); steer (campaigns.steer)
+FEEDBACK = ("off", "edges", "steer")
 SAMPLE_KNOWN = 8  # one distinct known-issue finding in this many has its repro run (Campaign.follows_up)
 # Files a campaign writes into its folder (cleared when a new campaign starts there).
 OUTPUTS = (LOG, "campaign.json", "summary.json", "report.md", "report.html", "junit.xml", "findings", "workers",
-           "coverage", ENV_FILE)
+           "coverage", ENV_FILE, CORPUS)
 
 
 @dataclass(frozen=True)
@@ -76,6 +83,9 @@ class Options:
     door_share: float = 0.25  # share of programs also run through a door (generators.doors), one door each
     doors: tuple[str, ...] = ()  # the doors drawn from (empty: every door this torch has)
     inductor_share: float = 0.1  # share of those door runs compiled with inductor (the campaign's backend otherwise)
+    feedback: str = "off"  # FEEDBACK: steer by torch's branches (campaigns.steer), or only count them
+    watch: tuple[str, ...] = ()  # globs of torch files whose arcs are feedback (empty: harness.branches.WATCHED)
+    corpus: tuple[Path, ...] = ()  # other campaigns' corpus folders (shards) mutants may start from
 
 
 def check_options(o: Options) -> tuple[tuple[str, ...], tuple]:
@@ -106,6 +116,15 @@ def check_options(o: Options) -> tuple[tuple[str, ...], tuple]:
     for what, share in (("lint", o.lint_share), ("door", o.door_share), ("inductor", o.inductor_share)):
         if not 0 <= share <= 1:
             raise ValueError(f"{what} share {share}: expected a fraction between 0 and 1")
+    if o.feedback not in FEEDBACK:
+        raise ValueError(f"feedback {o.feedback!r}: use one of {', '.join(FEEDBACK)}")
+    if o.feedback != "off":
+        watched_files(o.watch or WATCHED)  # a pattern naming nothing in this torch is an error
+    elif o.watch or o.corpus:
+        raise ValueError("--watch and --corpus need --feedback steer (or edges)")
+    missing = [str(c) for c in o.corpus if not c.is_dir()]
+    if missing:
+        raise ValueError(f"--corpus: no such folder: {', '.join(missing)}")
     return names, torch_config.parse(o.config)
 
 
@@ -131,6 +150,33 @@ def draw(seed: int, shard: tuple[int, int], skip: set) -> Iterator[tuple[str, Pr
             if key not in seen and pid not in skip:
                 seen.add(key)
                 yield pid, program
+        batch += n
+
+
+def swarm_draw(seed: int, shard: tuple[int, int], skip: set) -> Iterator[tuple[str, Program, dict]]:
+    """Swarm batches (generators.swarm) in a fixed order for (seed, shard):
+    batch b is drawn under one feature configuration, itself drawn from
+    (seed, b); ids ``<seed>-w<b>-<k>``."""
+    import random
+
+    i, n = shard
+    batch = i
+    seen: set[str] = set()
+    while True:
+        drawn: list[Program] = []
+        config = draw_swarm(random.Random(seed * 100_003 + batch))
+
+        def keep(program: Program) -> None:
+            drawn.append(program)
+
+        test = settings(max_examples=BATCH, database=None, deadline=None, phases=[Phase.generate],
+                        suppress_health_check=list(HealthCheck))(given(programs(swarm=config))(keep))
+        hyp_seed(seed * 100_003 + batch + 50_000_017)(test)()
+        for k, program in enumerate(drawn):
+            pid, key = f"{seed}-w{batch}-{k}", program.to_json()
+            if key not in seen and pid not in skip:
+                seen.add(key)
+                yield pid, program, config.to_dict()
         batch += n
 
 
@@ -161,6 +207,8 @@ class Campaign:
     # fingerprint -> signature its hits were triaged to (None: triaged apart;
     # see reports.triage.fingerprint); sent with every run task
     learned: dict = field(default_factory=dict)
+    steering: Optional[Steering] = None  # --feedback
+    skipped_logged: set = field(default_factory=set)  # corpus entries whose skip was logged
 
     def __post_init__(self) -> None:
         for e in self.ledger.fingerprints:
@@ -208,11 +256,25 @@ class Campaign:
         elif isinstance(result, tuple):  # ("error", traceback): a harness bug, kept apart
             self.log.write({"event": "harness_error", "id": pid, "traceback": result[1][-4000:]})
         elif "invalid" in result:
+            self._steer(task, program, [], 0.5)
             self.log.write({"event": "invalid_program", "id": pid, "error": result["invalid"], "program": program})
         else:
-            self.log.write({"event": "program", "id": pid, **result["program"]})
+            reached = result["program"].pop("edges", [])
+            steered = self._steer(task, program, reached, result["program"].get("seconds", 0.0))
+            self.log.write({"event": "program", "id": pid, **result["program"], **steered})
             for finding in result["findings"]:
                 self._finding(pid, finding, program, task)
+
+    def _steer(self, task: dict, program: dict, reached: list, seconds: float) -> dict:
+        """Feedback from one program (campaigns.steer): what its event records."""
+        if self.steering is None or "origin" not in task:
+            return {}
+        new = self.steering.observe(task["id"], from_dict(program), task["origin"], reached, seconds)
+        origin = {k: v for k, v in task["origin"].items() if k != "swarm"}
+        if "swarm" in task["origin"]:
+            origin["swarm_off"] = task["origin"]["swarm"]["off"]
+            origin["swarm_on"] = task["origin"]["swarm"]["on"]
+        return {"origin": origin, "new_edges": len(new), "new_by_file": dict(Counter(feedback.edge_file(e) for e in new))}
 
     def _learn(self, finding: dict) -> None:
         fp, sig = finding.get("fingerprint"), finding["signature"]
@@ -240,6 +302,8 @@ class Campaign:
         folder = entry["folder"] if entry else f"findings/{_slug(sig)}"
         smaller = entry is None or (not entry["minimized"] and finding["size"] < (entry["size"] or 1 << 30))
         event = {k: v for k, v in finding.items() if k != "files"}
+        if task.get("origin", {}).get("source") not in (None, "draw"):  # how the program came about
+            event["origin"] = {k: v for k, v in task["origin"].items() if k != "swarm"}
         self.log.write({"event": "finding", "id": pid, "folder": folder, **event})
         entry = self.ledger.findings[sig]
         if smaller:
@@ -324,8 +388,25 @@ class Campaign:
     def summary(self) -> dict:
         return self.ledger.summary(time.time() - self.started)
 
+    def log_skipped(self) -> None:
+        """Corpus entries not loaded (another torch or backend, corrupt): one
+        event each, and one warning line per reason."""
+        if self.steering is None:
+            return
+        logged = self.skipped_logged
+        fresh = {path: why for path, why in self.steering.corpus.skipped.items() if path not in logged}
+        for path, why in fresh.items():
+            self.log.write({"event": "corpus_skipped", "path": path, "reason": why})
+        logged |= set(fresh)
+        for why, n in Counter(fresh.values()).items():
+            print(f"warning: skipped {n} corpus entr{'y' if n == 1 else 'ies'}: {why}", file=sys.stderr)
+
     def write_reports(self, final: bool = False) -> dict:
         s = self.summary()
+        if self.steering is not None and s.get("feedback"):
+            s["feedback"].update(corpus=len(self.steering.corpus.entries), edges_known=len(self.steering.edges),
+                                 arms=self.steering.arms_summary(),
+                                 corpus_skipped=len(self.steering.corpus.skipped))
         if final and self.options.coverage:
             s["coverage"] = coverage_report.combine(self.out / "coverage", covered_paths())
         write_reports(self.out, s)
@@ -378,6 +459,7 @@ def markdown(s: dict) -> str:
     lines += semantic.markdown(s.get("semantic_coverage") or {})
     if s.get("door_coverage") is not None:
         lines += door_coverage.markdown(s["door_coverage"])
+    lines += feedback.markdown(s.get("feedback"))
     if s.get("coverage"):
         lines += ["## Coverage of the code under test", "", "| file | lines | branches | never reached |", "|---|---|---|---|"]
         for path, c in s["coverage"].items():
@@ -442,10 +524,15 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
         (out / "coverage").mkdir(exist_ok=True)
         coverage_file = str((out / "coverage" / ".coverage").resolve())
     source = draw(options.seed, options.shard, set(ledger.done))
+    watched = None
+    if options.feedback != "off":
+        watched = watched_files(options.watch or WATCHED)
+        campaign.steering = steering(options, ledger, source, torch.__version__)
+        campaign.log_skipped()
     # coverage starts before the worker module imports torch
     campaign.pool = pool = Pool(workers, "campaigns.worker:handle", out / "workers",
                                 init=("campaigns.worker_start:init", "campaigns.worker:init"),
-                                init_arg={"coverage": coverage_file}, timeout=options.timeout,
+                                init_arg={"coverage": coverage_file, "feedback": watched}, timeout=options.timeout,
                                 memory_mb=options.memory_mb)
     last_report = time.time()
     # The last part of the budget runs the repros nobody has run yet.
@@ -464,7 +551,10 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
                 verifying = campaign.verify_rest() > 0  # nothing left to run: go on fuzzing
             while not verifying and pool.pending < workers and time.time() < deadline - 1 \
                     and not (options.programs and submitted >= options.programs):
-                pid, program = next(source)
+                if campaign.steering is not None:
+                    pid, program, origin = campaign.steering.next()
+                else:
+                    (pid, program), origin = next(source), None
                 submitted += 1
                 if doors:
                     program = with_door(program, assign(pid, options.door_share, doors, program))
@@ -477,7 +567,8 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
                 campaign.programs[pid] = to_dict(program)
                 pool.submit({"type": "run", "id": pid, "program": to_dict(program), "config": task_config,
                              "oracles": list(oracles), "device": options.device, "learned": dict(campaign.learned),
-                             **({"door_backend": door_backend} if door_backend else {})})
+                             **({"door_backend": door_backend} if door_backend else {}),
+                             **({"feedback": True, "origin": origin} if origin is not None else {})})
             for task, result in pool.results(0.5):
                 campaign.on_result(task, result)
             if not verifying:
@@ -485,6 +576,7 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
             if progress:
                 progress(status_line(campaign, deadline, pool), False)
             if time.time() - last_report > 15:
+                campaign.log_skipped()
                 campaign.write_reports()
                 last_report = time.time()
     except KeyboardInterrupt:
@@ -499,6 +591,17 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
         progress(f"done: {summary['programs']} programs in {summary['seconds']} s, "
                  f"{len(summary['findings'])} distinct findings", True)
     return summary
+
+
+def steering(options: Options, ledger: Ledger, source, torch_version: str) -> Steering:
+    """The feedback loop of a steered campaign: its corpus (the one in its
+    folder when resuming, others' read as they grow) and its bandit."""
+    corpus = Corpus(options.out / CORPUS, torch_version, options.backend)
+    corpus.load(options.out / CORPUS)
+    steer = Steering(options.seed, options.shard, corpus, source, swarm_draw(options.seed, options.shard, set(ledger.done)),
+                     shared=tuple(Path(c) for c in options.corpus), steer=options.feedback == "steer")
+    steer.resume_from(ledger.done)
+    return steer
 
 
 def status_line(campaign: Campaign, deadline: float, pool: Pool) -> str:

@@ -78,6 +78,16 @@ def _parser() -> argparse.ArgumentParser:
                       help="share of door runs compiled with inductor whatever --backend is (default 0.1)")
     fuzz.add_argument("--coverage", action="store_true",
                       help="measure line and branch coverage of torch's deduplication code")
+    fuzz.add_argument("--feedback", choices=("off", "edges", "steer"), default="off",
+                      help="steer: keep programs that reach new branches of torch's capture stack (RUN/corpus), "
+                           "mutate them, draw swarm batches, a bandit over what pays; edges: draw plainly and only "
+                           "count the edges reached (an A/B's other side); off (default)")
+    fuzz.add_argument("--watch", action="append", default=[], metavar="GLOB",
+                      help="a torch file glob (relative to site-packages) whose arcs are feedback (repeatable; "
+                           "default: Dynamo's guards, variables, output graph, side effects, the tracker, the pass, "
+                           "graph utils, invoke_subgraph)")
+    fuzz.add_argument("--corpus", action="append", default=[], type=Path, metavar="DIR",
+                      help="another campaign's corpus folder (a shard's RUN/corpus) mutants may start from (repeatable)")
     fuzz.add_argument("--timeout", type=float, default=120.0, help="seconds per program before a worker counts as hung")
     fuzz.add_argument("--memory-mb", type=float, default=8192.0, help="resident memory per worker before it is killed")
     fuzz.add_argument("--minimize-seconds", type=float, default=30.0, help="per distinct finding; 0: do not minimize")
@@ -188,7 +198,9 @@ def _fuzz(args) -> int:
         backend=args.backend, budget=args.budget, seed=args.seed, out=args.out,
         oracles=tuple(o for o in args.oracles.split(",") if o), variants=args.variants,
         workers=args.workers or os.cpu_count() or 1, shard=args.shard, resume=args.resume, config=tuple(args.config),
-        lint_share=args.lint_share, door_share=args.door_share, doors=tuple(d for d in args.doors.split(",") if d), inductor_share=args.inductor_share, coverage=args.coverage, timeout=args.timeout, memory_mb=args.memory_mb,
+        lint_share=args.lint_share, door_share=args.door_share, doors=tuple(d for d in args.doors.split(",") if d),
+        inductor_share=args.inductor_share, coverage=args.coverage, feedback=args.feedback, watch=tuple(args.watch),
+        corpus=tuple(args.corpus), timeout=args.timeout, memory_mb=args.memory_mb,
         minimize_seconds=args.minimize_seconds, verify_repros=not args.no_verify, device=args.device,
         programs=args.programs,
     )

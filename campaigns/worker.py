@@ -31,11 +31,12 @@ from generators.features import features
 from generators.ir import Program, from_dict, to_dict
 from generators.reduce import size
 from generators.replays import default_plan
-from harness import clock
+from harness import branches, clock
 from harness.doors import run_door
 from harness.outcome import RunConfig
 from harness.pipeline import InvalidProgram, rerun, run_program
 from harness.replay import run_replay
+from harness.run_edges import outcome_edges
 from oracles import cudagraph, guards
 from oracles.registry import DOOR_ORACLES, ORACLES, REPLAY_ORACLES, judge, judge_door, judge_replay
 from oracles.registry import severity as oracle_severity
@@ -58,6 +59,12 @@ def init(options: dict) -> None:
     warnings off."""
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore", message="invoke_subgraph traced multiple backward graphs")
+    if options.get("feedback"):  # the files were checked by the campaign (harness.branches.watched_files)
+        branches.install(branches.Tracer(list(options["feedback"])))
+
+
+# Semantic edges this worker reported already (arcs: harness.branches.Tracer).
+_REPORTED: set = set()
 
 
 def config_from(d: dict) -> RunConfig:
@@ -89,12 +96,14 @@ def _run(task: dict) -> dict:
     result: dict = {"program": {"stages": {}, "deduplicated": False, "changed": [], "recompiled": [],
                                 "verdicts": {}, "features": sorted(features(program))}, "findings": []}
     summary, verdicts = result["program"], []
+    reached: set = set()  # the run's own feedback edges (harness.run_edges)
     door, program = program.options.door, with_door(program, "")  # the door is a run of its own (_door)
     if any(n in ORACLES for n in oracles):
         try:
             outcome = run_program(program, config)
         except InvalidProgram as e:
             return {"invalid": str(e), "restart": not process_healthy()}
+        reached = outcome_edges(outcome)
         ran = guards.judged_runs(outcome)[0]
         summary.update(stages=outcome.seconds, deduplicated=bool(outcome.capture.deduplicated),
                        changed=[r.variant["kind"] for r in ran], recompiled=[r.variant["kind"] for r in ran if r.recompiled])
@@ -126,8 +135,28 @@ def _run(task: dict) -> dict:
               verdicts, result, outcome if any(n in ORACLES for n in oracles) else None)
     summary["verdicts"] = dict(Counter(v.status.value for v in verdicts))
     summary["seconds"] = round(time.time() - started, 3)
+    if task.get("feedback"):
+        summary["edges"] = _edges(reached, summary, verdicts, result["findings"])
     result["restart"] = not process_healthy()
     return result
+
+
+def _edges(reached: set, summary: dict, verdicts: list, findings: list) -> list[str]:
+    """The feedback edges of one run this worker has not reported before:
+    arcs of the watched torch files, the run's own (harness.run_edges), and
+    what the campaign judged: verdicts, call differences reached, the door's
+    outcome, findings."""
+    out = set(reached)
+    out |= {f"verdict:{v.oracle}:{v.status.value}:{v.kind}" for v in verdicts}
+    out |= {f"difference:{name}:{col}" for name, cols in (summary.get("semantic") or {}).items() for col in cols}
+    if summary.get("door"):
+        door = summary["door"]
+        out.add(f"door:{door['name']}:{door['outcome']}:{bool(door.get('invoke_subgraph'))}")
+    out |= {f"finding:{f['signature']}" for f in findings}
+    out |= {f"unmasked:{t}" for t in summary.get("unmasked", [])}
+    fresh = out - _REPORTED
+    _REPORTED.update(fresh)
+    return sorted(fresh | branches.take())
 
 
 def _door(program: Program, config: RunConfig, oracles: tuple, verdicts: list, result: dict, plain=None) -> None:

@@ -35,6 +35,7 @@ from .check import (
     with_form,
 )
 from .forms import FORMS_LIST, applies
+from .swarm import NONE as NO_SWARM, Swarm
 from .values import equal_values
 from .interludes import INTERLUDES
 from .ir import (
@@ -567,15 +568,21 @@ def programs(
     breaks: bool = True,
     hierarchy: bool = True,
     edges: bool = False,
+    swarm: Swarm = NO_SWARM,
 ) -> Program:
     """A valid program: a layer block (calling sub-blocks, when ``hierarchy``)
     run by one or two repetition sections. ``edges`` draws the edge kinds
     (edge values, in-call rebinds, aliasing, packed inputs and arguments,
-    writes between repeats) at even odds instead of rarely."""
+    writes between repeats) at even odds instead of rarely. ``swarm``
+    switches features off (or boosts some) for this draw (generators.swarm)."""
     by_category: dict[str, list[OpSpec]] = {}
     for name in ops or tuple(n for n in OPS if OPS[n].category not in ("merge", "block", "unbacked")):
         by_category.setdefault(OPS[name].category, []).append(OPS[name])
-    kind = draw(st.sampled_from(("function", "module")))
+    kept = {c: g for c, g in by_category.items() if swarm.allows(f"op:{c}")}
+    by_category = kept if len(kept) >= 2 else by_category
+    edges = edges or swarm.boosts("edges")
+    hierarchy = hierarchy and swarm.allows("part:hierarchy")
+    kind = draw(st.sampled_from(swarm.keep("kind", ("function", "module"))))
     main = draw(shapes())
     x_grad = draw(st.booleans())
     x = TensorSpec(main, draw(st.sampled_from(("float32", "float32", "float64", "bfloat16"))), x_grad)
@@ -589,17 +596,19 @@ def programs(
         specs[name] = TensorSpec(draw(broadcastable_to(main)), "float32", grad)
         extras.append(name)
 
-    n_sections = 1 + (max_sections > 1 and _rarely(draw, 4))
-    compile_region = HAS_NESTED_COMPILE_REGION and _rarely(draw, 4)
-    attrs = _rarely(draw, 3 if kind == "module" else 6)  # per-repeat instances: attributes, or closures of a factory
-    interludes_allowed = [name for name, i in INTERLUDES.items() if breaks or not i.breaks]
+    n_sections = 1 + (max_sections > 1 and swarm.allows("part:sections:2") and _rarely(draw, 4))
+    compile_region = HAS_NESTED_COMPILE_REGION and (_rarely(draw, 4) or swarm.boosts("compile_region"))
+    # per-repeat instances: attributes, or closures of a factory
+    attrs = _rarely(draw, 3 if kind == "module" else 6) or swarm.boosts("attrs")
+    interludes_allowed = [name for name, i in INTERLUDES.items() if (breaks or not i.breaks)
+                          and swarm.allows("part:interludes")]
     plans: list[_SectionPlan] = []
     for k in range(n_sections):
         structures = STRUCTURES_BY_KIND[kind]
         if attrs:
             structures = tuple(s for s in structures if s in PER_INSTANCE) if kind == "module" else ("calls",)
-        structure = draw(st.sampled_from(structures))
-        flow = draw(st.sampled_from(FLOWS))
+        structure = draw(st.sampled_from(swarm.keep("structure", structures)))
+        flow = draw(st.sampled_from(swarm.keep("flow", FLOWS)))
         n = 2
         while n < max_repeats and _likely(draw, 1):
             n += 1
@@ -620,11 +629,11 @@ def programs(
                     name = f"t{len([s for s in specs if s.startswith('t')])}"
                     specs[name] = spec
                     tensors.append((name, "none"))
-        contexts = draw(_contexts(n, flow == "fanout"))
+        contexts = draw(_contexts(n, flow == "fanout")) if swarm.allows("part:contexts") else [Context()] * n
         frozen = [False] * n
         if kind == "module" and structure in PER_INSTANCE and _rarely(draw):
             frozen = [False] + [draw(st.booleans()) for _ in range(n - 1)]
-        interleave = draw(st.sampled_from(interludes_allowed)) if _rarely(draw, 4) else None
+        interleave = draw(st.sampled_from(interludes_allowed)) if interludes_allowed and _rarely(draw, 4) else None
         aliases = [""] * n
         if extras and _edge(draw, edges, 3):  # the primary (or a view of it) passed again as the first extra
             aliases = draw(_per_call_values(("same", "view", ""), n))
@@ -647,7 +656,7 @@ def programs(
         types.append(scope)
     aliased = tuple(extras[:1]) if any(a for p in plans for a in p.aliases) else ()
     b = _Builder(envs, types, specs, ["x", *extras], allow_inplace=not inference, allow_buffers=not inference,
-                 module=kind == "module", no_mutate=aliased, edges=edges)
+                 module=kind == "module", no_mutate=aliased, edges=edges, python_values=swarm.allows("part:args"))
     b.tensors = ["x", *extras]
     h = None
     if hierarchy and _likely(draw, 2):
@@ -700,7 +709,7 @@ def programs(
 
     interludes = []
     for _ in sections[1:]:
-        interludes.append(draw(st.sampled_from(interludes_allowed)) if _likely(draw, 1) else None)
+        interludes.append(draw(st.sampled_from(interludes_allowed)) if interludes_allowed and _likely(draw, 1) else None)
     fanout = any(s.flow == "fanout" for s in sections)
     outputs = draw(st.sampled_from(("tuple", "dict") if fanout else ("single", "tuple", "dict")))
 
@@ -715,9 +724,12 @@ def programs(
         subs=subs,
     )
     program = _fix_loops(program)
-    program = _draw_writes(draw, program, edges)
-    program = _draw_retypes(draw, program, edges)
-    program = _draw_forms(draw, program, edges)
+    if swarm.allows("part:writes"):
+        program = _draw_writes(draw, program, edges)
+    if swarm.allows("part:retypes"):
+        program = _draw_retypes(draw, program, edges)
+    if swarm.allows("part:forms"):
+        program = _draw_forms(draw, program, edges)
     program = replace(program, options=draw(_options(program)))
     check(program)  # valid by construction; a failure here is a generator bug
     return program

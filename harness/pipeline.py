@@ -20,7 +20,7 @@ from generators.codegen import compile_kwargs, render, sub_callable
 from generators.ir import Program
 from generators.regions import twins
 
-from . import torch_config
+from . import branches, torch_config
 from .backends import resolve
 from .capabilities import has
 from .execute import as_float64, execute, failure
@@ -186,7 +186,8 @@ def _run_program(program: Program, config: RunConfig) -> Outcome:
         reference = None  # e.g. an explicit .to(torch.float32) meets float64 weights
     seconds["eager"] = time.perf_counter() - t
     t = time.perf_counter()
-    compiled, capture = run_compiled(module, program, config)
+    with branches.traced():  # the feedback signal, when a campaign installed a tracer
+        compiled, capture = run_compiled(module, program, config)
     seconds["compiled"] = time.perf_counter() - t
     outcome = Outcome(program, config, source, eager, eager_again, reference, compiled, capture, seconds)
     _run_companions(outcome, module)

@@ -1,0 +1,172 @@
+"""A campaign that steers itself (``--feedback``): what the next program is.
+
+Every program is one of: a plain draw (``campaigns.campaign.draw``), a swarm
+draw (a batch drawn with a random subset of the generator's features off,
+``generators.swarm``), or a mutant of a corpus program by one of the IR's
+mutation operators (``generators.mutate``). Which of these comes next is a
+multi-armed bandit over those sources (one arm per operator): an arm is
+drawn with odds in proportion to the reward per worker-second its programs
+earned lately (a program's reward is log2(1 + its new edges): the first
+programs of a campaign reach thousands of common arcs each, which must not
+decide the rest of it) (discounted sums, so what paid an hour ago does not
+decide now), with a floor for every arm so none is starved for good. The
+feedback edges come from the workers (``harness.branches``: arcs of torch's
+capture stack; ``harness.run_edges`` and the worker: guard kinds, changed
+calls, region groups, verdicts, findings); a program that reached one no
+earlier program had joins the corpus.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Optional
+
+from generators.ir import Program
+from generators.mutate import OPERATORS, mutate
+
+from .corpus import Corpus, Entry
+
+DRAW, SWARM, MUTATE = "draw", "swarm", "mutate"
+DISCOUNT = 0.97  # an arm's sums shrink by this at each of its results
+FLOOR = 0.03  # every arm's least share of the draws
+PRIOR_REWARD, PRIOR_SECONDS = 4.0, 10.0  # an arm's sums start here: untried arms look promising
+SECOND_OPERATOR = 0.3  # odds that a mutant gets a second, random operator (havoc)
+TRIES = 8  # parents tried for one mutant before the arm yields a draw instead
+RESCAN_SECONDS = 30.0  # how often other shards' corpus folders are read again
+
+
+@dataclass
+class Arm:
+    reward: float = PRIOR_REWARD
+    seconds: float = PRIOR_SECONDS
+    programs: int = 0
+
+    @property
+    def rate(self) -> float:
+        return self.reward / self.seconds
+
+    def paid(self, edges: int, seconds: float) -> None:
+        self.reward = self.reward * DISCOUNT + math.log2(1 + edges)
+        self.seconds = self.seconds * DISCOUNT + max(seconds, 0.05)
+        self.programs += 1
+
+
+@dataclass
+class Steering:
+    seed: int
+    shard: tuple[int, int]
+    corpus: Corpus
+    plain: Iterator[tuple[str, Program]]
+    swarm: Iterator[tuple[str, Program, dict]]
+    shared: tuple[Path, ...] = ()  # other shards' corpus folders
+    steer: bool = True  # False: every program a plain draw, its edges only counted (an A/B's other side)
+    edges: set = field(default_factory=set)  # every edge reached so far (this campaign, its corpus, shared ones)
+    arms: dict = field(default_factory=dict)
+    mutants: int = 0  # mutant ids are <seed>-m<shard>.<n>
+    seen: set = field(default_factory=set)  # programs run (as JSON): a mutant never repeats one
+    rng: random.Random = field(default_factory=random.Random)
+    _scanned: float = 0.0
+    _read: set = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed * 7919 + self.shard[0])
+        for name in (DRAW, SWARM, *(f"{MUTATE}:{op}" for op in OPERATORS)):
+            self.arms.setdefault(name, Arm())
+        self.edges |= self.corpus.edges()
+        self.rescan(force=True)
+
+    def resume_from(self, done: set) -> None:
+        """Mutant numbers go on after the ones an earlier invocation ran."""
+        prefix = f"{self.seed}-m{self.shard[0]}."
+        numbers = [int(p[len(prefix):]) for p in done if isinstance(p, str) and p.startswith(prefix)
+                   and p[len(prefix):].isdigit()]
+        self.mutants = max(numbers, default=-1) + 1
+
+    def rescan(self, force: bool = False) -> None:
+        if not self.shared or (not force and time.time() - self._scanned < RESCAN_SECONDS):
+            return
+        self._scanned = time.time()
+        for folder in self.shared:
+            for entry in self.corpus.load(folder, self._read):
+                self.edges |= set(entry.edges)
+            self._read |= {str(p) for p in folder.glob("*.json")} if folder.is_dir() else set()
+
+    # -- choosing ----------------------------------------------------------------
+
+    def _arm(self) -> str:
+        if not self.steer:
+            return DRAW
+        names = [n for n in self.arms if self.corpus.entries or not n.startswith(MUTATE)]
+        rates = {n: self.arms[n].rate for n in names}
+        total = sum(rates.values()) or 1.0
+        shares = {n: max(FLOOR, r / total) for n, r in rates.items()}
+        return self.rng.choices(list(shares), weights=list(shares.values()))[0]
+
+    def next(self) -> tuple[str, Program, dict]:
+        """The next program to run: (id, program, origin)."""
+        self.rescan()
+        arm = self._arm()
+        if arm.startswith(MUTATE):
+            made = self._mutant(arm.split(":", 1)[1])
+            if made is not None:
+                return made
+            arm = DRAW  # no parent took the operator: a plain draw instead
+        if arm == SWARM:
+            pid, program, config = next(self.swarm)
+            self.seen.add(program.to_json())
+            return pid, program, {"source": SWARM, "arm": SWARM, "swarm": config}
+        pid, program = next(self.plain)
+        self.seen.add(program.to_json())
+        return pid, program, {"source": DRAW, "arm": DRAW}
+
+    def _parent(self) -> Entry:
+        entries = list(self.corpus.entries.values())
+        return self.rng.choices(entries, weights=[e.weight for e in entries])[0]
+
+    def _mutant(self, operator: str) -> Optional[tuple[str, Program, dict]]:
+        for _ in range(TRIES):
+            parent = self._parent()
+            other = self._parent() if operator == "splice" else None
+            mutant = mutate(parent.program, operator, self.rng, other.program if other else None)
+            ops = [operator]
+            if mutant is not None and self.rng.random() < SECOND_OPERATOR:
+                extra = self.rng.choice([o for o in OPERATORS if o != "splice"])
+                again = mutate(mutant, extra, self.rng)
+                if again is not None:
+                    mutant, ops = again, [operator, extra]
+            if mutant is None or mutant.to_json() in self.seen:
+                continue
+            self.seen.add(mutant.to_json())
+            parent.picks += 1
+            pid = f"{self.seed}-m{self.shard[0]}.{self.mutants}"
+            self.mutants += 1
+            origin = {"source": MUTATE, "arm": f"{MUTATE}:{operator}", "operators": ops, "parent": parent.id}
+            if other is not None:
+                origin["other"] = other.id
+            return pid, mutant, origin
+        return None
+
+    # -- learning ----------------------------------------------------------------
+
+    def observe(self, pid: str, program: Program, origin: dict, reached: list[str], seconds: float) -> list[str]:
+        """A program's result: the edges it reached that no program had
+        reached before (it joins the corpus if there are any); its arm and
+        its parent are paid by them."""
+        new = sorted(set(reached) - self.edges)
+        self.edges |= set(new)
+        arm = self.arms.get(origin.get("arm", DRAW))
+        if arm is not None:
+            arm.paid(len(new), seconds)
+        parent = self.corpus.entries.get(origin.get("parent", ""))
+        if parent is not None and new:
+            parent.paid += 1
+        if new:
+            self.corpus.add(pid, program, origin, new)
+        return new
+
+    def arms_summary(self) -> dict:
+        return {n: {"programs": a.programs, "rate": round(a.rate, 3)} for n, a in self.arms.items() if a.programs}

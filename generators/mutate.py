@@ -1,0 +1,347 @@
+"""Mutation operators over the program IR: a corpus program that reached
+something new in torch is changed a little, so the next program starts where
+that one got to instead of from the plain draw.
+
+Each operator is one catalogue entry (``OPERATORS``): a function of the
+program, a ``random.Random`` and another corpus program (``splice`` reads
+it), returning a changed program or None where it does not apply. Every
+result goes through the IR's own check (``generators.check``): a mutant that
+fails it is never run, and one that equals its parent is no mutant. Nothing
+here imports torch.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from dataclasses import dataclass, fields, replace
+from typing import Callable, Optional
+
+from .check import checked
+from .forms import FORMS_LIST, applies
+from .ir import (CHILD, EXTRAS, FLOWS, HOLDERS, SETTABLE, WRITES, Block, Call, Const, Context, FreeVar, Options,
+                 Program, Ref, Section, Stmt, with_call)
+from .ops import OPS
+from .reduce import labeled_candidates
+from .strategies import HAS_NESTED_COMPILE_REGION, STRUCTURES_BY_KIND, _fix_loops
+from .values import FLOATS, PyList, Sub, equal_values
+
+Mutator = Callable[[Program, random.Random, Optional[Program]], Optional[Program]]
+# The edge values a changed number is drawn from besides its equals of other types.
+EDGE_NUMBERS = (0.0, -0.0, 1.0, -1.0, 0.5, 2.0, float("inf"), float("-inf"), float("nan"), 1e-40, 1e20, 3, 0, -1,
+                2**31, 2**40, True, False)
+CUTS_SAMPLED = 12  # reducer candidates looked at by one ``cut``
+
+
+@dataclass(frozen=True)
+class Operator:
+    name: str
+    apply: Mutator
+    doc: str
+
+
+# -- helpers ------------------------------------------------------------------------
+
+
+def _sections_with(p: Program, k: int, s: Section) -> Program:
+    return replace(p, sections=p.sections[:k] + (s,) + p.sections[k + 1:])
+
+
+def _pick_call(p: Program, rng: random.Random) -> tuple[int, int]:
+    k = rng.randrange(len(p.sections))
+    return k, rng.randrange(len(p.sections[k].calls))
+
+
+def _with_calls(p: Program, k: int, calls: tuple[Call, ...]) -> Program:
+    return _sections_with(p, k, replace(p.sections[k], calls=calls))
+
+
+def _other_number(v, rng: random.Random):
+    """Another value of a number's kind: an equal one of another type, an
+    edge value, or a nearby one."""
+    choices = list(equal_values(v)) + [e for e in EDGE_NUMBERS if type(e) is type(v) or isinstance(v, float)]
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v:
+        choices += [v + 1, -v, v * 2]
+    choices = [c for c in choices if repr(c) != repr(v) or type(c) is not type(v)]
+    return rng.choice(choices) if choices else None
+
+
+def _other_value(v, rng: random.Random):
+    if isinstance(v, (bool, int, float)):
+        return _other_number(v, rng)
+    alternatives = equal_values(v)
+    if isinstance(v, Sub):
+        return v.value
+    if isinstance(v, (tuple, PyList)) and alternatives:
+        return rng.choice(alternatives)
+    return None
+
+
+# -- operators ----------------------------------------------------------------------
+
+
+def cut(p: Program, rng: random.Random, other=None) -> Optional[Program]:
+    """Delete something: a statement, a block, a repeat, a call difference
+    (one of the reducer's own cuts, drawn)."""
+    found = list(itertools.islice(labeled_candidates(p), CUTS_SAMPLED))
+    return rng.choice(found)[1] if found else None
+
+
+def duplicate_call(p: Program, rng: random.Random, other=None) -> Optional[Program]:
+    """Repeat a call once more, right after itself: one more identical region."""
+    k, i = _pick_call(p, rng)
+    calls = p.sections[k].calls
+    return _with_calls(p, k, calls[:i + 1] + (calls[i],) + calls[i + 1:])
+
+
+def vary_call(p: Program, rng: random.Random, other=None) -> Optional[Program]:
+    """Insert a copy of a call that differs in one way: its ambient state, a
+    Python argument, its call-site form, frozen parameters, an alias."""
+    k, i = _pick_call(p, rng)
+    calls = p.sections[k].calls
+    changed = _changed_call(p, calls[i], rng)
+    return None if changed is None else _with_calls(p, k, calls[:i + 1] + (changed,) + calls[i + 1:])
+
+
+def change_call(p: Program, rng: random.Random, other=None) -> Optional[Program]:
+    """Change one call in place in one way (see ``vary_call``)."""
+    k, i = _pick_call(p, rng)
+    changed = _changed_call(p, p.sections[k].calls[i], rng)
+    return None if changed is None else with_call(p, k, i, changed)
+
+
+def _changed_call(p: Program, call: Call, rng: random.Random) -> Optional[Call]:
+    what = rng.choice(("context", "arg", "arg", "how", "frozen", "alias", "set", "view"))
+    if what == "context":
+        field = rng.choice([f.name for f in fields(Context)])
+        values = {"grad": (False, True, None), "autocast": (True, False, None), "inference": (True, False, None),
+                  "default_dtype": ("float64", "float32", None)}[field]
+        return replace(call, context=replace(call.context, **{field: rng.choice(values)}))
+    if what == "arg" and call.args:
+        j = rng.randrange(len(call.args))
+        new = _other_value(call.args[j], rng)
+        return None if new is None else replace(call, args=call.args[:j] + (new,) + call.args[j + 1:])
+    if what == "how":
+        b = p.block
+        names = [f.name for f in FORMS_LIST if applies(f, b.kind, len(b.args), not (b.pack or b.attrs))]
+        return replace(call, how=rng.choice(names + [""])) if names else None
+    if what == "frozen":
+        return replace(call, frozen=not call.frozen)
+    if what == "alias":
+        return replace(call, alias=rng.choice(("", "same", "view")))
+    if what == "view":
+        return replace(call, view=rng.choice(("none", "transpose", "narrow", "contiguous")))
+    if what == "set":
+        settable = [f for f in p.frees if f.home in SETTABLE]
+        if not settable:
+            return None
+        f = rng.choice(settable)
+        current = dict(call.sets).get(f.name, f.value)
+        new = _other_value(current, rng)
+        if new is None:
+            return None
+        return replace(call, sets=tuple((n, v) for n, v in call.sets if n != f.name) + ((f.name, new),))
+    return None
+
+
+def change_value(p: Program, rng: random.Random, other=None) -> Optional[Program]:
+    """Change a literal in a block body, a free value's binding or a call's
+    argument to another of its kind (edge values and equal values of other
+    types included)."""
+    sites = [("free", j) for j, f in enumerate(p.frees)]
+    sites += [("const", b.name, s, o) for b in p.blocks() for s, stmt in enumerate(b.body) if stmt.op != CHILD
+              for o, operand in enumerate(stmt.operands) if isinstance(operand, Const)
+              and isinstance(operand.value, (bool, int, float))]
+    calls = [(k, i) for k, s in enumerate(p.sections) for i, c in enumerate(s.calls) if c.args]
+    if calls and (not sites or rng.random() < 0.5):  # a per-call argument
+        k, i = rng.choice(calls)
+        call = p.sections[k].calls[i]
+        j = rng.randrange(len(call.args))
+        new = _other_value(call.args[j], rng)
+        return None if new is None else with_call(p, k, i, replace(call, args=call.args[:j] + (new,) + call.args[j + 1:]))
+    if not sites:
+        return None
+    site = rng.choice(sites)
+    if site[0] == "free":
+        f = p.frees[site[1]]
+        new = _other_value(f.value, rng)
+        if new is None:
+            return None
+        frees = p.frees[:site[1]] + (FreeVar(f.name, new, f.home),) + p.frees[site[1] + 1:]
+        return replace(p, frees=frees)
+    _, name, s, o = site
+    b = p.block_named(name)
+    stmt = b.body[s]
+    new = _other_number(stmt.operands[o].value, rng)
+    if new is None:
+        return None
+    stmt = replace(stmt, operands=stmt.operands[:o] + (Const(new),) + stmt.operands[o + 1:])
+    return _with_block(p, replace(b, body=b.body[:s] + (stmt,) + b.body[s + 1:]))
+
+
+def _with_block(p: Program, b: Block) -> Program:
+    if b.name == "":
+        return replace(p, block=b)
+    return replace(p, subs=tuple(b if s.name == b.name else s for s in p.subs))
+
+
+def swap_op(p: Program, rng: random.Random, other=None) -> Optional[Program]:
+    """Swap a statement's op for another of the same category and arity."""
+    sites = [(b, s) for b in p.blocks() for s, stmt in enumerate(b.body) if stmt.op != CHILD and stmt.op in OPS]
+    if not sites:
+        return None
+    b, s = rng.choice(sites)
+    stmt = b.body[s]
+    op = OPS[stmt.op]
+    alike = [o.name for o in OPS.values() if o.category == op.category and o.name != op.name
+             and len(o.slots) == len(op.slots) and o.inplace == op.inplace]
+    if not alike:
+        return None
+    stmt = replace(stmt, op=rng.choice(alike))
+    return _with_block(p, replace(b, body=b.body[:s] + (stmt,) + b.body[s + 1:]))
+
+
+def repeat_stmt(p: Program, rng: random.Random, other=None) -> Optional[Program]:
+    """Run a statement (a sub-block call most of all) twice in a row, the
+    second on the first's output: a block inserted where one already fits."""
+    sites = [(b, s) for b in p.blocks() for s, stmt in enumerate(b.body)
+             if stmt.operands and isinstance(stmt.operands[0], Ref) and not (stmt.op in OPS and OPS[stmt.op].inplace)]
+    children = [(b, s) for b, s in sites if b.body[s].op == CHILD]
+    if not sites:
+        return None
+    b, s = rng.choice(children if children and rng.random() < 0.7 else sites)
+    stmt = b.body[s]
+    used = {int(x.out[1:]) for blk in p.blocks() for x in blk.body if x.out[1:].isdigit()}
+    new = f"v{max(used, default=-1) + 1}"
+    again = replace(stmt, out=new, operands=(Ref(stmt.out),) + stmt.operands[1:])
+
+    def rewire(x: Stmt) -> Stmt:
+        return replace(x, operands=tuple(Ref(new) if o == Ref(stmt.out) else o for o in x.operands))
+
+    body = b.body[:s + 1] + (again,) + tuple(rewire(x) for x in b.body[s + 1:])
+    return _with_block(p, replace(b, body=body, result=new if b.result == stmt.out else b.result))
+
+
+def toggle_region(p: Program, rng: random.Random, other=None) -> Optional[Program]:
+    """Mark a block ``nested_compile_region``, or take the mark away."""
+    if not HAS_NESTED_COMPILE_REGION:
+        return None
+    b = rng.choice(p.blocks())
+    return _with_block(p, replace(b, compile_region=not b.compile_region))
+
+
+def reshape_section(p: Program, rng: random.Random, other=None) -> Optional[Program]:
+    """Repeat a section another way: its loop shape, flow, keywords, interlude."""
+    k = rng.randrange(len(p.sections))
+    s = p.sections[k]
+    what = rng.choice(("structure", "flow", "keywords", "interleave"))
+    if what == "structure":
+        s = replace(s, structure=rng.choice(STRUCTURES_BY_KIND[p.block.kind]))
+        s = replace(s, outer=2 if s.structure == "nested" else 1)
+    elif what == "flow":
+        s = replace(s, flow=rng.choice(FLOWS))
+    elif what == "keywords":
+        s = replace(s, keywords=not s.keywords)
+    else:
+        from .interludes import INTERLUDES
+
+        s = replace(s, interleave=rng.choice([None, *INTERLUDES]))
+    return _fix_loops(_sections_with(p, k, s))
+
+
+def write_between(p: Program, rng: random.Random, other=None) -> Optional[Program]:
+    """Write a program input in place after every call of a section, or stop writing it."""
+    if len(p.block.inputs) < 2:
+        return None
+    k = rng.randrange(len(p.sections))
+    s = p.sections[k]
+    write = None if s.write and rng.random() < 0.5 else (rng.choice(p.block.inputs[1:]), rng.choice(WRITES))
+    return _sections_with(p, k, replace(s, write=write))
+
+
+def repack(p: Program, rng: random.Random, other=None) -> Optional[Program]:
+    """Pass the block's inputs or arguments another way: packed in a list, a
+    dict, a dataclass or a module; module children held another way."""
+    b = p.block
+    what = rng.choice(("extras", "pack", "holder", "kind"))
+    if what == "extras":
+        b = replace(b, extras=rng.choice(EXTRAS))
+    elif what == "pack":
+        b = replace(b, pack=rng.choice(("", "dataclass", "module")))
+    elif what == "holder":
+        b = replace(b, holder=rng.choice(HOLDERS))
+    else:
+        b = replace(b, kind="module" if b.kind == "function" else "function")
+        p = _fix_structures(p, b.kind)
+    return replace(p, block=b)
+
+
+def _fix_structures(p: Program, kind: str) -> Program:
+    allowed = STRUCTURES_BY_KIND[kind]
+    return replace(p, sections=tuple(s if s.structure in allowed else replace(s, structure="for_range", outer=1)
+                                     for s in p.sections))
+
+
+def compile_options(p: Program, rng: random.Random, other=None) -> Optional[Program]:
+    """Compile another way: fullgraph, dynamic shapes, a dynamic mark."""
+    o = p.options
+    what = rng.choice(("fullgraph", "dynamic", "mark"))
+    if what == "fullgraph":
+        o = replace(o, fullgraph=not o.fullgraph)
+    elif what == "dynamic":
+        o = replace(o, dynamic=None if o.dynamic else True, mark_dynamic=())
+    else:
+        name, spec = p.inputs[0]
+        o = replace(o, dynamic=None, mark_dynamic=() if o.mark_dynamic or not spec.shape else ((name, 0, False),))
+    return replace(p, options=o)
+
+
+def reseed(p: Program, rng: random.Random, other=None) -> Optional[Program]:
+    """The same program on other input values (and changed input dtypes)."""
+    if rng.random() < 0.5 or not p.inputs:
+        return replace(p, seed=rng.randrange(2**16))
+    i = rng.randrange(len(p.inputs))
+    name, spec = p.inputs[i]
+    spec = replace(spec, dtype=rng.choice(FLOATS)) if spec.dtype in FLOATS else replace(spec, requires_grad=not spec.requires_grad)
+    return replace(p, inputs=p.inputs[:i] + ((name, spec),) + p.inputs[i + 1:])
+
+
+def splice(p: Program, rng: random.Random, other: Optional[Program] = None) -> Optional[Program]:
+    """Cross two corpus programs: this one's blocks with the other's way of
+    calling them (loop shapes, flows, contexts, call-site forms, frozen
+    instances, writes), or with its compile options."""
+    if other is None:
+        return None
+    if rng.random() < 0.25:
+        return replace(p, options=replace(other.options, door=""))
+    sections = []
+    for k, s in enumerate(p.sections):
+        o = other.sections[k % len(other.sections)]
+        calls = tuple(replace(c, context=o.calls[i % len(o.calls)].context, how=o.calls[i % len(o.calls)].how,
+                              frozen=o.calls[i % len(o.calls)].frozen) for i, c in enumerate(s.calls))
+        write = s.write if o.write is None or o.write[0] not in p.block.inputs else o.write
+        sections.append(replace(s, structure=o.structure, flow=o.flow, outer=o.outer, interleave=o.interleave,
+                                calls=calls, write=write))
+    return _fix_loops(_fix_structures(replace(p, sections=tuple(sections)), p.block.kind))
+
+
+OPERATORS: dict[str, Operator] = {op.__name__: Operator(op.__name__, op, (op.__doc__ or "").split("\n")[0]) for op in (
+    cut, duplicate_call, vary_call, change_call, change_value, swap_op, repeat_stmt, toggle_region, reshape_section,
+    write_between, repack, compile_options, reseed, splice)}
+
+
+def mutate(program: Program, operator: str, rng: random.Random, other: Optional[Program] = None) -> Optional[Program]:
+    """``program`` changed by one operator, checked; None where the operator
+    does not apply, its result fails the IR's check, or it changed nothing.
+    A door is the campaign's to give, so it is taken away first."""
+    base = replace(program, options=replace(program.options, door=""))
+    try:
+        mutant = OPERATORS[operator].apply(base, rng, other)
+    except (ValueError, KeyError, IndexError, TypeError):  # a change too broken for check to name
+        return None
+    if mutant is None or mutant.to_json() == base.to_json():
+        return None
+    try:
+        return checked(mutant)
+    except (KeyError, IndexError, TypeError):
+        return None
