@@ -651,5 +651,24 @@ def merge(runs: list[Path], out: Path) -> dict:
             for p in d.glob(".coverage.*"):
                 shutil.copy(p, out / "coverage" / f"{p.name}.{d.parent.name}")
         summary["coverage"] = coverage_report.combine(out / "coverage", None)
+    _merge_corpora(runs, out, summary)
     write_reports(out, summary)
     return summary
+
+
+def _merge_corpora(runs: list[Path], out: Path, summary: dict) -> None:
+    """The shards' corpora in one folder; the edges reached are their union
+    (summed per shard, an edge two shards reached would count twice)."""
+    folders = [r / CORPUS for r in runs if (r / CORPUS).is_dir()]
+    if not folders:
+        return
+    (out / CORPUS).mkdir(exist_ok=True)
+    for folder in folders:
+        for path in folder.glob("*.json"):
+            if not (out / CORPUS / path.name).exists():
+                shutil.copy(path, out / CORPUS / path.name)
+    if summary.get("feedback"):
+        merged = Corpus(None, str(summary.get("torch")), str(summary.get("backend")))
+        merged.load(out / CORPUS)
+        summary["feedback"].update(corpus=len(merged.entries), edges=len(merged.edges()),
+                                   corpus_skipped=len(merged.skipped))

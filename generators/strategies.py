@@ -662,7 +662,7 @@ def programs(
     if hierarchy and _likely(draw, 2):
         sub_ops = {c: [op for op in group if not op.random] for c, group in by_category.items()}
         h = _Hierarchy([t["x"] for t in types], envs, {c: g for c, g in sub_ops.items() if g}, not inference)
-        if _rarely(draw, 3):
+        if swarm.allows("op:norm") and _rarely(draw, 3):  # a swarm draw may leave norms out
             _transformer(draw, b, h, kind)
     attempts = 0
     while attempts < 4 * max_stmts and len(b.body) < max_stmts and (not b.body or _likely(draw, 3)):
