@@ -17,11 +17,11 @@ import random
 from dataclasses import dataclass, fields, replace
 from typing import Callable, Optional
 
-from .check import checked
+from .check import check, checked
 from .forms import FORMS_LIST, applies
-from .ir import (CHILD, EXTRAS, FLOWS, HOLDERS, SETTABLE, WRITES, Block, Call, Const, Context, FreeVar, Options,
-                 Program, Ref, Section, Stmt, with_call)
-from .ops import OPS
+from .ir import (CHILD, EXTRAS, FLOWS, HOLDERS, SETTABLE, WRITES, Block, Call, Const, Context, Free, FreeVar, Program,
+                 Ref, Section, Stmt, TensorSpec, with_call)
+from .ops import OPS, S, T
 from .reduce import labeled_candidates
 from .strategies import HAS_NESTED_COMPILE_REGION, STRUCTURES_BY_KIND, _fix_loops
 from .values import FLOATS, PyList, Sub, equal_values
@@ -179,6 +179,35 @@ def change_value(p: Program, rng: random.Random, other=None) -> Optional[Program
     return _with_block(p, replace(b, body=b.body[:s] + (stmt,) + b.body[s + 1:]))
 
 
+def free_value(p: Program, rng: random.Random, other=None) -> Optional[Program]:
+    """Make a literal of the layer block a free value read at run time (a
+    global, a closure cell, a class attribute, a default argument, a field of
+    a dataclass or a namespace), maybe rebound before every repeat: what
+    Dynamo must guard, or see stored, to read it right."""
+    from .ir import HOMES
+
+    b = p.block
+    sites = [(s, o) for s, stmt in enumerate(b.body) if stmt.op != CHILD for o, operand in enumerate(stmt.operands)
+             if isinstance(operand, Const) and isinstance(operand.value, (bool, int, float))]
+    if not sites:
+        return None
+    s, o = rng.choice(sites)
+    value = b.body[s].operands[o].value
+    taken = {f.name for f in p.frees}
+    name = next(f"p{k}" for k in range(100) if f"p{k}" not in taken)
+    home = rng.choice(HOMES)
+    stmt = replace(b.body[s], operands=b.body[s].operands[:o] + (Free(name),) + b.body[s].operands[o + 1:])
+    p = replace(p, block=replace(b, body=b.body[:s] + (stmt,) + b.body[s + 1:]),
+                frees=p.frees + (FreeVar(name, value, home),))
+    if home in SETTABLE and rng.random() < 0.6:  # rebound in the forward, before every repeat
+        other_value = _other_value(value, rng)
+        sections = tuple(replace(sec, calls=tuple(
+            replace(c, sets=c.sets + ((name, other_value if (k + i) % 2 and other_value is not None else value),))
+            for i, c in enumerate(sec.calls))) for k, sec in enumerate(p.sections))
+        p = replace(p, sections=sections)
+    return p
+
+
 def _with_block(p: Program, b: Block) -> Program:
     if b.name == "":
         return replace(p, block=b)
@@ -222,6 +251,82 @@ def repeat_stmt(p: Program, rng: random.Random, other=None) -> Optional[Program]
     return _with_block(p, replace(b, body=body, result=new if b.result == stmt.out else b.result))
 
 
+# Ops insert_stmt may write: tensor operands and Python values only (weights and
+# derived operands are the draw's to build), none of the draw's own closers.
+_INSERTABLE = tuple(o for o in OPS.values() if o.category not in ("merge", "block", "unbacked")
+                    and all(type(slot) in (T, S) for slot in o.slots))
+
+
+def _fresh(p: Program) -> str:
+    used = {int(x.out[1:]) for blk in p.blocks() for x in blk.body if x.out[1:].isdigit()}
+    return f"v{max(used, default=-1) + 1}"
+
+
+def _insert(p: Program, rng: random.Random, op, primary: Optional[str] = None) -> Optional[Program]:
+    """``op`` inserted in the layer block on ``primary`` (or a value drawn
+    from those in scope) at a drawn place, its Python operands drawn from the
+    op's own choices; a later reader of the primary reads its result instead
+    (the block's result adds an in-place op's result where nothing reads it:
+    FX keeps reading the written input's node, so the write alone would be a
+    node no region grown back from the outputs takes in)."""
+    scope = check(p)[0]
+    b = p.block
+    first = 0 if primary is None or primary in b.inputs else next(
+        k + 1 for k, x in enumerate(b.body) if x.out == primary)
+    i = rng.randrange(first, len(b.body) + 1)
+    names = [n for n in (*b.inputs, *(x.out for x in b.body[:i])) if n in scope]
+    primary = primary or rng.choice(names)
+    operands = []
+    for k, slot in enumerate(op.slots):
+        if type(slot) is T:
+            operands.append(Ref(primary if k == 0 else rng.choice(names)))
+        else:
+            choices = slot.choices(scope[primary])
+            if not choices:
+                return None
+            operands.append(Const(rng.choice(choices)))
+    out = _fresh(p)
+    body = b.body[:i] + (Stmt(out, op.name, tuple(operands)),) + b.body[i:]
+    readers = [j for j in range(i + 1, len(body)) if Ref(primary) in body[j].operands]
+    result = b.result
+    if readers:
+        j = rng.choice(readers)
+        body = body[:j] + (replace(body[j], operands=tuple(Ref(out) if o == Ref(primary) else o
+                                                            for o in body[j].operands)),) + body[j + 1:]
+    elif result == primary:
+        result = out
+    elif op.inplace:  # read the write's result: a region grown from the outputs back takes the write in
+        reader = _fresh(replace(p, block=replace(b, body=body)))
+        body, result = body + (Stmt(reader, "add", (Ref(result), Ref(out))),), reader
+    return replace(p, block=replace(b, body=body, result=result))
+
+
+def insert_stmt(p: Program, rng: random.Random, other=None) -> Optional[Program]:
+    """Insert a statement in the layer block: an op on a value in scope (an
+    in-place one two times in five)."""
+    inplace = [o for o in _INSERTABLE if o.inplace]
+    return _insert(p, rng, rng.choice(inplace if rng.random() < 0.4 else _INSERTABLE))
+
+
+def write_input(p: Program, rng: random.Random, other=None) -> Optional[Program]:
+    """Make the block write one of its tensor inputs in place (a new program
+    input, float32 without grad, if it has none that may be written): every
+    repeat changes what the next one reads, and a region holding the write
+    mutates its input."""
+    b = p.block
+    x = dict(p.inputs)[b.inputs[0]]
+    writable = [n for n in b.inputs[1:] if not dict(p.inputs)[n].requires_grad]
+    if writable and rng.random() < 0.7:
+        name = rng.choice(writable)
+    else:
+        taken = {n for n, _ in p.inputs}
+        name = next(f"y{k}" for k in range(100) if f"y{k}" not in taken)
+        p = replace(p, inputs=p.inputs + ((name, TensorSpec(x.shape, "float32", False)),),
+                    block=replace(b, inputs=b.inputs + (name,)))
+    inplace = [o for o in _INSERTABLE if o.inplace]
+    return _insert(p, rng, rng.choice(inplace), primary=name)
+
+
 def toggle_region(p: Program, rng: random.Random, other=None) -> Optional[Program]:
     """Mark a block ``nested_compile_region``, or take the mark away."""
     if not HAS_NESTED_COMPILE_REGION:
@@ -263,13 +368,15 @@ def repack(p: Program, rng: random.Random, other=None) -> Optional[Program]:
     """Pass the block's inputs or arguments another way: packed in a list, a
     dict, a dataclass or a module; module children held another way."""
     b = p.block
-    what = rng.choice(("extras", "pack", "holder", "kind"))
+    what = rng.choice(("extras", "pack", "holder", "kind", "attrs"))
     if what == "extras":
         b = replace(b, extras=rng.choice(EXTRAS))
     elif what == "pack":
         b = replace(b, pack=rng.choice(("", "dataclass", "module")))
     elif what == "holder":
         b = replace(b, holder=rng.choice(HOLDERS))
+    elif what == "attrs":  # Python arguments as per-instance attributes (closures of a factory for functions)
+        b = replace(b, attrs=not b.attrs)
     else:
         b = replace(b, kind="module" if b.kind == "function" else "function")
         p = _fix_structures(p, b.kind)
@@ -326,8 +433,8 @@ def splice(p: Program, rng: random.Random, other: Optional[Program] = None) -> O
 
 
 OPERATORS: dict[str, Operator] = {op.__name__: Operator(op.__name__, op, (op.__doc__ or "").split("\n")[0]) for op in (
-    cut, duplicate_call, vary_call, change_call, change_value, swap_op, repeat_stmt, toggle_region, reshape_section,
-    write_between, repack, compile_options, reseed, splice)}
+    cut, duplicate_call, vary_call, change_call, change_value, free_value, swap_op, repeat_stmt, insert_stmt,
+    write_input, toggle_region, reshape_section, write_between, repack, compile_options, reseed, splice)}
 
 
 def mutate(program: Program, operator: str, rng: random.Random, other: Optional[Program] = None) -> Optional[Program]:

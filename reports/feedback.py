@@ -110,3 +110,17 @@ def markdown(f: dict | None) -> list[str]:
         lines += ["Edges over time: " + ", ".join(f"{p['edges']} at {p['t']:g} s" for p in points)
                   + f"; {last['edges']} at {last['t']:g} s.", ""]
     return lines
+
+
+def rows(f: dict | None) -> dict | None:
+    """What the HTML report's feedback section shows (None: not steered)."""
+    if not f:
+        return None
+    paid = sorted(((k, v) for k, v in f.get("swarm", {}).items() if v["lift"]), key=lambda kv: -kv[1]["lift"])[:10]
+    return {"line": f"{f['edges']} edges reached ({f['arcs']} arcs of the watched torch files, {f['semantic_edges']} "
+                    f"of the harness's own events) by {f['programs']} programs; corpus {f.get('corpus', '?')} "
+                    f"programs; corpus entries skipped: {f.get('corpus_skipped', 0)}",
+            "sources": [(name, s["programs"], s["new_edges"], s["kept"], s["edges_per_second"])
+                        for name, s in sorted(f["sources"].items(), key=lambda kv: -kv[1]["new_edges"])],
+            "files": list(f.get("files", {}).items())[:15],
+            "swarm": [(k, v["programs"], v["kept"], v["new_edges"], v["lift"]) for k, v in paid]}

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Optional
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-from reports import door_coverage, semantic
+from reports import door_coverage, feedback, semantic
 from reports.known_issues import known_met
 from reports.schema import REPRO_EXITS, SEVERITIES, confirmed, grouped, root_cause_line
 
@@ -67,7 +67,8 @@ def render_html(summary: dict, out: Path) -> str:
         head=("signature", "hits", "known issue", "culprit", "first failing layer", "minimized", "repro exit", ""),
         groups=[{"severity": severity, "title": title, "rows": [_summary_row(f) for f in rows]}
                 for severity, title, rows in grouped(findings, _severity_order(findings))],
-        charts=_plots(timeline),
+        charts=_plots(timeline) + _edge_plot(s.get("feedback")),
+        feedback=feedback.rows(s.get("feedback")),
         coverage=_coverage(s.get("coverage") or {}),
         semantic=semantic.rows(s.get("semantic_coverage") or {}) if s.get("semantic_coverage") is not None else [],
         semantic_columns=semantic.COLUMNS,
@@ -205,6 +206,15 @@ def _plots(timeline: list[dict]) -> list[dict]:
             line_chart("plot-throughput", "Throughput over time", xs,
                        [("programs/s (last 30 s)", throughput(timeline), "#2e7d32")], "seconds since start",
                        "programs per second")]
+
+
+def _edge_plot(f: Optional[dict]) -> list[dict]:
+    """Edges reached over time, in a steered (or edge-counting) campaign."""
+    points = (f or {}).get("timeline") or []
+    if not points:
+        return []
+    return [line_chart("plot-edges", "Feedback edges reached over time", [float(p["t"]) for p in points],
+                       [("edges", [float(p["edges"]) for p in points], "#6a1b9a")], "seconds since start", "edges")]
 
 
 def _ranges(missing: Any) -> str:
