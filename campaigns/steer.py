@@ -8,7 +8,10 @@ multi-armed bandit over those sources (one arm per operator): an arm is
 drawn with odds in proportion to the reward per worker-second its programs
 earned lately (a program's reward is log2(1 + its new edges): the first
 programs of a campaign reach thousands of common arcs each, which must not
-decide the rest of it) (discounted sums, so what paid an hour ago does not
+decide the rest of it). The draw is in two steps, a family (plain draw, swarm
+draw, mutant) and then an operator, each with floors: mutants get half the
+programs at least once there is a corpus, as in AFL, where mutation is most
+of the work (discounted sums, so what paid an hour ago does not
 decide now), with a floor for every arm so none is starved for good. The
 feedback edges come from the workers (``harness.branches``: arcs of torch's
 capture stack; ``harness.run_edges`` and the worker: guard kinds, changed
@@ -32,7 +35,11 @@ from .corpus import Corpus, Entry
 
 DRAW, SWARM, MUTATE = "draw", "swarm", "mutate"
 DISCOUNT = 0.97  # an arm's sums shrink by this at each of its results
-FLOOR = 0.03  # every arm's least share of the draws
+FLOOR = 0.03  # every operator's least share of the mutants
+# Each family's least share of the programs once the corpus holds one: mutants
+# get at least half (a plain draw's thousands of common arcs early on must not
+# starve them), fresh draws a tenth each.
+FAMILY_FLOORS = {DRAW: 0.1, SWARM: 0.1, MUTATE: 0.5}
 PRIOR_REWARD, PRIOR_SECONDS = 4.0, 10.0  # an arm's sums start here: untried arms look promising
 SECOND_OPERATOR = 0.3  # odds that a mutant gets a second, random operator (havoc)
 TRIES = 8  # parents tried for one mutant before the arm yields a draw instead
@@ -97,14 +104,24 @@ class Steering:
 
     # -- choosing ----------------------------------------------------------------
 
+    def _pick(self, rates: dict[str, float], floors: dict[str, float]) -> str:
+        total = sum(rates.values()) or 1.0
+        shares = {n: max(floors.get(n, 0.0), r / total) for n, r in rates.items()}
+        return self.rng.choices(list(shares), weights=list(shares.values()))[0]
+
     def _arm(self) -> str:
+        """Two draws: a family (a plain draw, a swarm draw, a mutant), then,
+        for a mutant, its operator; each by its rate, above its floor."""
         if not self.steer:
             return DRAW
-        names = [n for n in self.arms if self.corpus.entries or not n.startswith(MUTATE)]
-        rates = {n: self.arms[n].rate for n in names}
-        total = sum(rates.values()) or 1.0
-        shares = {n: max(FLOOR, r / total) for n, r in rates.items()}
-        return self.rng.choices(list(shares), weights=list(shares.values()))[0]
+        operators = {n: a for n, a in self.arms.items() if n.startswith(MUTATE)}
+        families = {DRAW: self.arms[DRAW].rate, SWARM: self.arms[SWARM].rate}
+        if self.corpus.entries:
+            families[MUTATE] = sum(a.reward for a in operators.values()) / sum(a.seconds for a in operators.values())
+        family = self._pick(families, FAMILY_FLOORS)
+        if family != MUTATE:
+            return family
+        return self._pick({n: a.rate for n, a in operators.items()}, {n: FLOOR for n in operators})
 
     def next(self) -> tuple[str, Program, dict]:
         """The next program to run: (id, program, origin)."""

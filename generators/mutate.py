@@ -19,7 +19,7 @@ from typing import Callable, Optional
 
 from .check import check, checked
 from .forms import FORMS_LIST, applies
-from .ir import (CHILD, EXTRAS, FLOWS, HOLDERS, SETTABLE, WRITES, Block, Call, Const, Context, Free, FreeVar, Program,
+from .ir import (CHILD, EXTRAS, FLOWS, HOLDERS, SETTABLE, WRITES, Arg, Block, Call, Const, Context, Free, FreeVar, Program,
                  Ref, Section, Stmt, TensorSpec, with_call)
 from .ops import OPS, S, T
 from .reduce import labeled_candidates
@@ -180,31 +180,37 @@ def change_value(p: Program, rng: random.Random, other=None) -> Optional[Program
 
 
 def free_value(p: Program, rng: random.Random, other=None) -> Optional[Program]:
-    """Make a literal of the layer block a free value read at run time (a
-    global, a closure cell, a class attribute, a default argument, a field of
-    a dataclass or a namespace), maybe rebound before every repeat: what
-    Dynamo must guard, or see stored, to read it right."""
+    """Make a literal or a per-call argument read in the layer block a free
+    value read at run time (a global, a closure cell, a class attribute, a
+    default argument, a field of a dataclass or a namespace), rebound before
+    every repeat where the argument's values differ (and maybe where they do
+    not): what Dynamo must guard, or see stored, to read it right."""
     from .ir import HOMES
 
     b = p.block
     sites = [(s, o) for s, stmt in enumerate(b.body) if stmt.op != CHILD for o, operand in enumerate(stmt.operands)
-             if isinstance(operand, Const) and isinstance(operand.value, (bool, int, float))]
+             if (isinstance(operand, Const) and isinstance(operand.value, (bool, int, float)))
+             or isinstance(operand, Arg)]
     if not sites:
         return None
     s, o = rng.choice(sites)
-    value = b.body[s].operands[o].value
+    operand = b.body[s].operands[o]
+    calls = [c for sec in p.sections for c in sec.calls]
+    # an argument's value per repeat (its first repeat's is the binding); a literal's is the same in all
+    values = [c.args[b.args.index(operand.name)] for c in calls] if isinstance(operand, Arg) else [operand.value] * len(calls)
     taken = {f.name for f in p.frees}
     name = next(f"p{k}" for k in range(100) if f"p{k}" not in taken)
-    home = rng.choice(HOMES)
+    home = rng.choice(SETTABLE if len({repr(v) for v in values}) > 1 else HOMES)  # differing values: rebound
     stmt = replace(b.body[s], operands=b.body[s].operands[:o] + (Free(name),) + b.body[s].operands[o + 1:])
     p = replace(p, block=replace(b, body=b.body[:s] + (stmt,) + b.body[s + 1:]),
-                frees=p.frees + (FreeVar(name, value, home),))
-    if home in SETTABLE and rng.random() < 0.6:  # rebound in the forward, before every repeat
-        other_value = _other_value(value, rng)
-        sections = tuple(replace(sec, calls=tuple(
-            replace(c, sets=c.sets + ((name, other_value if (k + i) % 2 and other_value is not None else value),))
-            for i, c in enumerate(sec.calls))) for k, sec in enumerate(p.sections))
-        p = replace(p, sections=sections)
+                frees=p.frees + (FreeVar(name, values[0], home),))
+    if home in SETTABLE and (len({repr(v) for v in values}) > 1 or rng.random() < 0.6):
+        if len({repr(v) for v in values}) == 1:  # rebound in the forward, before every repeat, to another value
+            changed = _other_value(values[0], rng)
+            values = [changed if i % 2 and changed is not None else v for i, v in enumerate(values)]
+        rows = iter(values)
+        p = replace(p, sections=tuple(replace(sec, calls=tuple(replace(c, sets=c.sets + ((name, next(rows)),))
+                                                               for c in sec.calls)) for sec in p.sections))
     return p
 
 
