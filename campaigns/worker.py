@@ -50,7 +50,7 @@ from reports.unmask import unmasked_runs
 
 from .localize import localize
 from .minimize import minimize, minimize_finding
-from .worker_start import save_coverage
+from .worker_start import running_coverage, save_coverage
 
 
 def init(options: dict) -> None:
@@ -60,7 +60,7 @@ def init(options: dict) -> None:
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore", message="invoke_subgraph traced multiple backward graphs")
     if options.get("feedback"):  # the files were checked by the campaign (harness.branches.watched_files)
-        branches.install(branches.Tracer(list(options["feedback"])))
+        branches.install(branches.Tracer(list(options["feedback"]), running_coverage()))
 
 
 # Semantic edges this worker reported already (arcs: harness.branches.Tracer).

@@ -27,11 +27,17 @@ def init(options: dict) -> None:
     if options.get("coverage"):
         import coverage
 
+        # with --feedback too, its watched files are traced by this one tracer (two would pause each other)
         _coverage = coverage.Coverage(data_file=options["coverage"], data_suffix=True, branch=True,
-                                      include=covered_paths())
+                                      include=covered_paths() + list(options.get("feedback") or []))
         _coverage.start()
 
 
 def save_coverage() -> None:
     if _coverage is not None:
         _coverage.save()
+
+
+def running_coverage() -> Any:
+    """The worker's --coverage measurement, if it runs (None otherwise)."""
+    return _coverage

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import importlib.util
+import os
 from pathlib import Path
 from typing import Iterator, Optional
 
@@ -65,23 +66,30 @@ class Tracer:
     """Arcs in the watched files while ``traced()`` is entered, as edges
     ``<file>:<from>><to>``; ``take()`` returns those not taken before."""
 
-    def __init__(self, files: list[str]):
+    def __init__(self, files: list[str], running=None):
+        """``running``: a coverage.Coverage already measuring these files
+        the whole time (a campaign's --coverage); its arcs are read instead
+        of starting a second tracer, which would pause the first."""
         import coverage
 
         self.files = files
-        self._cov = coverage.Coverage(branch=True, include=files, data_file=None)
+        self._always = running is not None
+        self._cov = running or coverage.Coverage(branch=True, include=files, data_file=None)
         self._arcs: dict[str, set] = {}  # per file, the arcs taken before
         self._seen: set[str] = set()  # counter edges taken before
         self._counters: set[str] = set()
-        self._shorts = {f: short(f) for f in files}
+        self._shorts = {os.path.realpath(f): short(f) for f in files}
+        self._real: dict[str, str] = {}  # path as coverage names it -> real path
 
     @contextlib.contextmanager
     def traced(self) -> Iterator[None]:
-        self._cov.start()
+        if not self._always:
+            self._cov.start()
         try:
             yield
         finally:
-            self._cov.stop()
+            if not self._always:
+                self._cov.stop()
             self._counters |= counter_edges()
 
     def take(self) -> set[str]:
@@ -89,9 +97,12 @@ class Tracer:
         data = getattr(getattr(self._cov, "_collector", None), "data", None) or {}
         new: set[str] = set()
         for path, arcs in data.items():
+            real = self._real.setdefault(path, os.path.realpath(path))
+            if real not in self._shorts:  # a file --coverage measures but feedback does not watch
+                continue
             fresh = set(arcs) - self._arcs.setdefault(path, set())
             self._arcs[path] |= fresh
-            name = self._shorts.get(path) or short(path)
+            name = self._shorts[real]
             new |= {f"{name}:{a}>{b}" for a, b in map(_arc, fresh) if a > 0 and b > 0}  # entries, exits: negative
         new |= self._counters - self._seen
         self._seen |= self._counters

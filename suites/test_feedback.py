@@ -219,7 +219,7 @@ def test_a_steered_campaign_records_mutants_findings_resumes_and_merges(tmp_path
     mutate): a finding of a mutant is minimized and its repro run like any
     other, with its IR in program.json and its origin in the log; the corpus
     survives ``--resume`` and ``report merge``; a corrupt and a foreign entry
-    of a shared corpus are skipped by name."""
+    of a shared corpus are skipped by name; ``--coverage`` measures alongside."""
     from campaigns import campaign, steer
     from campaigns.campaign import Options
 
@@ -234,8 +234,12 @@ def test_a_steered_campaign_records_mutants_findings_resumes_and_merges(tmp_path
                         else DRAW)
     out = tmp_path / "run"
     options = Options(backend=backend, budget=150, workers=1, out=out, oracles=("differential",), programs=4,
-                      feedback="steer", corpus=(shared,), minimize_seconds=10, door_share=0, lint_share=0)
+                      feedback="steer", corpus=(shared,), minimize_seconds=10, door_share=0, lint_share=0,
+                      coverage=True)
     first = campaign.run(options)
+    # --coverage and --feedback share one tracer: both see the pass run
+    assert first["coverage"]["torch/_dynamo/graph_deduplication.py"]["lines"] > 20, first["coverage"]
+    assert first["feedback"]["files"].get("torch/_dynamo/graph_deduplication.py", 0) > 20, first["feedback"]["files"]
     events = [json.loads(line) for line in (out / "findings.jsonl").read_text().splitlines()]
     ran = [e for e in events if e["event"] == "program"]
     assert ran and all(e["origin"]["source"] == MUTATE for e in ran), [e.get("origin") for e in ran]
@@ -256,7 +260,7 @@ def test_a_steered_campaign_records_mutants_findings_resumes_and_merges(tmp_path
     assert first["feedback"]["sources"][f"{MUTATE}:duplicate_call"]["programs"] == len(ran)
 
     # resumed: the corpus is read back (nothing skipped), mutant ids go on
-    resumed = campaign.run(replace(options, resume=True, programs=2, corpus=(), minimize_seconds=0))
+    resumed = campaign.run(replace(options, resume=True, programs=2, corpus=(), minimize_seconds=0, coverage=False))
     events = [json.loads(line) for line in (out / "findings.jsonl").read_text().splitlines()]
     ids = [e["id"] for e in events if e["event"] == "program"]
     assert len(ids) == len(set(ids)) > len(ran)
