@@ -423,6 +423,7 @@ class _Hierarchy:
     by_category: dict[str, list[OpSpec]]
     allow_inplace: bool
     subs: list[Block] = field(default_factory=list)
+    regions: bool = False  # every sub-block marked nested_compile_region (a swarm boost)
 
     def typer(self) -> SubTyper:
         stand_in = Program((), Block("function", ("x",), (), (), (), (), "x"), (), subs=tuple(self.subs))
@@ -468,7 +469,8 @@ def _draw_sub(draw, h: _Hierarchy, level: int, parent_kind: str) -> str:
     if returns_view(b.block()):
         _add_stmt(b, Stmt(b.fresh(), "clone", (Ref(b.body[-1].out),)), OPS["clone"])
     name = next(n for n in SUB_NAMES if n not in {sb.name for sb in h.subs})  # children took theirs
-    block = replace(b.block(kind), name=name, compile_region=HAS_NESTED_COMPILE_REGION and _rarely(draw, 2))
+    block = replace(b.block(kind), name=name,
+                    compile_region=HAS_NESTED_COMPILE_REGION and (_rarely(draw, 2) or h.regions))
     h.subs.append(_held(draw, block, h))
     return block.name
 
@@ -661,7 +663,8 @@ def programs(
     h = None
     if hierarchy and _likely(draw, 2):
         sub_ops = {c: [op for op in group if not op.random] for c, group in by_category.items()}
-        h = _Hierarchy([t["x"] for t in types], envs, {c: g for c, g in sub_ops.items() if g}, not inference)
+        h = _Hierarchy([t["x"] for t in types], envs, {c: g for c, g in sub_ops.items() if g}, not inference,
+                       regions=swarm.boosts("compile_region"))
         if swarm.allows("op:norm") and _rarely(draw, 3):  # a swarm draw may leave norms out
             _transformer(draw, b, h, kind)
     attempts = 0
