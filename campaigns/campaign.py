@@ -260,16 +260,17 @@ class Campaign:
             self.log.write({"event": "invalid_program", "id": pid, "error": result["invalid"], "program": program})
         else:
             reached = result["program"].pop("edges", [])
-            steered = self._steer(task, program, reached, result["program"].get("seconds", 0.0))
+            steered = self._steer(task, program, reached, result["program"].get("seconds", 0.0),
+                                  bool(result["program"].get("deduplicated")))
             self.log.write({"event": "program", "id": pid, **result["program"], **steered})
             for finding in result["findings"]:
                 self._finding(pid, finding, program, task)
 
-    def _steer(self, task: dict, program: dict, reached: list, seconds: float) -> dict:
+    def _steer(self, task: dict, program: dict, reached: list, seconds: float, deduplicated: bool = False) -> dict:
         """Feedback from one program (campaigns.steer): what its event records."""
         if self.steering is None or "origin" not in task:
             return {}
-        new = self.steering.observe(task["id"], from_dict(program), task["origin"], reached, seconds)
+        new = self.steering.observe(task["id"], from_dict(program), task["origin"], reached, seconds, deduplicated)
         origin = {k: v for k, v in task["origin"].items() if k != "swarm"}
         if "swarm" in task["origin"]:
             origin["swarm_off"] = task["origin"]["swarm"]["off"]

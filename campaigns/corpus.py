@@ -29,15 +29,19 @@ class Entry:
     program: Program
     origin: dict
     edges: list[str]  # the edges it reached first
+    deduplicated: bool = False  # the pass made invoke_subgraph calls of it
     picks: int = 0  # times it was a mutation's parent
     paid: int = 0  # of those, mutants that reached something new
 
     @property
     def weight(self) -> float:
-        """Parents that reached much, and whose mutants paid, are picked more;
-        each pick makes the next one less likely (every entry gets its turn)."""
+        """Parents that reached much, and whose mutants paid, are picked more,
+        and those the pass deduplicated three times as often (most of what
+        is under test runs only on them); each pick makes the next one less
+        likely (every entry gets its turn)."""
         semantic = sum(1 for e in self.edges if ".py:" not in e)
-        return (1 + len(self.edges) + 20 * semantic) ** 0.5 * (1 + self.paid) / (1 + self.picks)
+        return ((1 + len(self.edges) + 20 * semantic) ** 0.5 * (1 + self.paid) / (1 + self.picks)
+                * (3 if self.deduplicated else 1))
 
 
 @dataclass
@@ -48,14 +52,15 @@ class Corpus:
     entries: dict[str, Entry] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)  # file -> why it was not loaded
 
-    def add(self, pid: str, program: Program, origin: dict, edges: list[str]) -> Entry:
-        entry = self.entries[pid] = Entry(pid, program, origin, sorted(edges))
+    def add(self, pid: str, program: Program, origin: dict, edges: list[str], deduplicated: bool = False) -> Entry:
+        entry = self.entries[pid] = Entry(pid, program, origin, sorted(edges), deduplicated)
         if self.folder is not None:
             self.folder.mkdir(parents=True, exist_ok=True)
             path = self.folder / f"{pid}.json"
             tmp = path.with_suffix(".tmp")
             tmp.write_text(json.dumps({"id": pid, "torch": self.torch, "backend": self.backend, "origin": origin,
-                                       "edges": entry.edges, "program": to_dict(program)}))
+                                       "edges": entry.edges, "deduplicated": deduplicated,
+                                       "program": to_dict(program)}))
             os.replace(tmp, path)  # a reader never sees half an entry
         return entry
 
@@ -91,7 +96,7 @@ class Corpus:
         except MalformedProgram as e:
             return None, f"corrupt: not a valid program: {str(e)[:120]}"
         return Entry(str(d.get("id") or path.stem), program, dict(d.get("origin") or {}),
-                     [str(e) for e in d["edges"]]), ""
+                     [str(e) for e in d["edges"]], bool(d.get("deduplicated"))), ""
 
     def edges(self) -> set[str]:
         return {e for entry in self.entries.values() for e in entry.edges}

@@ -105,8 +105,11 @@ class Steering:
     # -- choosing ----------------------------------------------------------------
 
     def _pick(self, rates: dict[str, float], floors: dict[str, float]) -> str:
+        """Each name gets its floor, and the rest of the odds in proportion to its rate."""
+        floor = {n: floors.get(n, 0.0) for n in rates}
+        rest = max(0.0, 1.0 - sum(floor.values()))
         total = sum(rates.values()) or 1.0
-        shares = {n: max(floors.get(n, 0.0), r / total) for n, r in rates.items()}
+        shares = {n: floor[n] + rest * r / total for n, r in rates.items()}
         return self.rng.choices(list(shares), weights=list(shares.values()))[0]
 
     def _arm(self) -> str:
@@ -169,10 +172,12 @@ class Steering:
 
     # -- learning ----------------------------------------------------------------
 
-    def observe(self, pid: str, program: Program, origin: dict, reached: list[str], seconds: float) -> list[str]:
+    def observe(self, pid: str, program: Program, origin: dict, reached: list[str], seconds: float,
+                deduplicated: bool = False) -> list[str]:
         """A program's result: the edges it reached that no program had
         reached before (it joins the corpus if there are any); its arm and
-        its parent are paid by them."""
+        its parent are paid by them. ``deduplicated``: the pass made
+        invoke_subgraph calls of it (such parents are picked more)."""
         new = sorted(set(reached) - self.edges)
         self.edges |= set(new)
         arm = self.arms.get(origin.get("arm", DRAW))
@@ -182,7 +187,7 @@ class Steering:
         if parent is not None and new:
             parent.paid += 1
         if new:
-            self.corpus.add(pid, program, origin, new)
+            self.corpus.add(pid, program, origin, new, deduplicated)
         return new
 
     def arms_summary(self) -> dict:
