@@ -83,8 +83,9 @@ STATE_KIND = {
 }
 
 
-def _constraints(pre: torch.fx.Graph) -> list[tuple[torch.fx.Node, torch.fx.Node, str, str, bool]]:
-    """(before, after, why, kind, strict) pairs of pre-pass nodes.
+def _constraints(pre: torch.fx.Graph) -> list[tuple[torch.fx.Node, torch.fx.Node, str, str, bool, str]]:
+    """(before, after, why, kind, strict, writer) pairs of pre-pass nodes
+    (``writer``: the name of the node writing, for an in-place write).
 
     An in-place write against every reader of the storage it writes must keep
     its order (strict). A node against a grad-mode / autocast / inference-mode
@@ -107,13 +108,13 @@ def _constraints(pre: torch.fx.Graph) -> list[tuple[torch.fx.Node, torch.fx.Node
             readers = {u for a in aliases for u in a.users if u is not m}
             for r in readers:
                 a, b = (r, m) if index[r] < index[m] else (m, r)
-                pairs.append((a, b, f"{m.name} writes {w.name}", "mutation", True))
+                pairs.append((a, b, f"{m.name} writes {w.name}", "mutation", True, m.name))
     for s in (n for n in nodes if is_state_node(n)):
         kind = STATE_KIND.get(getattr(s.target, "__name__", ""), "state")
         for n in nodes:
             if n is not s and n.op in CALLS:
                 a, b = (n, s) if index[n] < index[s] else (s, n)
-                pairs.append((a, b, f"{s.name} switches {kind}", kind, False))
+                pairs.append((a, b, f"{s.name} switches {kind}", kind, False, ""))
     return pairs
 
 
@@ -131,13 +132,14 @@ def _order(record: GraphRecord, where: str) -> list[Verdict]:
                 edges[unit[a.name]].add(unit[node.name])
     needed = []
     kind_of: dict[tuple[str, str], str] = {}
-    for a, b, why, kind, strict in _constraints(record.pre.graph):
+    grouped = {d.name for group in record.groups for region in group for d in region}
+    for a, b, why, kind, strict, writer in _constraints(record.pre.graph):
         ua, ub = pre_unit.get(a.name), pre_unit.get(b.name)
         if ua and ub and ua != ub:
             edges[ua].add(ub)
             kind_of.setdefault((ua, ub), kind)
             if strict:
-                needed.append((ua, ub, f"{a.name} before {b.name} ({why})", kind))
+                needed.append((ua, ub, f"{a.name} before {b.name} ({why})", kind, writer in grouped))
     cycle = _find_cycle(edges)
     if cycle:
         kinds = sorted({kind_of[e] for e in zip(cycle, cycle[1:]) if e in kind_of}) or ["data"]
@@ -145,10 +147,12 @@ def _order(record: GraphRecord, where: str) -> list[Verdict]:
                       label=f"cycle:{kinds[0]}", cycle=cycle)]
     what = {n.name: f"{n.name} ({target_name(n)})" for n in post.nodes}
     invoked = record.invoked()
-    for ua, ub, why, kind in needed:
+    for ua, ub, why, kind, in_group in needed:
         if position[ua] > position[ub]:
-            # a subgraph call the pass made on either side, or two plain ops
-            unit = "region" if ua in invoked or ub in invoked else "op"
+            # a subgraph call the pass made on either side, or two plain ops; for two plain ops,
+            # whether the write is a node of a region the tracker grouped (the pass then kept the
+            # region as it is, writes being beyond invoke_subgraph, and still reordered around it)
+            unit = "region" if ua in invoked or ub in invoked else "op:grouped" if in_group else "op"
             return [_fail("order", where, f"{what[ua]} now runs after {what[ub]}, but originally {why}",
                           label=f"order:{kind}:{unit}")]
     return []
