@@ -41,7 +41,8 @@ FLOOR = 0.03  # every operator's least share of the mutants
 # starve them), fresh draws a tenth each.
 FAMILY_FLOORS = {DRAW: 0.1, SWARM: 0.1, MUTATE: 0.5}
 PRIOR_REWARD, PRIOR_SECONDS = 4.0, 10.0  # an arm's sums start here: untried arms look promising
-SECOND_OPERATOR = 0.3  # odds that a mutant gets a second, random operator (havoc)
+HAVOC = 0.5  # odds that a mutant gets one more random operator on top (havoc), again and again
+HAVOC_MAX = 3  # at most this many operators on top of the arm's own
 TRIES = 8  # parents tried for one mutant before the arm yields a draw instead
 RESCAN_SECONDS = 30.0  # how often other shards' corpus folders are read again
 
@@ -153,11 +154,11 @@ class Steering:
             other = self._parent() if operator == "splice" else None
             mutant = mutate(parent.program, operator, self.rng, other.program if other else None)
             ops = [operator]
-            if mutant is not None and self.rng.random() < SECOND_OPERATOR:
+            while mutant is not None and len(ops) <= HAVOC_MAX and self.rng.random() < HAVOC:
                 extra = self.rng.choice([o for o in OPERATORS if o != "splice"])
                 again = mutate(mutant, extra, self.rng)
                 if again is not None:
-                    mutant, ops = again, [operator, extra]
+                    mutant, ops = again, [*ops, extra]
             if mutant is None or mutant.to_json() in self.seen:
                 continue
             self.seen.add(mutant.to_json())
