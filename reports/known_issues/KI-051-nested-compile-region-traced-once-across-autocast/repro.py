@@ -215,6 +215,11 @@ def first_line(exc: BaseException) -> str:
     message = lines[0] if lines else ""
     if message.endswith("raised:") and len(lines) > 1:  # BackendCompilerFailed: the error is on the next line
         message = f"{message} {lines[1]}"
+    if message.endswith("C++ compile error"):  # inductor's C++ build failed: the compiler's first error says which
+        import re
+
+        found = re.search(r":\d+:\d+: ((?:fatal |internal compiler )?error: .*)", text)
+        message = f"{message}: {found.group(1).strip()}" if found else message
     if message.endswith("raised:") or not message:  # a bare assert: name where it fired
         inner = exc
         while inner.__cause__ is not None:
