@@ -86,6 +86,7 @@ class Options:
     feedback: str = "off"  # FEEDBACK: steer by torch's branches (campaigns.steer), or only count them
     watch: tuple[str, ...] = ()  # globs of torch files whose arcs are feedback (empty: harness.branches.WATCHED)
     corpus: tuple[Path, ...] = ()  # other campaigns' corpus folders (shards) mutants may start from
+    trace_share: float = 0.5  # share of programs whose capture is traced for arcs (all give the harness's own edges)
 
 
 def check_options(o: Options) -> tuple[tuple[str, ...], tuple]:
@@ -113,7 +114,8 @@ def check_options(o: Options) -> tuple[tuple[str, ...], tuple]:
     unknown = [d for d in o.doors if d not in DOORS]
     if unknown:
         raise ValueError(f"unknown door(s) {', '.join(unknown)}: use {', '.join(DOORS)}")
-    for what, share in (("lint", o.lint_share), ("door", o.door_share), ("inductor", o.inductor_share)):
+    for what, share in (("lint", o.lint_share), ("door", o.door_share), ("inductor", o.inductor_share),
+                        ("trace", o.trace_share)):
         if not 0 <= share <= 1:
             raise ValueError(f"{what} share {share}: expected a fraction between 0 and 1")
     if o.feedback not in FEEDBACK:
@@ -569,7 +571,8 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
                 pool.submit({"type": "run", "id": pid, "program": to_dict(program), "config": task_config,
                              "oracles": list(oracles), "device": options.device, "learned": dict(campaign.learned),
                              **({"door_backend": door_backend} if door_backend else {}),
-                             **({"feedback": True, "origin": origin} if origin is not None else {})})
+                             **({"feedback": True, "origin": origin,
+                                 "trace": in_share(f"{pid}:trace", options.trace_share)} if origin is not None else {})})
             for task, result in pool.results(0.5):
                 campaign.on_result(task, result)
             if not verifying:

@@ -82,6 +82,9 @@ def _parser() -> argparse.ArgumentParser:
                       help="steer: keep programs that reach new branches of torch's capture stack (RUN/corpus), "
                            "mutate them, draw swarm batches, a bandit over what pays; edges: draw plainly and only "
                            "count the edges reached (an A/B's other side); off (default)")
+    fuzz.add_argument("--trace-share", type=float, default=0.5,
+                      help="with --feedback: share of programs whose capture is traced for arcs of torch's files "
+                           "(every program gives the harness's own edges; default 0.5)")
     fuzz.add_argument("--watch", action="append", default=[], metavar="GLOB",
                       help="a torch file glob (relative to site-packages) whose arcs are feedback (repeatable; "
                            "default: Dynamo's guards, variables, output graph, side effects, the tracker, the pass, "
@@ -200,7 +203,7 @@ def _fuzz(args) -> int:
         workers=args.workers or os.cpu_count() or 1, shard=args.shard, resume=args.resume, config=tuple(args.config),
         lint_share=args.lint_share, door_share=args.door_share, doors=tuple(d for d in args.doors.split(",") if d),
         inductor_share=args.inductor_share, coverage=args.coverage, feedback=args.feedback, watch=tuple(args.watch),
-        corpus=tuple(args.corpus), timeout=args.timeout, memory_mb=args.memory_mb,
+        corpus=tuple(args.corpus), trace_share=args.trace_share, timeout=args.timeout, memory_mb=args.memory_mb,
         minimize_seconds=args.minimize_seconds, verify_repros=not args.no_verify, device=args.device,
         programs=args.programs,
     )

@@ -98,6 +98,7 @@ def _run(task: dict) -> dict:
     summary, verdicts = result["program"], []
     reached: set = set()  # the run's own feedback edges (harness.run_edges)
     door, program = program.options.door, with_door(program, "")  # the door is a run of its own (_door)
+    branches.set_traced(bool(task.get("trace", True)))  # a steered campaign traces a share of programs' arcs
     if any(n in ORACLES for n in oracles):
         try:
             outcome = run_program(program, config)

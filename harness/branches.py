@@ -143,9 +143,18 @@ def install(tracer: Optional[Tracer]) -> None:
     _tracer = tracer
 
 
+_on = True  # whether this program's capture is traced (a campaign traces a share: set_traced)
+
+
+def set_traced(on: bool) -> None:
+    global _on
+    _on = on
+
+
 def traced():
-    """The installed tracer's context, or nothing when feedback is off."""
-    return _tracer.traced() if _tracer is not None else contextlib.nullcontext()
+    """The installed tracer's context, or nothing when feedback is off or
+    this program is not in the traced share."""
+    return _tracer.traced() if _tracer is not None and _on else contextlib.nullcontext()
 
 
 def take() -> set[str]:
