@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 fuzz: $(STAMP)
-	$(PY) -m harness fuzz --budget $(BUDGET) --out $(OUT)
+	$(PY) -m harness fuzz --budget $(BUDGET) --out $(OUT) --feedback steer
 
 # The model zoo's optional extra (transformers, pinned in pyproject.toml).
 $(MODELS): $(STAMP)
