@@ -41,7 +41,7 @@ RUN = [i if not i.fixed_on(torch.__version__) else pytest.param(i, marks=pytest.
 # reproduction of every one; the nightly tier runs them all. A repro is the
 # rendered one (test_committed_repro_is_the_rendered_one), so a template change
 # that breaks repros breaks the sampled ones too.
-REPRO_SHARE = 3
+REPRO_SHARE = 4
 REPROS = [i if not i.fixed_on(torch.__version__) and int(i.id.split("-")[1]) % REPRO_SHARE == 0
           else pytest.param(i, marks=pytest.mark.nightly) for i in ISSUES]
 
