@@ -206,7 +206,10 @@ def free_value(p: Program, rng: random.Random, other=None) -> Optional[Program]:
                 frees=p.frees + (FreeVar(name, values[0], home),))
     if home in SETTABLE and (len({repr(v) for v in values}) > 1 or rng.random() < 0.6):
         if len({repr(v) for v in values}) == 1:  # rebound in the forward, before every repeat, to another value
-            changed = _other_value(values[0], rng)
+            # half the time one plainly different (a stale read must show), else any other of its kind
+            v = values[0]
+            plain = v * 2 + 1 if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v else None
+            changed = plain if plain is not None and rng.random() < 0.5 else _other_value(v, rng)
             values = [changed if i % 2 and changed is not None else v for i, v in enumerate(values)]
         rows = iter(values)
         p = replace(p, sections=tuple(replace(sec, calls=tuple(replace(c, sets=c.sets + ((name, next(rows)),))
