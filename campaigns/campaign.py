@@ -130,11 +130,11 @@ def check_options(o: Options) -> tuple[tuple[str, ...], tuple]:
     return names, torch_config.parse(o.config)
 
 
-def draw(seed: int, shard: tuple[int, int], skip: set) -> Iterator[tuple[str, Program]]:
-    """Programs in a fixed order for (seed, shard): batch b of BATCH programs
-    is drawn under Hypothesis seed ``seed * 100003 + b``; every other batch
-    focuses on the edge kinds (``programs(edges=True)``), which the plain
-    draw reaches only rarely."""
+def _batches(seed: int, shard: tuple[int, int], skip: set, label: str, strategy, offset: int = 0) -> Iterator:
+    """(id, program, batch) in a fixed order for (seed, shard): batch b of
+    BATCH programs is ``strategy(b)`` drawn under Hypothesis seed
+    ``seed * 100003 + b + offset``; ids ``<seed>-<label><b>-<k>``; a program
+    drawn before in this stream, or an id in ``skip``, is left out."""
     i, n = shard
     batch = i
     seen: set[str] = set()
@@ -145,14 +145,23 @@ def draw(seed: int, shard: tuple[int, int], skip: set) -> Iterator[tuple[str, Pr
             drawn.append(program)
 
         test = settings(max_examples=BATCH, database=None, deadline=None, phases=[Phase.generate],
-                        suppress_health_check=list(HealthCheck))(given(programs(edges=batch % 2 == 1))(keep))
-        hyp_seed(seed * 100_003 + batch)(test)()
+                        suppress_health_check=list(HealthCheck))(given(strategy(batch))(keep))
+        hyp_seed(seed * 100_003 + batch + offset)(test)()
         for k, program in enumerate(drawn):
-            pid, key = f"{seed}-{batch}-{k}", program.to_json()
+            pid, key = f"{seed}-{label}{batch}-{k}", program.to_json()
             if key not in seen and pid not in skip:
                 seen.add(key)
-                yield pid, program
+                yield pid, program, batch
         batch += n
+
+
+def draw(seed: int, shard: tuple[int, int], skip: set) -> Iterator[tuple[str, Program]]:
+    """Programs in a fixed order for (seed, shard): batch b of BATCH programs
+    is drawn under Hypothesis seed ``seed * 100003 + b``; every other batch
+    focuses on the edge kinds (``programs(edges=True)``), which the plain
+    draw reaches only rarely."""
+    for pid, program, _ in _batches(seed, shard, skip, "", lambda b: programs(edges=b % 2 == 1)):
+        yield pid, program
 
 
 def swarm_draw(seed: int, shard: tuple[int, int], skip: set) -> Iterator[tuple[str, Program, dict]]:
@@ -161,25 +170,20 @@ def swarm_draw(seed: int, shard: tuple[int, int], skip: set) -> Iterator[tuple[s
     (seed, b); ids ``<seed>-w<b>-<k>``."""
     import random
 
-    i, n = shard
-    batch = i
-    seen: set[str] = set()
-    while True:
-        drawn: list[Program] = []
-        config = draw_swarm(random.Random(seed * 100_003 + batch))
+    def config(batch: int):
+        return draw_swarm(random.Random(seed * 100_003 + batch))
 
-        def keep(program: Program) -> None:
-            drawn.append(program)
+    for pid, program, batch in _batches(seed, shard, skip, "w", lambda b: programs(swarm=config(b)), 50_000_017):
+        yield pid, program, config(batch).to_dict()
 
-        test = settings(max_examples=BATCH, database=None, deadline=None, phases=[Phase.generate],
-                        suppress_health_check=list(HealthCheck))(given(programs(swarm=config))(keep))
-        hyp_seed(seed * 100_003 + batch + 50_000_017)(test)()
-        for k, program in enumerate(drawn):
-            pid, key = f"{seed}-w{batch}-{k}", program.to_json()
-            if key not in seen and pid not in skip:
-                seen.add(key)
-                yield pid, program, config.to_dict()
-        batch += n
+
+def _logged_origin(origin: dict) -> dict:
+    """How a program came about, as the log records it: a swarm draw's
+    configuration as the features it switched off and on."""
+    out = {k: v for k, v in origin.items() if k != "swarm"}
+    if "swarm" in origin:
+        out.update(swarm_off=origin["swarm"]["off"], swarm_on=origin["swarm"]["on"])
+    return out
 
 
 def _slug(signature: str) -> str:
@@ -273,11 +277,8 @@ class Campaign:
         if self.steering is None or "origin" not in task:
             return {}
         new = self.steering.observe(task["id"], from_dict(program), task["origin"], reached, seconds, deduplicated)
-        origin = {k: v for k, v in task["origin"].items() if k != "swarm"}
-        if "swarm" in task["origin"]:
-            origin["swarm_off"] = task["origin"]["swarm"]["off"]
-            origin["swarm_on"] = task["origin"]["swarm"]["on"]
-        return {"origin": origin, "new_edges": len(new), "new_by_file": dict(Counter(feedback.edge_file(e) for e in new))}
+        return {"origin": _logged_origin(task["origin"]), "new_edges": len(new),
+                "new_by_file": dict(Counter(feedback.edge_file(e) for e in new))}
 
     def _learn(self, finding: dict) -> None:
         fp, sig = finding.get("fingerprint"), finding["signature"]
@@ -306,7 +307,7 @@ class Campaign:
         smaller = entry is None or (not entry["minimized"] and finding["size"] < (entry["size"] or 1 << 30))
         event = {k: v for k, v in finding.items() if k != "files"}
         if task.get("origin", {}).get("source") not in (None, "draw"):  # how the program came about
-            event["origin"] = {k: v for k, v in task["origin"].items() if k != "swarm"}
+            event["origin"] = _logged_origin(task["origin"])
         self.log.write({"event": "finding", "id": pid, "folder": folder, **event})
         entry = self.ledger.findings[sig]
         if smaller:

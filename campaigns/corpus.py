@@ -51,6 +51,7 @@ class Corpus:
     backend: str
     entries: dict[str, Entry] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)  # file -> why it was not loaded
+    read: set = field(default_factory=set)  # files read already (loaded or skipped): a rescan reads only new ones
 
     def add(self, pid: str, program: Program, origin: dict, edges: list[str], deduplicated: bool = False) -> Entry:
         entry = self.entries[pid] = Entry(pid, program, origin, sorted(edges), deduplicated)
@@ -64,14 +65,15 @@ class Corpus:
             os.replace(tmp, path)  # a reader never sees half an entry
         return entry
 
-    def load(self, folder: Path, known: set[str] = frozenset()) -> list[Entry]:
-        """Entries of ``folder`` not loaded yet (``known``: files already
-        read); the rest are recorded in ``skipped`` with the reason."""
+    def load(self, folder: Path) -> list[Entry]:
+        """Entries of ``folder`` not read yet; those that do not load are
+        recorded in ``skipped`` with the reason."""
         loaded = []
         for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
             key = str(path)
-            if key in known or key in self.skipped:
+            if key in self.read:
                 continue
+            self.read.add(key)
             entry, why = self._read(path)
             if entry is None:
                 self.skipped[key] = why

@@ -78,7 +78,6 @@ class Steering:
     seen: set = field(default_factory=set)  # programs run (as JSON): a mutant never repeats one
     rng: random.Random = field(default_factory=random.Random)
     _scanned: float = 0.0
-    _read: set = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed * 7919 + self.shard[0])
@@ -99,9 +98,8 @@ class Steering:
             return
         self._scanned = time.time()
         for folder in self.shared:
-            for entry in self.corpus.load(folder, self._read):
+            for entry in self.corpus.load(folder):
                 self.edges |= set(entry.edges)
-            self._read |= {str(p) for p in folder.glob("*.json")} if folder.is_dir() else set()
 
     # -- choosing ----------------------------------------------------------------
 

@@ -4,9 +4,9 @@ body) of the measured files would count as never reached."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from typing import Any
+
+from harness.branches import site_root  # stdlib only: torch stays unimported
 
 # The torch files whose coverage a campaign measures (--coverage).
 COVERED = ("torch/_dynamo/graph_region_tracker.py", "torch/_dynamo/graph_deduplication.py",
@@ -16,8 +16,7 @@ _coverage: Any = None
 
 
 def covered_paths() -> list[str]:
-    torch_dir = Path(importlib.util.find_spec("torch").submodule_search_locations[0])
-    return [str(torch_dir.parent / f) for f in COVERED]
+    return [str(site_root() / f) for f in COVERED]
 
 
 def init(options: dict) -> None:

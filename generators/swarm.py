@@ -12,7 +12,6 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from .interludes import INTERLUDES  # noqa: F401 (documents what "interludes" switches off)
 from .ir import FLOWS, STRUCTURES, BLOCK_KINDS
 from .ops import OPS
 

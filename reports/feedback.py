@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-TIMELINE_POINTS = 60
-HARNESS = "(the harness's own events)"
+from .schema import thin
+
 
 
 def edge_file(edge: str) -> str:
@@ -55,13 +55,6 @@ def fold(state: dict, e: dict, started: float) -> None:
         state["timeline"].append((t, state["edges"]))
 
 
-def _thin(points: list) -> list:
-    if len(points) <= TIMELINE_POINTS:
-        return points
-    step = len(points) / TIMELINE_POINTS
-    return [points[int(i * step)] for i in range(TIMELINE_POINTS - 1)] + [points[-1]]
-
-
 def summary(state: dict) -> dict | None:
     """summary.json's ``feedback`` (None: the campaign was not steered)."""
     if not state["programs"]:
@@ -78,7 +71,7 @@ def summary(state: dict) -> dict | None:
                         for k, v in sorted(state["sources"].items())},
             "files": dict(state["files"].most_common()),
             "swarm": swarm,
-            "timeline": [{"t": t, "edges": n} for t, n in _thin(state["timeline"])]}
+            "timeline": [{"t": t, "edges": n} for t, n in thin(state["timeline"])]}
 
 
 def markdown(f: dict | None) -> list[str]:

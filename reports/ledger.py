@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Iterable
 
 from . import door_coverage, feedback, semantic
-from .schema import root_causes
+from .schema import root_causes, thin
 
 LOG = "findings.jsonl"
-TIMELINE_POINTS = 60
-CHILD_TASKS = ("verify",)  # worker tasks whose torch runs in a child process  # at most this many points in summary.json's timeline
+CHILD_TASKS = ("verify",)  # worker tasks whose torch runs in a child process
 
 # The fields of a finding event that describe the bug, not the hit.
 FINDING_FIELDS = ("signature", "oracle", "kind", "severity", "culprit", "known_issue", "message", "driver", "variant", "dedup",
@@ -158,7 +157,7 @@ class Ledger:
             "findings_by_severity": dict(by_severity),
             "workers_lost": dict(self.lost),
             "errors": dict(self.errors),
-            "timeline": [dict(zip(("t", "programs", "failures", "distinct"), p)) for p in _thin(self.timeline)],
+            "timeline": [dict(zip(("t", "programs", "failures", "distinct"), p)) for p in thin(self.timeline)],
             "generator": dict(self.features.most_common()),
             "semantic_coverage": {name: dict(c) for name, c in self.semantic.items()},
             "cudagraphs": dict(self.cudagraphs.most_common()),
@@ -193,14 +192,6 @@ def _split(self: Ledger, seconds: float) -> dict:
         if workers and seconds:
             out["idle"] = round(max(0.0, workers * seconds - sum(v["seconds"] for v in out.values())), 1)
         return out
-
-
-def _thin(points: list) -> list:
-    """At most TIMELINE_POINTS, evenly spread, keeping the last."""
-    if len(points) <= TIMELINE_POINTS:
-        return points
-    step = len(points) / TIMELINE_POINTS
-    return [points[int(i * step)] for i in range(TIMELINE_POINTS - 1)] + [points[-1]]
 
 
 def read_events(path: Path) -> list[dict]:

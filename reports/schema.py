@@ -12,6 +12,8 @@ summary.json::
     findings_by_severity: {severity: distinct findings}
     workers_lost: {kind: count}       # signal / hang / memory
     timeline: [{t, programs, failures, distinct}]   # seconds since start
+    feedback: {programs, edges, arcs, semantic_edges, sources, files, swarm, timeline: [{t, edges}], corpus, ...}
+                                      # a steered campaign's books (reports.feedback), or None
     coverage: {file: {lines, branches, missing}} or {}   # with --coverage
     generator: {feature: programs}    # generator coverage counts
     aborted: str                      # why it stopped early, "" if it did not
@@ -81,3 +83,14 @@ def root_cause_line(s: dict) -> str:
     known = ", ".join(f"{k} ×{n}" for k, n in r["known"].items()) or "none"
     return (f"Root causes: {len(r['known'])} known ({known}), {len(r['new'])} new, {len(r['unconfirmed'])} "
             f"unconfirmed; {len(s.get('findings', []))} distinct signatures.")
+
+
+TIMELINE_POINTS = 60  # at most this many points in a summary's timelines
+
+
+def thin(points: list) -> list:
+    """At most TIMELINE_POINTS, evenly spread, keeping the last."""
+    if len(points) <= TIMELINE_POINTS:
+        return points
+    step = len(points) / TIMELINE_POINTS
+    return [points[int(i * step)] for i in range(TIMELINE_POINTS - 1)] + [points[-1]]

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from campaigns.corpus import Corpus
 from campaigns.steer import DRAW, MUTATE, SWARM, Steering
 from generators.check import check
-from generators.ir import Call, Program, from_dict, to_dict
+from generators.ir import Program, from_dict, to_dict
 from generators.mutate import OPERATORS, mutate
 from generators.ops import OPS
 from generators.strategies import HAS_NESTED_COMPILE_REGION, programs
