@@ -36,6 +36,7 @@ from generators.doors import DOORS, assign, in_share, with_door
 from harness.capabilities import has, unavailable
 from harness.doors import available as door_names
 from campaigns.pool import Lost, Pool
+from harness.backend_capabilities import probe, program_mode, resolve_mode, unfit
 from oracles.registry import DOOR_ORACLES, ORACLES, REPLAY_ORACLES, run_config
 
 from reports import coverage_report, door_coverage, feedback, semantic
@@ -87,11 +88,13 @@ class Options:
     watch: tuple[str, ...] = ()  # globs of torch files whose arcs are feedback (empty: harness.branches.WATCHED)
     corpus: tuple[Path, ...] = ()  # other campaigns' corpus folders (shards) mutants may start from
     trace_share: float = 0.5  # share of programs whose capture is traced for arcs (all give the harness's own edges)
+    # train, inference (no_grad or inference_mode, drawn per program), one of those, or auto: by what the backend can do
+    mode: str = "auto"
 
 
 def check_options(o: Options) -> tuple[tuple[str, ...], tuple]:
     """Everything wrong with the options, as one error before anything runs."""
-    resolve(o.backend)
+    resolve_mode(o.backend, o.mode)  # resolves the backend, asks what it can do
     names = o.oracles or (*ORACLES, *DOOR_ORACLES)
     known = (*ORACLES, *REPLAY_ORACLES, *DOOR_ORACLES)
     unknown = [n for n in names if n not in known]
@@ -215,6 +218,7 @@ class Campaign:
     learned: dict = field(default_factory=dict)
     steering: Optional[Steering] = None  # --feedback
     skipped_logged: set = field(default_factory=set)  # corpus entries whose skip was logged
+    unfit: Counter = field(default_factory=Counter)  # programs not run: why they test nothing of the backend
 
     def __post_init__(self) -> None:
         for e in self.ledger.fingerprints:
@@ -390,7 +394,10 @@ class Campaign:
     # -- reports -----------------------------------------------------------------
 
     def summary(self) -> dict:
-        return self.ledger.summary(time.time() - self.started)
+        s = self.ledger.summary(time.time() - self.started)
+        if self.unfit:
+            s["unfit"] = dict(self.unfit)
+        return s
 
     def log_skipped(self) -> None:
         """Corpus entries not loaded (another torch or backend, corrupt): one
@@ -424,6 +431,18 @@ def write_reports(out: Path, s: dict) -> None:
     (out / "junit.xml").write_text(render_junit(s))
 
 
+def backend_lines(s: dict) -> list[str]:
+    """What the backend could not be checked for, how it was run and compared (harness.backend_capabilities)."""
+    lines = []
+    if s.get("backend_unavailable"):
+        lines += [f"Unavailable with backend {s['backend']}: "
+                  + "; ".join(f"{k} ({v})" for k, v in s["backend_unavailable"].items()), ""]
+    if s.get("mode") and s["mode"] != "train" or s.get("backend_notes"):
+        lines += [f"Mode: {s.get('mode', 'train')}; " + "; ".join(s.get("backend_notes") or [])
+                  + (f"; programs not run, by why: {s['unfit']}" if s.get("unfit") else ""), ""]
+    return lines
+
+
 def markdown(s: dict) -> str:
     lines = [
         f"# Fuzz campaign: {s['backend']} on torch {s['torch']}", "", f"**{root_cause_line(s)}**", "",
@@ -443,6 +462,7 @@ def markdown(s: dict) -> str:
         lines += [f"**Stopped early:** {s['aborted']}", ""]
     if s.get("unavailable"):
         lines += [f"Unavailable on torch {s['torch']}: " + "; ".join(f"{k} ({v})" for k, v in s["unavailable"].items()), ""]
+    lines += backend_lines(s)
     for _, title, rows in grouped(s["findings"], SEVERITIES):
         lines += [f"## {title}", "", "| signature | hits | known issue | first failing layer | minimized | repro | "
                   "call differences |", "|---|---|---|---|---|---|---|"]
@@ -509,7 +529,10 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
             raise ValueError(f"--resume: {out} holds a campaign of backend {previous.get('backend')} seed "
                              f"{previous.get('seed')}; resume it with the same --backend and --seed")
     workers = options.workers or os.cpu_count() or 1
-    config = config_to(replace(run_config(options.backend, oracles, variants=options.variants), torch_config=patch))
+    caps = probe(options.backend)
+    mode = resolve_mode(options.backend, options.mode)
+    config = config_to(replace(run_config(options.backend, oracles, variants=options.variants, mode=mode),
+                               torch_config=patch))
     started = time.time()
     deadline = started + options.budget
     log = EventLog(out, ledger)
@@ -519,8 +542,9 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
         "backend": options.backend, "torch": torch.__version__, "python": platform.python_version(),
         "seed": options.seed, "shard": f"{options.shard[0]}/{options.shard[1]}", "workers": workers,
         "oracles": list(oracles), "run_config": config, "coverage": options.coverage,
-        "unavailable": unavailable()}})
-    doors = tuple(d for d in door_names() if not options.doors or d in options.doors) \
+        "unavailable": unavailable(), "mode": mode, "backend_unavailable": caps.lost(), "backend_notes": caps.notes()}})
+    doors = tuple(d for d in door_names() if (not options.doors or d in options.doors) and (mode == "train" or not
+                                                                                        DOORS[d].gradients)) \
         if any(n in DOOR_ORACLES for n in oracles) else ()
     campaign = Campaign(options, oracles, config, log, started=started)
     coverage_file = None
@@ -559,12 +583,16 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
                     pid, program, origin = campaign.steering.next()
                 else:
                     (pid, program), origin = next(source), None
+                why = unfit(program, caps)
+                if why:  # tests nothing of this backend: counted, never run
+                    campaign.unfit[why] += 1
+                    continue
                 submitted += 1
                 if doors:
                     program = with_door(program, assign(pid, options.door_share, doors, program))
                 door_backend = "inductor" if program.options.door and in_share(f"{pid}:inductor", options.inductor_share) \
                     else ""
-                task_config = config
+                task_config = config if mode != "inference" else {**config, "mode": program_mode(mode, program.seed)}
                 if _lint(pid, options.lint_share) and has("graph_deduplication_lint"):
                     task_config = {**config, "torch_config": [*config["torch_config"],
                                                               ["dynamo.graph_deduplication_lint", True]]}

@@ -56,6 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     fuzz = sub.add_parser("fuzz", help="run a fuzz campaign and write a report")
     fuzz.add_argument("--backend", default="aot_eager",
                       help="built-in name, an entry point of dedup_harness.backends, or package.module:callable")
+    fuzz.add_argument("--mode", default="auto", choices=("auto", "train", "inference", "no_grad", "inference_mode"),
+                      help="train: forward and backward; inference: forward-only under no_grad or inference_mode "
+                           "(drawn per program); auto (default): train where the backend can, else inference")
     fuzz.add_argument("--budget", type=float, default=120.0, help="seconds the campaign runs (default 120)")
     fuzz.add_argument("--workers", type=int, default=0, help="worker processes (default: every core)")
     fuzz.add_argument("--seed", type=int, default=0)
@@ -205,7 +208,7 @@ def _fuzz(args) -> int:
         inductor_share=args.inductor_share, coverage=args.coverage, feedback=args.feedback, watch=tuple(args.watch),
         corpus=tuple(args.corpus), trace_share=args.trace_share, timeout=args.timeout, memory_mb=args.memory_mb,
         minimize_seconds=args.minimize_seconds, verify_repros=not args.no_verify, device=args.device,
-        programs=args.programs,
+        programs=args.programs, mode=args.mode,
     )
     try:
         summary = run(options, Progress())

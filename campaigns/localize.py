@@ -37,13 +37,34 @@ class Localization:
         if not self.layer:
             return f"not reproduced on the backend ladder (a user backend's own layer){masked}"
         blame = "the dedup pass or its interaction with this layer" if not self.without_dedup else "this layer, with or without dedup"
-        return f"first fails on {self.layer}: {self.description}; {blame}{masked}"
+        return f"layer {blamed(self.layer, self.without_dedup)}: first fails on {self.layer}: {self.description}; {blame}{masked}"
+
+
+# Where a third-party backend's ladder stops before the backend itself: torch's
+# own stack as far as a backend compiler is handed a graph.
+REFERENCE = "aot_eager"
+OWN_LAYER = "the backend itself (its own compiler and runtime), not torch"
 
 
 def rungs(upto: str | None = None) -> tuple[tuple[str, str], ...]:
-    """The rungs up to ``upto``'s (all of them for a backend off the ladder)."""
+    """The rungs up to ``upto``'s; for a backend off the ladder, torch's rungs
+    up to aot_eager and then the backend itself (all of torch's for none)."""
     names = [b for b, _ in LADDER]
-    return LADDER[: names.index(upto) + 1] if upto in names else LADDER
+    if upto is None:
+        return LADDER
+    if upto in names:
+        return LADDER[: names.index(upto) + 1]
+    return (*LADDER[: names.index(REFERENCE) + 1], (upto, OWN_LAYER))
+
+
+def blamed(layer: str, without_dedup: bool) -> str:
+    """The layer a finding belongs to, in one word a triager sorts by."""
+    if not layer:
+        return "unknown"
+    if not without_dedup:
+        return "dedup"
+    return {"eager": "dynamo", "aot_eager": "aot_autograd", "aot_eager_decomp_partition": "decompositions",
+            "inductor": "inductor"}.get(layer, "backend")
 
 
 def localize(finding: Finding, upto: str | None = None) -> Localization:

@@ -667,13 +667,18 @@ MANTISSA_BITS = {"bfloat16": 8, "float16": 11, "float32": 24, "float64": 53}
 
 
 @functools.lru_cache(maxsize=64)  # every value-comparing oracle asks, for every program
-def lowest_precision(program: Program) -> str:
-    """The least precise floating dtype any value of the program passes
-    through: no result can be more accurate than that, whatever its dtype."""
+def dtypes_used(program: Program) -> set[str]:
+    """Every dtype a value of the program has (inputs, weights, buffers, every step's result)."""
     dtypes = {spec.dtype for _, spec in (*program.inputs, *program.block.weights, *program.block.buffers)}
     dtypes |= {t.dtype for scope in check(program) for t in scope.values()}
     dtypes |= {t.dtype for scope in sub_scopes(program) for t in scope.values()}
     if any(".float()" in OPS[s.op].fmt for b in program.blocks() for s in b.body):  # a float32 step inside one op
         dtypes.add("float32")
-    floats = [d for d in dtypes if d in MANTISSA_BITS]
+    return dtypes
+
+
+def lowest_precision(program: Program) -> str:
+    """The least precise floating dtype any value of the program passes
+    through: no result can be more accurate than that, whatever its dtype."""
+    floats = [d for d in dtypes_used(program) if d in MANTISSA_BITS]
     return min(floats, key=MANTISSA_BITS.__getitem__, default="float32")

@@ -45,6 +45,12 @@ class Door:
     # constructs only it lets Dynamo capture whole.
     furnish: Optional[Callable[[object], object]] = None
 
+    @property
+    def gradients(self) -> bool:
+        """Its promise is about gradients (it computes them, or recomputes for
+        them): nothing to check on a forward-only run."""
+        return not self.backward or self.family == "checkpoint"
+
 
 def _plain_tensors(program) -> bool:
     """Function transforms, control-flow operators and torch.export take

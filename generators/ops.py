@@ -530,6 +530,15 @@ def _merge_last_two(s: Shape) -> Value:
     return s[:-2] + (s[-2] * s[-1],) if len(s) >= 2 else (_numel(s),)
 
 
+# Ops whose result jumps when an operand moves by rounding noise (a
+# comparison near equality, a sign near zero, a reciprocal near zero, an
+# index of a maximum, a count of nonzeros): judged by tolerance only where
+# both sides compute at one precision. A backend computing at a lower one
+# (harness.backend_capabilities) is not given programs with them.
+ROUNDING_SENSITIVE = frozenset({
+    "gt", "lt_scalar", "logical_not", "where", "masked_fill", "argmax", "copysign_t", "reciprocal", "div_raw",
+    "signbit", "atan2", "nonzero_count", "masked_select_sum", "to_dtype",
+})
 _ANY = ("float32", "float64", "bfloat16", "float16", "int64", "bool")
 # Unary functions and tensor methods that map a floating tensor to one of its
 # type: what ``apply`` calls, and what a closure may capture.

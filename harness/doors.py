@@ -35,7 +35,7 @@ from . import torch_config
 from .backends import resolve
 from .capabilities import BY_NAME, has
 from .door_calls import DOOR_COMPILE, DOOR_CONFIG, door_mark, door_through
-from .execute import execute, failure
+from .execute import mode_context, execute, failure
 from .hygiene import clean_up, leaked_state
 from .loader import load_source
 from .observe import recording_backend
@@ -124,7 +124,7 @@ def run_door(program: Program, config: RunConfig) -> DoorOutcome:
     if why:
         run.refused = f"unavailable on this torch: {why}"
         return run
-    with isolated_global_state():
+    with isolated_global_state(), mode_context(config.mode):
         try:
             _run(run, door, load_source(source), load_source(render(program, reference=True)) if door.reference else None)
         except _Refused as e:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import traceback
 from typing import Any, Callable
 
@@ -17,6 +18,18 @@ STAGES: tuple[tuple[type, str], ...] = (
     (dynamo_exc.BackendCompilerFailed, "backend_compile"),
     (dynamo_exc.TorchDynamoException, "dynamo"),
 )
+
+
+# The context each mode (harness.backend_capabilities.MODES) runs a program's calls under.
+MODE_CONTEXTS: dict[str, Callable] = {
+    "train": contextlib.nullcontext,
+    "no_grad": torch.no_grad,
+    "inference_mode": torch.inference_mode,
+}
+
+
+def mode_context(mode: str):
+    return MODE_CONTEXTS[mode]()
 
 
 def first_line(exc: BaseException) -> str:

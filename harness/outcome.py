@@ -38,6 +38,19 @@ class RunConfig:
     # torch config set while compiling and running: (("dynamo.KEY", value), ...)
     # (harness.torch_config)
     torch_config: tuple[tuple[str, Any], ...] = ()
+    # The context every call runs under (harness.backend_capabilities.MODES):
+    # "train", or an inference mode, where nothing runs backward.
+    mode: str = "train"
+    # (dtype given, dtype the backend computed in) where it is less precise:
+    # values of that dtype are judged at the lower one's tolerance.
+    precision: tuple[tuple[str, str], ...] = ()
+    # The backend rejects ops it does not know at compile time (rather than
+    # falling back): such a rejection is "unsupported", not a crash.
+    rejects: bool = False
+
+    def __post_init__(self):
+        if self.mode != "train" and self.backward:
+            object.__setattr__(self, "backward", False)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from generators.regions import twins
 from . import branches, torch_config
 from .backends import resolve
 from .capabilities import has
-from .execute import as_float64, execute, failure
+from .execute import mode_context, as_float64, execute, failure
 from .hygiene import clean_up, leaked_state
 from .loader import load_source
 from .observe import recording_backend, recording_guards
@@ -169,7 +169,7 @@ def _check_hygiene(capture: Capture) -> None:
 
 
 def run_program(program: Program, config: RunConfig = RunConfig()) -> Outcome:
-    with isolated_global_state():
+    with isolated_global_state(), mode_context(config.mode):
         return _run_program(program, config)
 
 

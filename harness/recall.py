@@ -32,6 +32,12 @@ from .observe import recording_recompiles
 from .outcome import Capture, Execution, RunConfig, VariantRun
 
 GUARD_TEXT_LIMIT = 6000
+# Changes that change nothing in a mode: grad mode switched off (and back on,
+# which would undo the run's own no_grad) where the run is forward-only.
+MEANINGLESS: dict[str, tuple[str, ...]] = {
+    "no_grad": ("state:grad",),
+    "inference_mode": ("state:grad", "state:inference"),
+}
 
 
 def _entries(code) -> list[Any]:
@@ -137,7 +143,7 @@ def run_variants(bench: Workbench, config: RunConfig, capture: Capture, known: O
            for r in (known.variants if known is not None else [])):
         before = {k: r for k, r in before.items() if not r.recompiled}
     reasons: list[str] = []
-    chosen = select(bench.program, config.variants)
+    chosen = [v for v in select(bench.program, config.variants) if v.kind not in MEANINGLESS.get(config.mode, ())]
     # Each change may add an entry: Dynamo's recompile limit (8) is about
     # programs that recompile without end, not about this many deliberate changes.
     name = recompile_limit_name()  # cache_size_limit in torch 2.6

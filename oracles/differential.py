@@ -7,12 +7,15 @@ kind ("crash"), kept apart from wrong results.
 
 from __future__ import annotations
 
+import re
+
 import torch
 
 from generators.check import lowest_precision, zero_signs_determined
 from harness.outcome import Execution, Outcome
 
 from .compare import Difference, bitwise_equal, compare
+from .tolerance import backend_floor
 from .verdict import Status, Verdict, combine
 
 NAME = "differential"
@@ -36,6 +39,9 @@ def check(outcome: Outcome) -> Verdict:
     eager, compiled = outcome.eager, outcome.compiled
     if compiled.failure is not None:
         f = compiled.failure
+        if outcome.config.rejects and unsupported(f.stage, f"{f.type}: {f.message}"):
+            # the backend said it does not know an op: counted apart, never a crash finding
+            return Verdict(NAME, Status.INCONCLUSIVE, kind="unsupported", where=f.stage, message=f"{f.type}: {f.message}")
         return Verdict(
             NAME, Status.FAIL, kind="crash", where=f.stage,
             message=f"{f.type}: {f.message}",
@@ -49,7 +55,17 @@ def check(outcome: Outcome) -> Verdict:
         return Verdict(NAME, Status.FAIL, kind="structure", where="outputs",
                        message=f"expected output structure {eager.treespec}, got {compiled.treespec}")
 
-    return combine(NAME, compare_runs(NAME, eager, compiled, outcome.reference, **numerics(outcome)))
+    return combine(NAME, compare_runs(NAME, eager, compiled, outcome.reference, **numerics(outcome),
+                                      requires_grad=outcome.config.mode == "train"))
+
+
+# A compile-time rejection of an op the backend does not know, by a backend
+# that rejects rather than falls back (harness.backend_capabilities).
+UNSUPPORTED = re.compile(r"NotImplementedError|[Nn]ot (?:yet )?(?:supported|implemented)|[Uu]nsupported")
+
+
+def unsupported(stage: str, message: str) -> bool:
+    return stage == "backend_compile" and bool(UNSUPPORTED.search(message))
 
 
 def numerics(outcome: Outcome) -> dict:
@@ -61,18 +77,20 @@ def numerics(outcome: Outcome) -> dict:
 
 
 def precision_floor(outcome: Outcome) -> torch.dtype:
-    """The least precise dtype the program computes in (generators.check)."""
-    return getattr(torch, lowest_precision(outcome.program))
+    """The least precise dtype the program computes in (generators.check), or
+    the backend does where it computes lower (RunConfig.precision)."""
+    return getattr(torch, backend_floor(lowest_precision(outcome.program), outcome.config.precision))
 
 
 def compare_runs(oracle: str, expected: Execution, actual: Execution, reference: Execution | None,
                  exact: tuple[str, ...] = (), floor: torch.dtype | None = None,
-                 signed_zeros: bool = True) -> list[Verdict]:
+                 signed_zeros: bool = True, requires_grad: bool = True) -> list[Verdict]:
     """One verdict per value (outputs, state, gradients) of two runs of one
     program. Values whose kind is in ``exact`` ("output", "state", "grad")
-    must agree bitwise; the others are judged by ``compare``."""
+    must agree bitwise; the others are judged by ``compare``. ``requires_grad``
+    False: a forward-only run (an inference-only backend) need not carry autograd."""
     verdicts = []
-    for i, (rg_e, rg_c) in enumerate(zip(expected.requires_grad, actual.requires_grad)):
+    for i, (rg_e, rg_c) in enumerate(zip(expected.requires_grad, actual.requires_grad) if requires_grad else ()):
         if rg_e != rg_c:
             verdicts.append(Verdict(oracle, Status.FAIL, kind="requires_grad", where=f"output[{i}]",
                                     message=f"expected requires_grad={rg_e}, got {rg_c}"))

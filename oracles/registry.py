@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from harness.backend_capabilities import probe, program_mode, resolve_mode
 from harness.outcome import Outcome, RunConfig
 
 from . import (compile_region, completeness, cudagraph, dedup_toggle, determinism, differential, door,
@@ -86,11 +87,20 @@ def companions(names: tuple[str, ...] | None = None) -> tuple[str, ...]:
 
 
 def run_config(backend: str = "aot_eager", names: tuple[str, ...] | None = None, variants: int | None = None,
-               **kwargs) -> RunConfig:
+               mode: str = "auto", **kwargs) -> RunConfig:
     """The run the named oracles (default: all of ``ORACLES``) need on
     ``backend``; ``variants`` overrides how many changed re-calls they get
     (-1: all). The pass is recorded only if one of them reads what the
-    recorder keeps. Replay oracles among ``names`` ask nothing of this run."""
+    recorder keeps. Replay oracles among ``names`` ask nothing of this run.
+    ``mode`` "auto": what the backend can do (harness.backend_capabilities):
+    forward-only under no_grad where it cannot train, judged at the precision
+    it computes in."""
+    caps = probe(backend)
+    if mode == "auto":
+        mode = "train" if caps.training else "no_grad"
+    kwargs.setdefault("mode", program_mode(resolve_mode(backend, mode), 0))
+    kwargs.setdefault("precision", tuple(sorted(caps.precision.items())))
+    kwargs.setdefault("rejects", caps.rejects)
     chosen = tuple(n for n in (names or tuple(ORACLES)) if n in ORACLES)
     wanted = max((ORACLES[n].variants for n in chosen), default=0)
     kwargs.setdefault("record_structure", any(ORACLES[n].structure for n in chosen))

@@ -27,3 +27,14 @@ BY_DTYPE: dict[torch.dtype, Tolerance] = {
 
 def for_dtype(dtype: torch.dtype) -> Tolerance:
     return BY_DTYPE.get(dtype, DEFAULT)
+
+
+MANTISSA_BITS = {"bfloat16": 8, "float16": 11, "float32": 24, "float64": 53}
+
+
+def backend_floor(floor: str, precision) -> str:
+    """The program's precision floor on a backend that computes some dtypes
+    in a less precise one (``RunConfig.precision``): no value can be more
+    accurate than the least precise dtype any of its values went through."""
+    used = [floor] + [low for given, low in precision if MANTISSA_BITS.get(given, 0) >= MANTISSA_BITS.get(floor, 0)]
+    return min(used, key=lambda d: MANTISSA_BITS.get(d, 24))

@@ -64,6 +64,10 @@ class KnownIssue:
     # The backends it is known on; empty: any. A broad signature (a wrong
     # gradient) stays new on every other backend.
     backends: tuple[str, ...] = ()
+    # How its program runs (harness.backend_capabilities): train, or forward-only
+    # on an inference-only backend; and the precision the backend computed in.
+    mode: str = "train"
+    precision: tuple[tuple[str, str], ...] = ()
     # The crash the bug is: a glob over its normalized "Type: message"; None:
     # wrong values. Its repro exits 3 when the program fails another way.
     crash: Optional[str] = None
@@ -115,8 +119,19 @@ class KnownIssue:
 
         from .repro import render_repro
 
-        return render_repro(self.program(), RunConfig(backend=self.backend, dedup=self.dedup),
+        return render_repro(self.program(), self.config(RunConfig),
                             f"{self.id}: {self.title}", self.repro, self.variant, expect_crash=self.expect_crash)
+
+    def config(self, make):
+        """The run it was found in, as ``make`` (RunConfig) builds it."""
+        return make(backend=self.backend, dedup=self.dedup, mode=self.mode, precision=self.precision)
+
+    @property
+    def third_party(self) -> bool:
+        """Found on a backend that is not torch's own: its repro needs that backend installed."""
+        from harness.backends import BUILTIN
+
+        return self.backend not in BUILTIN
 
     def matches(self, signature: str) -> bool:
         return matches(signature, self.patterns)
@@ -167,6 +182,8 @@ def load(root: Path = ROOT) -> tuple[KnownIssue, ...]:
                 dedup=d.get("dedup", True),
                 triggers=tuple(d.get("triggers", ())),
                 backends=tuple(d.get("backends", ())),
+                mode=d.get("mode", "train"),
+                precision=tuple(tuple(p) for p in d.get("precision", ())),
                 crash=d.get("crash"),
                 torch_seen=tuple(d.get("torch_seen", ())),
                 fixed_in=d.get("fixed_in"),

@@ -145,7 +145,7 @@ class Ledger:
         by_severity = Counter(f["severity"] for f in self.findings.values())
         return {
             **{k: self.config.get(k) for k in ("backend", "torch", "python", "seed", "shard", "workers", "oracles",
-                                                "unavailable")},
+                                                "unavailable", "mode", "backend_unavailable", "backend_notes")},
             "programs": n,
             "seconds": round(seconds, 1),
             "programs_per_second": round(n / seconds, 3) if seconds else 0.0,

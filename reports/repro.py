@@ -25,22 +25,23 @@ from generators.ir import Program
 from generators.regions import with_regions
 from generators.replays import ReplayPlan, resized
 from generators.variants import PRELUDE
-from harness.backends import resolve
+from harness.backends import BUILTIN, resolve
 from harness.execute import first_line
 from harness.outcome import RunConfig
 from harness.pipeline import torch_compile_kwargs
 from harness.replay import call_seed
 from harness.structure import _lists_as_tuples, constant, describe_region, target_name, value_meta
 from oracles import region_identity
-from oracles.tolerance import BY_DTYPE, for_dtype
+from oracles.tolerance import BY_DTYPE, backend_floor, for_dtype
 
 from .signature import normalize
 
 
-def _floor_tolerance(program: Program) -> float:
+def _floor_tolerance(program: Program, precision=()) -> float:
     """The tolerance of the least precise dtype the program passes through
-    (bfloat16 anywhere, autocast included: at least 1e-2), as the oracles' floor."""
-    floor = for_dtype(getattr(torch, lowest_precision(program))).atol
+    (bfloat16 anywhere, autocast included: at least 1e-2), or the backend
+    computes in (``RunConfig.precision``), as the oracles' floor."""
+    floor = for_dtype(getattr(torch, backend_floor(lowest_precision(program), precision))).atol
     return max(floor, 1e-2) if _low_precision(program) else floor
 
 
@@ -175,7 +176,10 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         dedup=config.dedup,
         seed=program.seed,
         compile_kwargs={**torch_compile_kwargs(program, config), **backend.options},
-        tol=_floor_tolerance(program),
+        tol=_floor_tolerance(program, config.precision),
+        mode=config.mode,
+        needs="Needs only torch." if backend.name in BUILTIN or ":" in backend.repro_spec else
+        f"Needs torch and the backend {backend.repro_spec!r} installed (a third-party backend's issue).",
         tolerances={str(dtype): t.atol for dtype, t in BY_DTYPE.items()},
         signed_zeros=zero_signs_determined(program),
         expect_crash=expect_crash,

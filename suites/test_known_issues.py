@@ -22,6 +22,7 @@ import pytest
 import torch
 
 from harness import capabilities
+from harness.backends import BackendError, resolve
 from harness.doors import run_door
 from harness.outcome import RunConfig
 from harness.pipeline import run_program
@@ -57,6 +58,16 @@ def _skip_if_unavailable(issue) -> None:
     if issue.before_seen():
         pytest.skip(f"{issue.id} not expected on torch {torch.__version__}: first seen on "
                     f"{min(issue.torch_seen, key=release)}")
+    _skip_if_backend_absent(issue)
+
+
+def _skip_if_backend_absent(issue) -> None:
+    """A third-party backend's issue runs where that backend is installed."""
+    if issue.third_party:
+        try:
+            resolve(issue.backend)
+        except BackendError as e:
+            pytest.skip(f"{issue.id} is an issue of backend {issue.backend!r}, not installed here ({e})")
 
 
 def test_baseline_is_not_empty_and_well_formed():
@@ -144,12 +155,13 @@ def test_a_nested_compile_region_program_needs_the_decorator():
 def test_known_issue_still_reproduces_with_its_signature(issue):
     _skip_if_unavailable(issue)
     if issue.program().options.door:  # found through a door (generators.doors): its own run
-        run = run_door(issue.program(), RunConfig(backend=issue.backend, dedup=issue.dedup))
+        run = run_door(issue.program(), issue.config(RunConfig))
         failures = [v for v in judge_door(run) if v.failed]
         signatures = [triage_door(run, v).signature for v in failures]
     else:
         # an issue found through one change re-makes every change the program offers
-        outcome = run_program(issue.program(), run_config(issue.backend, variants=-1 if issue.variant else None))
+        outcome = run_program(issue.program(), run_config(issue.backend, variants=-1 if issue.variant else None,
+                                                          mode=issue.mode, precision=issue.precision))
         failures = [v for v in judge(outcome) if v.failed]
         signatures = [triage(outcome, v).signature for v in failures]
     if issue.fixed_on(torch.__version__):
@@ -179,4 +191,5 @@ def test_standalone_repro_exits_1_while_the_bug_is_there(issue):
 
 @pytest.mark.parametrize("issue", ISSUES, ids=[i.id for i in ISSUES])
 def test_committed_repro_is_the_rendered_one(issue):
+    _skip_if_backend_absent(issue)
     assert (issue.folder / "repro.py").read_text() == issue.render(), "repro.py is stale: re-render it from program.json"

@@ -1,0 +1,228 @@
+"""What a backend offers, found by asking it, as ``harness.capabilities`` asks torch.
+
+A backend nobody here wrote is fuzzed for what it claims to do: an
+inference-only one (its outputs carry no autograd graph) forward-only, under
+``torch.no_grad()`` or ``torch.inference_mode()``; one that computes in a
+lower precision than it is given (a CPU plugin's bf16 hint) at the precision
+it used; one that rejects ops it does not know at compile time has those
+rejections counted as "unsupported", apart from crashes. Each answer comes
+from compiling a small probe with the backend (or from what the backend
+entry declares, for torch's own), once per process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import torch
+
+from generators.check import dtypes_used
+from generators.ir import Program
+from generators.ops import ROUNDING_SENSITIVE
+
+from .backends import Backend, BackendError, resolve
+
+# Modes a program runs in: the context its calls run under. "auto" is train
+# where the backend trains, else a drawn one of the inference modes.
+MODES = ("train", "no_grad", "inference_mode")
+INFERENCE_MODES = ("no_grad", "inference_mode")
+FLOATS = ("float32", "float64", "float16", "bfloat16")
+# Relative error of the probe (largest error over largest value, against a
+# float64 eager run) up to which a backend computed in the dtype it was given.
+AS_GIVEN = {"float64": 1e-12, "float32": 2e-5, "float16": 8e-3, "bfloat16": 6e-2}
+
+
+@dataclass(frozen=True)
+class BackendCapabilities:
+    name: str
+    training: bool  # outputs carry an autograd graph and the backward runs
+    why_not_training: str = ""
+    dtypes: tuple[str, ...] = FLOATS  # floating dtypes it compiles and runs
+    # dtype given -> the dtype it computed in, where less precise
+    precision: dict[str, str] = field(default_factory=dict)
+    how_precision: str = "declared"  # "declared" or "detected"
+    rejects: bool = False  # raises at compile time on an op it does not know (else falls back)
+
+    def lost(self) -> dict[str, str]:
+        """What the harness cannot check on this backend, said once in a report."""
+        out = {}
+        if not self.training:
+            out["gradients"] = (f"{self.why_not_training}: programs run forward-only under no_grad or "
+                                "inference_mode; gradient and requires_grad checks stand down")
+        for d in FLOATS:
+            if d not in self.dtypes:
+                out[f"dtype:{d}"] = f"the backend does not run {d} programs: none are drawn"
+        return out
+
+    def notes(self) -> list[str]:
+        notes = [f"{given} compared at {used} ({self.how_precision})" for given, used in self.precision.items()]
+        notes.append("rejects unknown ops at compile time (counted as unsupported)" if self.rejects
+                     else "falls back on unknown ops")
+        return notes
+
+
+# What a backend callable may declare about itself, as an attribute of this
+# name: a dict of BackendCapabilities fields (training, precision, dtypes, rejects).
+DECLARED = "dedup_harness_capabilities"
+
+
+def declared(backend: Backend) -> BackendCapabilities | None:
+    """The capabilities a backend states: torch's own train at full precision;
+    a callable may carry ``DECLARED``."""
+    from .backends import BUILTIN
+
+    if backend.name in BUILTIN:
+        return BackendCapabilities(backend.name, training=True)
+    stated = getattr(backend.backend, DECLARED, None)
+    if isinstance(stated, dict):
+        return BackendCapabilities(backend.name, **{"training": True, **stated})
+    return None
+
+
+def _probe_fn(x, w):
+    return torch.tanh(x @ w) * 2 + x.sum(-1, keepdim=True)
+
+
+def _compile(backend: Backend):
+    torch._dynamo.reset()
+    return torch.compile(_probe_fn, backend=backend.compiler_fn(), **backend.options)
+
+
+def _inputs(dtype: torch.dtype, grad: bool = False):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(8, 16, generator=g, dtype=torch.float64)
+    w = torch.randn(16, 16, generator=g, dtype=torch.float64) / 4
+    return x.to(dtype).requires_grad_(grad), w.to(dtype).requires_grad_(grad)
+
+
+def _errors(y: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> tuple[float, float]:
+    """The largest error over the largest value, against a float64 run, and
+    the share of elements off by more than float32 rounding: a lower
+    precision shows in nearly every element, a wrong kernel need not."""
+    ref = _probe_fn(x.detach().double(), w.detach().double())
+    err = (y.detach().double() - ref).abs()
+    scale = ref.abs().max()
+    return float(err.max() / scale), float((err > AS_GIVEN["float32"] * scale).double().mean())
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"[:300]
+
+
+def _training(backend: Backend) -> tuple[bool, str]:
+    x, w = _inputs(torch.float32, grad=True)
+    y = _compile(backend)(x, w)
+    if not (isinstance(y, torch.Tensor) and y.requires_grad):
+        return False, "its outputs carry no autograd graph (an inference-only backend)"
+    try:
+        y.sum().backward()
+    except Exception as e:  # the backward of an inference-only backend may raise anything
+        return False, f"its backward raises ({_first_line(e)})"
+    return True, ""
+
+
+def _precision(backend: Backend) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The dtypes it runs, and for each the dtype it computed in where less precise:
+    the error's size says low precision, a value past float16's range says which."""
+    dtypes, precision = [], {}
+    for name in FLOATS:
+        dtype = getattr(torch, name)
+        x, w = _inputs(dtype)
+        try:
+            with torch.no_grad():
+                y = _compile(backend)(x, w)
+        except Exception:
+            continue
+        if not isinstance(y, torch.Tensor) or y.dtype != dtype:
+            continue
+        dtypes.append(name)
+        error, spread = _errors(y, x, w)
+        if error <= AS_GIVEN[name] or error > AS_GIVEN["bfloat16"] or spread < 0.5:
+            continue  # as given, or wrong rather than imprecise: the oracles judge it at full precision
+        big = torch.full((2, 2), 7e4, dtype=dtype)
+        with torch.no_grad():
+            ranged = torch.compile(lambda a: a * 1.5 - a, backend=backend.compiler_fn(), **backend.options)(big)
+        precision[name] = "float16" if not torch.isfinite(ranged).all() else "bfloat16"
+    return tuple(dtypes), precision
+
+
+@torch.library.custom_op("dedup_harness::probe_unknown", mutates_args=())
+def _unknown(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+@_unknown.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def _rejects(backend: Backend) -> bool:
+    try:
+        torch._dynamo.reset()
+        with torch.no_grad():
+            torch.compile(lambda a: _unknown(a) + 1, backend=backend.compiler_fn(), **backend.options)(torch.ones(4))
+    except Exception:
+        return True
+    return False
+
+
+@lru_cache(maxsize=None)
+def probe(spec: str) -> BackendCapabilities:
+    """The backend's capabilities; ``BackendError`` (one line) if it compiles nothing."""
+    backend = resolve(spec)
+    known = declared(backend)
+    if known is not None:
+        return known
+    grad = torch.is_grad_enabled()
+    try:
+        try:
+            x, w = _inputs(torch.float32)
+            with torch.no_grad():
+                _compile(backend)(x, w)
+        except Exception as e:
+            raise BackendError(f"backend {spec!r} compiles nothing: a two-op probe raised {_first_line(e)}") from e
+        try:
+            training, why = _training(backend)
+        except Exception as e:  # compiles inference only
+            training, why = False, f"it fails on inputs that require grad ({_first_line(e)})"
+        dtypes, precision = _precision(backend)
+        return BackendCapabilities(backend.name, training, why, dtypes, precision, "detected", _rejects(backend))
+    finally:
+        torch.set_grad_enabled(grad)
+        torch._dynamo.reset()
+
+
+def resolve_mode(spec: str, mode: str = "auto") -> str:
+    """The mode a campaign runs ``spec`` in: ``mode`` as asked, "auto" by what
+    the backend can do ("inference" for either inference mode, drawn per
+    program); a training mode on an inference-only backend is an error."""
+    if mode not in (*MODES, "auto", "inference"):
+        raise BackendError(f"unknown mode {mode!r}: use auto, train, inference, {', '.join(INFERENCE_MODES)}")
+    caps = probe(spec)
+    if mode == "train" and not caps.training:
+        raise BackendError(f"--mode train: backend {spec!r} cannot train: {caps.why_not_training}")
+    if mode == "auto":
+        return "train" if caps.training else "inference"
+    return mode
+
+
+def program_mode(mode: str, seed: int) -> str:
+    """The mode one program runs in: "inference" draws no_grad or
+    inference_mode by the program's seed (both are how users run inference)."""
+    return INFERENCE_MODES[seed % 2] if mode == "inference" else mode
+
+
+def unfit(program: Program, caps: BackendCapabilities) -> str:
+    """Why ``program`` tests nothing of this backend ("" if it fits): a dtype
+    it does not run, or a rounding-sensitive op where it computes lower."""
+    used = dtypes_used(program)
+    missing = sorted(d for d in used if d in FLOATS and d not in caps.dtypes)
+    if missing:
+        return f"dtype:{missing[0]}"
+    if caps.precision and any(d in caps.precision for d in used):
+        sensitive = sorted({s.op for b in program.blocks() for s in b.body if s.op in ROUNDING_SENSITIVE})
+        if sensitive:
+            return f"rounding:{sensitive[0]}"
+    return ""
