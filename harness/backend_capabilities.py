@@ -141,6 +141,9 @@ def _precision(backend: Backend) -> tuple[tuple[str, ...], dict[str, str]]:
         error, spread = _errors(y, x, w)
         if error <= AS_GIVEN[name] or error > AS_GIVEN["bfloat16"] or spread < 0.5:
             continue  # as given, or wrong rather than imprecise: the oracles judge it at full precision
+        if name == "float16":  # less precise than float16: bfloat16
+            precision[name] = "bfloat16"
+            continue
         big = torch.full((2, 2), 7e4, dtype=dtype)
         with torch.no_grad():
             ranged = torch.compile(lambda a: a * 1.5 - a, backend=backend.compiler_fn(), **backend.options)(big)

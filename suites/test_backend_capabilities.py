@@ -1,0 +1,115 @@
+"""Backends nobody here wrote: what they can do is found by asking them, and
+the oracles judge each for what it claims (harness.backend_capabilities)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from campaigns.localize import localize
+from generators.ir import Block, Call, Const, Program, Ref, Section, Stmt, TensorSpec
+from harness.backend_capabilities import probe, unfit
+from harness.pipeline import run_program
+from oracles import differential
+from oracles.registry import judge, run_config
+from oracles.verdict import Status
+from reports.triage import triage
+
+pytestmark = pytest.mark.unit
+P = "suites.planted_backends:"
+ROOT = Path(__file__).resolve().parents[1]
+
+PROGRAM = Program(
+    inputs=(("x", TensorSpec((3, 8), "float32", True)),),
+    block=Block("function", ("x",), (), (), (),
+                (Stmt("v0", "sin", (Ref("x"),)), Stmt("v1", "tanh", (Ref("v0"),)), Stmt("v2", "mul_scalar", (Ref("v1"), Const(2.0)))),
+                "v2"),
+    sections=(Section("calls", "chain", (Call(), Call(), Call())),),
+)
+GELU = replace(PROGRAM, block=replace(PROGRAM.block, body=(
+    Stmt("v0", "gelu", (Ref("x"), Const("none"))), Stmt("v1", "tanh", (Ref("v0"),)),
+    Stmt("v2", "mul_scalar", (Ref("v1"), Const(2.0))))))
+
+
+def test_the_probe_finds_what_each_backend_can_do():
+    inference, low, rejecting = probe(P + "inference_only"), probe(P + "bfloat16_inference"), probe(P + "rejects_gelu")
+    assert not inference.training and "no autograd graph" in inference.why_not_training and not inference.precision
+    assert "gradients" in inference.lost()
+    assert not low.training and low.precision == {"float32": "bfloat16", "float64": "bfloat16"}
+    assert rejecting.training and rejecting.rejects and not rejecting.precision
+    # a wrong kernel is not mistaken for a lower precision: its error is in one element
+    assert probe("suites.planted:perturb_one_element").precision == {}
+    assert probe("aot_eager").training and probe("aot_eager").how_precision == "declared"
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_an_inference_only_backend_is_judged_forward_only_in_both_modes(mode):
+    config = run_config(P + "inference_only", mode=mode)
+    assert config.mode == mode and not config.backward
+    outcome = run_program(PROGRAM, config)
+    assert all(not v.failed for v in judge(outcome)), [str(v) for v in judge(outcome) if v.failed]
+    wrong = run_program(PROGRAM, run_config(P + "inference_only_wrong", mode=mode))
+    verdict = differential.check(wrong)
+    assert verdict.failed and verdict.kind == "mismatch", verdict
+
+
+def test_in_train_mode_the_same_backend_fails_on_gradients():
+    """Forward-only is what stands the gradient checks down, nothing else."""
+    outcome = run_program(PROGRAM, replace(run_config("aot_eager"), backend=P + "inference_only"))
+    assert differential.check(outcome).kind in ("requires_grad", "missing_grad")
+
+
+def test_a_lower_precision_is_compared_at_that_precision_and_a_fault_beyond_it_is_caught():
+    config = run_config(P + "bfloat16_inference")
+    assert dict(config.precision) == {"float32": "bfloat16", "float64": "bfloat16"}
+    assert differential.check(run_program(PROGRAM, config)).status is Status.PASS
+    assert differential.check(run_program(PROGRAM, replace(config, precision=()))).failed  # at float32 it fails
+    wrong = differential.check(run_program(PROGRAM, run_config(P + "bfloat16_inference_wrong")))
+    assert wrong.failed and wrong.kind == "mismatch"
+
+
+def test_programs_a_backend_cannot_test_are_not_given_to_it():
+    low, rejecting = probe(P + "bfloat16_inference"), probe(P + "rejects_gelu")
+    gt = replace(PROGRAM, block=replace(PROGRAM.block, body=(*PROGRAM.block.body[:2], Stmt("v2", "where", (Ref("v1"), Ref("x"), Ref("v0"))))))
+    assert unfit(gt, low) == "rounding:where" and unfit(gt, rejecting) == "" and unfit(PROGRAM, low) == ""
+    no64 = replace(rejecting, dtypes=("float32",))
+    f64 = replace(PROGRAM, inputs=(("x", TensorSpec((3, 8), "float64", True)),))
+    assert unfit(f64, no64) == "dtype:float64"
+
+
+def test_an_op_the_backend_rejects_is_unsupported_not_a_crash():
+    config = run_config(P + "rejects_gelu")
+    verdict = differential.check(run_program(GELU, config))
+    assert verdict.status is Status.INCONCLUSIVE and verdict.kind == "unsupported", verdict
+    assert differential.check(run_program(PROGRAM, config)).status is Status.PASS
+    # a backend that falls back would have compiled it: the same error from it is a crash
+    assert differential.check(run_program(GELU, replace(config, rejects=False))).kind == "crash"
+
+
+def test_a_fault_of_the_backend_alone_is_blamed_on_the_backend():
+    outcome = run_program(PROGRAM, run_config(P + "inference_only_wrong"))
+    finding = triage(outcome, differential.check(outcome))
+    where = localize(finding, upto=P + "inference_only_wrong")
+    assert where.layer == P + "inference_only_wrong" and list(where.ladder) == ["eager", "aot_eager", where.layer]
+    assert where.summary().startswith("layer backend:")
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--backend", P + "compiles_nothing"], "compiles nothing"),
+    (["--backend", P + "inference_only", "--mode", "train"], "cannot train"),
+    (["--backend", "no_such_backend"], "unknown backend"),
+    (["--backend", "aot_eager", "--mode", "sideways"], "invalid choice"),
+])
+def test_bad_backends_and_modes_are_one_line_before_any_program_runs(tmp_path, args, says):
+    done = subprocess.run([sys.executable, "-m", "harness", "fuzz", *args, "--budget", "5", "--out", str(tmp_path / "run")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 2, done.stderr[-2000:]
+    errors = [line for line in done.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and says in errors[0], done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and not (tmp_path / "run" / "findings").exists()
