@@ -116,7 +116,9 @@ def door_backend(door: Door, config: RunConfig) -> str:
 def run_door(program: Program, config: RunConfig) -> DoorOutcome:
     """``program`` through ``program.options.door``, compiled as ``config`` says."""
     door = DOORS[program.options.door]
-    config = replace(config, backend=door_backend(door, config))
+    backend = door_backend(door, config)
+    if backend != config.backend:  # inductor keeps a door's promise: at its own precision
+        config = replace(config, backend=backend, precision=())
     source = render(program)
     run = DoorOutcome(program, config, door.name, source)
     started = time.perf_counter()

@@ -20,6 +20,7 @@ from harness.doors import DoorOutcome
 from harness.outcome import Execution
 
 from .compare import bitwise_equal
+from .tolerance import backend_floor
 from .differential import _pairs, compare_runs, nondeterministic
 from .verdict import Status, Verdict, combine
 
@@ -57,7 +58,7 @@ def verdicts(run: DoorOutcome) -> list[Verdict]:
     if run.refused:
         return [Verdict(NAME, Status.INCONCLUSIVE, kind="refused", where=run.door, message=run.refused,
                         details={"door": run.door})]
-    floor = {"floor": getattr(torch, lowest_precision(run.program)),
+    floor = {"floor": getattr(torch, backend_floor(lowest_precision(run.program), run.config.precision)),
              "signed_zeros": zero_signs_determined(run.program)}
     out: list[Verdict] = []
     for call in run.calls:

@@ -50,8 +50,8 @@ def _bfloat16(scale_last: float = 1.0):
                    for a in args]
             with torch.no_grad():
                 outs = list(gm(*low))
-            back = [o.to(a.dtype) if _floating(o) and o.dtype == torch.bfloat16 and _floating(a) else o
-                    for o, a in zip(outs, [args[0]] * len(outs))]
+            given = next((a.dtype for a in args if _floating(a)), torch.float32)
+            back = [o.to(given) if _floating(o) and o.dtype == torch.bfloat16 else o for o in outs]
             if scale_last != 1.0 and back and _floating(back[-1]):
                 back[-1] = back[-1] * scale_last
             return back

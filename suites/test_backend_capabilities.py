@@ -13,10 +13,12 @@ import torch
 
 from campaigns.localize import localize
 from generators.ir import Block, Call, Const, Program, Ref, Section, Stmt, TensorSpec
+from generators.doors import with_door
 from harness.backend_capabilities import probe, unfit
+from harness.doors import run_door
 from harness.pipeline import run_program
 from oracles import differential
-from oracles.registry import judge, run_config
+from oracles.registry import judge, judge_door, run_config
 from oracles.verdict import Status
 from reports.triage import triage
 
@@ -71,6 +73,13 @@ def test_a_lower_precision_is_compared_at_that_precision_and_a_fault_beyond_it_i
     assert differential.check(run_program(PROGRAM, replace(config, precision=()))).failed  # at float32 it fails
     wrong = differential.check(run_program(PROGRAM, run_config(P + "bfloat16_inference_wrong")))
     assert wrong.failed and wrong.kind == "mismatch"
+
+
+def test_a_door_run_is_compared_at_the_backends_precision_too():
+    program = with_door(replace(PROGRAM, inputs=(("x", TensorSpec((3, 8), "float64", True)),)), "dynamic:mark")
+    run = run_door(program, run_config(P + "bfloat16_inference"))
+    assert not [v for v in judge_door(run) if v.failed]
+    assert [v for v in judge_door(run_door(program, run_config(P + "bfloat16_inference_wrong"))) if v.failed]
 
 
 def test_programs_a_backend_cannot_test_are_not_given_to_it():
