@@ -134,11 +134,13 @@ def _run(task: dict) -> dict:
     if door and any(n in DOOR_ORACLES for n in oracles):
         _door(with_door(program, door), replace(config, backend=task.get("door_backend") or config.backend), oracles,
               verdicts, result, outcome if any(n in ORACLES for n in oracles) else None)
-    summary["verdicts"] = dict(Counter(v.status.value for v in verdicts))
+    # a backend's rejection of an op it does not know is counted apart from inconclusive runs
+    summary["verdicts"] = dict(Counter("unsupported" if v.kind == "unsupported" else v.status.value for v in verdicts))
     summary["seconds"] = round(time.time() - started, 3)
     if task.get("feedback"):
         summary["edges"] = _edges(reached, summary, verdicts, result["findings"])
-    result["restart"] = not process_healthy()
+    crashed = any(v.failed and v.kind == "crash" for v in verdicts)
+    result["restart"] = not process_healthy() or (crashed and not backend_healthy(config.backend))
     return result
 
 
@@ -406,6 +408,19 @@ def process_healthy() -> bool:
     try:
         torch.randn(1, 2).expand(3, 2).sum().item()
         return True
+    except Exception:
+        return False
+
+
+def backend_healthy(spec: str) -> bool:
+    """After a crash: whether the backend still compiles and runs a two-op
+    probe in this process. A runtime the crash left broken (an IREE device
+    whose semaphores a failed call left signalled) fails every later program,
+    which would each be blamed for it: the worker is replaced instead."""
+    from harness.backend_capabilities import runs_probe
+
+    try:
+        return runs_probe(spec)
     except Exception:
         return False
 

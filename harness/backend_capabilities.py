@@ -21,7 +21,7 @@ from generators.check import dtypes_used
 from generators.ir import Program
 from generators.ops import ROUNDING_SENSITIVE
 
-from .backends import Backend, BackendError, resolve
+from .backends import BUILTIN, Backend, BackendError, resolve
 
 # Modes a program runs in: the context its calls run under. "auto" is train
 # where the backend trains, else a drawn one of the inference modes.
@@ -70,8 +70,6 @@ DECLARED = "dedup_harness_capabilities"
 def declared(backend: Backend) -> BackendCapabilities | None:
     """The capabilities a backend states: torch's own train at full precision;
     a callable may carry ``DECLARED``."""
-    from .backends import BUILTIN
-
     if backend.name in BUILTIN:
         return BackendCapabilities(backend.name, training=True)
     stated = getattr(backend.backend, DECLARED, None)
@@ -169,6 +167,19 @@ def _rejects(backend: Backend) -> bool:
     except Exception:
         return True
     return False
+
+
+def runs_probe(spec: str) -> bool:
+    """Whether the backend compiles and runs the probe right now (torch's own: assumed)."""
+    backend = resolve(spec)
+    if declared(backend) is not None and backend.name in BUILTIN:
+        return True
+    x, w = _inputs(torch.float32)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        y = _compile(backend)(x, w)
+    torch._dynamo.reset()
+    return isinstance(y, torch.Tensor) and _errors(y, x, w)[0] <= AS_GIVEN["bfloat16"]
 
 
 @lru_cache(maxsize=None)
