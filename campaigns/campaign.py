@@ -36,7 +36,7 @@ from generators.doors import DOORS, assign, in_share, with_door
 from harness.capabilities import has, unavailable
 from harness.doors import available as door_names
 from campaigns.pool import Lost, Pool
-from harness.backend_capabilities import probe, program_mode, resolve_mode, unfit
+from harness.backend_capabilities import probe, probe_isolated, program_mode, resolve_mode, unfit
 from oracles.registry import DOOR_ORACLES, ORACLES, REPLAY_ORACLES, run_config
 
 from reports import coverage_report, door_coverage, feedback, semantic
@@ -94,7 +94,10 @@ class Options:
 
 def check_options(o: Options) -> tuple[tuple[str, ...], tuple]:
     """Everything wrong with the options, as one error before anything runs."""
-    resolve_mode(o.backend, o.mode)  # resolves the backend, asks what it can do
+    # resolves the backend and asks what it can do, in a child process (it may abort or hang), with
+    # the deadline of a confirmed hang of one program
+    probe_isolated(o.backend, timeout=min(300.0, max(30.0, 3 * o.timeout)))
+    resolve_mode(o.backend, o.mode)
     names = o.oracles or (*ORACLES, *DOOR_ORACLES)
     known = (*ORACLES, *REPLAY_ORACLES, *DOOR_ORACLES)
     unknown = [n for n in names if n not in known]

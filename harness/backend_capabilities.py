@@ -13,7 +13,6 @@ entry declares, for torch's own), once per process.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import torch
 
@@ -182,9 +181,60 @@ def runs_probe(spec: str) -> bool:
     return isinstance(y, torch.Tensor) and _errors(y, x, w)[0] <= AS_GIVEN["bfloat16"]
 
 
-@lru_cache(maxsize=None)
+_PROBED: dict[str, BackendCapabilities] = {}
+
+
 def probe(spec: str) -> BackendCapabilities:
-    """The backend's capabilities; ``BackendError`` (one line) if it compiles nothing."""
+    """The backend's capabilities, asked once per process; ``BackendError``
+    (one line) if it compiles nothing."""
+    if spec not in _PROBED:
+        _PROBED[spec] = _probe(spec)
+    return _PROBED[spec]
+
+
+def probe_isolated(spec: str, timeout: float = 300.0) -> BackendCapabilities:
+    """``probe`` in a child process: a backend that aborts or hangs on the
+    probe takes down the child, not the campaign. Such a backend is taken as
+    it presents itself (training, full precision), which the oracles then judge."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    if spec in _PROBED:
+        return _PROBED[spec]
+    resolve(spec)  # a bad name is the caller's one line, without a child
+    code = "import sys; from harness.backend_capabilities import probe_json; probe_json(sys.argv[1])"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    try:
+        done = subprocess.run([sys.executable, "-c", code, spec], capture_output=True, text=True, timeout=timeout,
+                              env=env)
+        answer = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 and done.stdout.strip() else None
+        why = f"the probe exited {done.returncode}"
+    except subprocess.TimeoutExpired:
+        answer, why = None, f"the probe ran past {timeout:.0f} s"
+    if answer is not None and "error" in answer:
+        raise BackendError(answer["error"])
+    if answer is None:
+        caps = BackendCapabilities(resolve(spec).name, training=True, how_precision=f"not probed: {why}")
+    else:
+        caps = BackendCapabilities(**{**answer, "dtypes": tuple(answer["dtypes"])})
+    _PROBED[spec] = caps
+    return caps
+
+
+def probe_json(spec: str) -> None:
+    """The child side of ``probe_isolated``: one JSON line on stdout."""
+    import json
+    from dataclasses import asdict
+
+    try:
+        print(json.dumps(asdict(probe(spec))))
+    except BackendError as e:
+        print(json.dumps({"error": str(e)}))
+
+
+def _probe(spec: str) -> BackendCapabilities:
     backend = resolve(spec)
     known = declared(backend)
     if known is not None:
