@@ -33,9 +33,9 @@ MARKERS = (
     "long(seconds): runs for minutes on the 2-core CI machine; scheduled first (suites/conftest.py)",
     "nightly: a long search rather than a check: runs in the nightly tier (make nightly), deselected from the CI gate",
 )
-BACKEND_HELP = ("run the property suites' programs on SPEC instead of their own backends, and the known issues "
-                "recorded on SPEC (or on 'all'); SPEC is a backend name (built in, a dedup_harness.backends or "
-                "torch_dynamo_backends entry point) or package.module:callable")
+BACKEND_HELP = ("run the property suites' programs on SPEC instead of their own backends, and the known "
+                "issues recorded or known on SPEC (or on 'all'); SPEC is a backend name (built in, a "
+                "dedup_harness.backends or torch_dynamo_backends entry point) or package.module:callable")
 
 _chosen: str | None = None  # the --backend spec, checked at configure time
 HITS_ENV = "DEDUP_HARNESS_KNOWN_HITS"  # the summary lines' folder, made by the first line written
@@ -83,8 +83,8 @@ def pytest_configure(config):
 
 def pytest_report_header(config):
     if _chosen:
-        return (f"backend under test: {_chosen} (the property suites draw on it; the known issues recorded on it "
-                "or on 'all' are reproduced on it)")
+        return (f"backend under test: {_chosen} (the property suites draw on it; the known issues recorded or "
+                "known on it, or on 'all', are reproduced on it)")
     return None
 
 

@@ -7,9 +7,9 @@ torch at or past ``fixed_in`` the expectation turns around: the program must
 no longer fail with the issue's signature and its repro must not exit 1, so a
 fix that is undone fails loudly too. An issue whose program needs what the
 installed torch lacks (``harness.capabilities``) is skipped, never judged.
-With ``--backend SPEC`` (``suites/pytest_plugin.py``) the issues recorded on
-SPEC are reproduced as recorded, and the torch-wide ones (recorded on "all")
-on SPEC; the rest, recorded on another backend, are not collected.
+With ``--backend SPEC`` (``suites/pytest_plugin.py``) the issues recorded or
+known on SPEC, and the torch-wide ones (recorded on "all"), are reproduced on
+SPEC; the rest, recorded on another backend, are not collected.
 """
 
 from __future__ import annotations
@@ -37,8 +37,10 @@ from suites.pytest_plugin import backend_under_test
 pytestmark = pytest.mark.known_issue
 ISSUES = load()
 CHOSEN = backend_under_test()
-# The issues this run reproduces, on the backend each runs on.
-ON = {i.id: CHOSEN or i.backend for i in ISSUES if CHOSEN is None or i.backend in (CHOSEN, "all")}
+# The issues this run reproduces, on the backend each runs on: with --backend,
+# those recorded on it or known on it (``backends``), and the torch-wide ones.
+ON = {i.id: CHOSEN or i.backend for i in ISSUES
+      if CHOSEN is None or i.backend in (CHOSEN, "all") or CHOSEN in i.backends}
 # Issues fixed in the installed torch run their program and repro in the
 # nightly tier (and ``regress``): the gate checks the live ones, whose repros
 # a harness change can break; a fixed bug coming back is a torch regression.

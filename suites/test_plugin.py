@@ -58,6 +58,7 @@ def test_the_entry_point_is_named_as_its_module():
     assert tomllib.loads(pyproject.read_text())["project"]["entry-points"]["pytest11"] == {PLUGIN: PLUGIN}
 
 
+@pytest.mark.long(seconds=15)  # pytest in pytest: torch imported anew, a few programs
 @pytest.mark.parametrize("backend, fails", [("suites.planted:perturb_one_element", True), ("aot_eager", False)])
 def test_pyargs_runs_the_property_suite_on_the_backend_given_from_outside_a_checkout(tmp_path, backend, fails):
     """A planted wrong value is a new finding of the differential oracle; aot_eager passes."""
