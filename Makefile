@@ -5,6 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 MODELS := $(VENV)/.models
+BACKENDS := $(VENV)/.backends
 TORCH_PIN := torch==2.13.0
 BUDGET ?= 120
 OUT ?= runs/latest
@@ -27,14 +28,19 @@ $(MODELS): $(STAMP)
 	$(PY) -m pip install --quiet -e ".[models]"
 	touch $(MODELS)
 
-test: $(STAMP) $(MODELS)
+# The third-party backends' optional extra (openvino, pinned in pyproject.toml).
+$(BACKENDS): $(STAMP)
+	$(PY) -m pip install --quiet -e ".[backends]"
+	touch $(BACKENDS)
+
+test: $(STAMP) $(MODELS) $(BACKENDS)
 	@command -v chromium >/dev/null || (command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
 		apt-get install -y -qq chromium >/dev/null 2>&1) || echo "note: no chromium; the HTML report's browser test will skip"
 	$(PY) -m pytest suites/
 
 # The nightly tier: every suite with larger, fresh random draws, plus the long
 # searches (tests marked nightly) the CI gate leaves out. Not part of `make test`.
-nightly: $(STAMP) $(MODELS)
+nightly: $(STAMP) $(MODELS) $(BACKENDS)
 	HYPOTHESIS_PROFILE=nightly $(PY) -m pytest suites/
 
 clean:

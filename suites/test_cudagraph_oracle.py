@@ -20,7 +20,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 
-from conftest import record_known_hit, record_line
+from suites.pytest_plugin import record_known_hit, record_line
 from generators.ir import Block, Call, Program, Ref, Section, Stmt, TensorSpec
 from generators.replays import ReplayPlan, Resize, check_plan, default_plan, replayable
 from harness.outcome import Failure, RunConfig

@@ -7,6 +7,9 @@ torch at or past ``fixed_in`` the expectation turns around: the program must
 no longer fail with the issue's signature and its repro must not exit 1, so a
 fix that is undone fails loudly too. An issue whose program needs what the
 installed torch lacks (``harness.capabilities``) is skipped, never judged.
+With ``--backend SPEC`` (``suites/pytest_plugin.py``) the issues recorded or
+known on SPEC, and the torch-wide ones (recorded on "all"), are reproduced on
+SPEC; the rest, recorded on another backend, are not collected.
 """
 
 from __future__ import annotations
@@ -30,21 +33,30 @@ from oracles.registry import judge, judge_door, run_config
 from reports.known_issues import MODEL_ROOT, ROOT, load, release
 from reports.door_triage import triage_door
 from reports.triage import triage
+from suites.pytest_plugin import backend_under_test
 
 pytestmark = pytest.mark.known_issue
 ISSUES = load()
+CHOSEN = backend_under_test()
+# The issues this run reproduces, on the backend each runs on: with --backend,
+# those recorded on it or known on it (``backends``), and the torch-wide ones.
+ON = {i.id: CHOSEN or i.backend for i in ISSUES
+      if CHOSEN is None or i.backend in (CHOSEN, "all") or CHOSEN in i.backends}
 # Issues fixed in the installed torch run their program and repro in the
 # nightly tier (and ``regress``): the gate checks the live ones, whose repros
 # a harness change can break; a fixed bug coming back is a torch regression.
-RUN = [i if not i.fixed_on(torch.__version__) else pytest.param(i, marks=pytest.mark.nightly) for i in ISSUES]
+RUN = [pytest.param(i, id=i.id, marks=pytest.mark.nightly if i.fixed_on(torch.__version__) else ())
+       for i in ISSUES if i.id in ON]
 # Each standalone repro is its own Python process (torch imported anew, 3-5 s):
 # the gate runs one live issue's in REPRO_SHARE, by number, and the in-process
 # reproduction of every one; the nightly tier runs them all. A repro is the
 # rendered one (test_committed_repro_is_the_rendered_one), so a template change
 # that breaks repros breaks the sampled ones too.
 REPRO_SHARE = 4
-REPROS = [i if not i.fixed_on(torch.__version__) and int(i.id.split("-")[1]) % REPRO_SHARE == 0
-          else pytest.param(i, marks=pytest.mark.nightly) for i in ISSUES]
+# A repro runs the backend it was rendered with: only those recorded on the chosen one.
+REPROS = [pytest.param(i, id=i.id, marks=() if not i.fixed_on(torch.__version__)
+                       and int(i.id.split("-")[1]) % REPRO_SHARE == 0 else pytest.mark.nightly)
+          for i in ISSUES if ON.get(i.id) == i.backend]
 
 
 def _skip_if_unavailable(issue) -> None:
@@ -151,17 +163,22 @@ def test_a_nested_compile_region_program_needs_the_decorator():
     assert "nested_compile_region" in needs["KI-003"] and "nested_compile_region" not in needs["KI-001"]
 
 
-@pytest.mark.parametrize("issue", RUN, ids=[i.id for i in ISSUES])
+@pytest.mark.parametrize("issue", RUN)
 def test_known_issue_still_reproduces_with_its_signature(issue):
     _skip_if_unavailable(issue)
     if issue.program().options.door:  # found through a door (generators.doors): its own run
-        run = run_door(issue.program(), issue.config(RunConfig))
+        run = run_door(issue.program(), issue.config(RunConfig) if ON[issue.id] == issue.backend else
+                       run_config(ON[issue.id], (), dedup=issue.dedup))
         failures = [v for v in judge_door(run) if v.failed]
         signatures = [triage_door(run, v).signature for v in failures]
     else:
         # an issue found through one change re-makes every change the program offers
-        outcome = run_program(issue.program(), run_config(issue.backend, variants=-1 if issue.variant else None,
-                                                          mode=issue.mode, precision=issue.precision))
+        # on the backend it was recorded on, in the mode and at the precision it was found in; on
+        # another (--backend), as that backend can run it
+        same = ON[issue.id] == issue.backend
+        outcome = run_program(issue.program(), run_config(ON[issue.id], variants=-1 if issue.variant else None,
+                                                          **({"mode": issue.mode, "precision": issue.precision}
+                                                             if same else {})))
         failures = [v for v in judge(outcome) if v.failed]
         signatures = [triage(outcome, v).signature for v in failures]
     if issue.fixed_on(torch.__version__):
@@ -176,7 +193,7 @@ def test_known_issue_still_reproduces_with_its_signature(issue):
         f"{issue.id} fails, but with another signature: {signatures}")
 
 
-@pytest.mark.parametrize("issue", REPROS, ids=[i.id for i in ISSUES])
+@pytest.mark.parametrize("issue", REPROS)
 def test_standalone_repro_exits_1_while_the_bug_is_there(issue):
     _skip_if_unavailable(issue)
     done = subprocess.run([sys.executable, str(issue.folder / "repro.py")], capture_output=True, text=True, timeout=300)

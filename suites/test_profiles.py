@@ -1,4 +1,4 @@
-"""The tiers and Hypothesis profiles of conftest.py, run on a tiny suite of
+"""The tiers and Hypothesis profiles of suites/conftest.py, run on a tiny suite of
 their own: ``--hypothesis-seed`` replaces the ``ci`` profile's fixed stream,
 and the ``nightly`` tests run only in the nightly tier."""
 
@@ -15,7 +15,7 @@ import pytest
 
 pytestmark = pytest.mark.unit
 
-ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
 
 SUITE = '''
 import json, os
@@ -58,7 +58,7 @@ def _run(tmp_path: Path, *args: str, profile: str = "ci") -> dict:
 
 @pytest.fixture
 def suite(tmp_path):
-    shutil.copy(ROOT / "conftest.py", tmp_path / "conftest.py")
+    shutil.copy(HERE / "conftest.py", tmp_path / "conftest.py")
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    nightly: x\n    long(seconds): x\n")
     (tmp_path / "test_tiny.py").write_text(SUITE)
     return tmp_path

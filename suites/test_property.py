@@ -3,7 +3,9 @@
 Every oracle judges every program (with the companion runs the structural
 oracles need). Every verdict must pass, be inconclusive, or be a failure whose
 signature the known-issues baseline lists; anything else is a new finding, and Hypothesis
-shrinks it to a minimal program before reporting.
+shrinks it to a minimal program before reporting. With ``--backend SPEC``
+(``suites/pytest_plugin.py``) every suite draws on SPEC instead of its own
+backend.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import pytest
 from hypothesis import assume, given, settings
 
-from conftest import record_known_hit
 from generators.strategies import programs
 from harness.pipeline import run_program
 from oracles.registry import ORACLES, judge, run_config
@@ -19,6 +20,7 @@ from campaigns.localize import localize
 from reports.repro import driver_for, render_repro
 from reports.triage import known_issue, triage
 from reports.unmask import unmasked_runs
+from suites.pytest_plugin import backend_under_test, record_known_hit
 
 pytestmark = pytest.mark.property
 
@@ -53,20 +55,32 @@ def _judge_known(program, config) -> list:
     return crashes
 
 
+def _on(default: str) -> str:
+    """The backend a suite draws on: its own, or the run's ``--backend``."""
+    return backend_under_test() or default
+
+
+def _share(num: int, den: int, floor: int) -> int:
+    """num/den of the profile's example count, at least ``floor`` unless the
+    profile itself asks for fewer (``smoke``)."""
+    n = settings.default.max_examples
+    return max(min(floor, n), num * n // den)
+
+
 # Shares of the profile's example count (50 under "ci", 400 under "nightly"),
 # measured to keep `pytest suites/` inside its ten minutes on a 2-core machine:
 # aot_eager, the default backend, gets the most (its changed re-calls make it
 # the slowest per program); inductor compiles C++ and gets a sample.
-EAGER = max(10, settings.default.max_examples // 2)
-AOT_EAGER = max(10, 3 * settings.default.max_examples // 4)  # the suite's longest test, in two halves
-INDUCTOR = max(3, settings.default.max_examples // 30)  # 3 in CI, 13 nightly
+EAGER = _share(1, 2, 10)
+AOT_EAGER = _share(3, 4, 10)  # the suite's longest test, in two halves
+INDUCTOR = _share(1, 30, 3)  # 3 in CI, 13 nightly
 
 
 @pytest.mark.long(seconds=20)
 @settings(max_examples=EAGER)
 @given(programs())
 def test_dedup_eager_backend(program):
-    assert_only_known_findings(program, "eager")
+    assert_only_known_findings(program, _on("eager"))
 
 
 @pytest.mark.long(seconds=30)
@@ -77,20 +91,20 @@ def test_dedup_aot_eager_backend(half, program):
     # Two halves of one derandomized stream (programs with even seeds, odd
     # seeds), so two xdist workers share the suite's longest test.
     assume(program.seed % 2 == half)
-    assert_only_known_findings(program, "aot_eager")
+    assert_only_known_findings(program, _on("aot_eager"))
 
 
 # The edge space (edge values, in-call rebinds, aliasing, packed inputs and
 # arguments, writes between repeats) on a pipeline with nothing to get wrong
 # but Dynamo itself: deduplication off, the eager backend. Any failure here
 # is a false alarm of the harness, or a Dynamo bug the baseline must name.
-EDGES = max(10, settings.default.max_examples // 4)
+EDGES = _share(1, 4, 10)
 
 
 @settings(max_examples=EDGES)
 @given(programs(edges=True))
 def test_edge_space_has_no_false_alarms_on_a_correct_pipeline(program):
-    assert_only_known_findings(program, "eager", dedup=False)
+    assert_only_known_findings(program, _on("eager"), dedup=False)
 
 
 @pytest.mark.inductor
@@ -98,4 +112,4 @@ def test_edge_space_has_no_false_alarms_on_a_correct_pipeline(program):
 @given(programs(max_stmts=5))
 def test_dedup_inductor_backend(program):
     # inductor recompiles take seconds: one changed call, a neutral one
-    assert_only_known_findings(program, "inductor", variants=1)
+    assert_only_known_findings(program, _on("inductor"), variants=1)

@@ -1,4 +1,9 @@
-"""Shared pytest setup: tiers, Hypothesis profiles, torch state, planted-fault backends.
+"""The suites' pytest setup: tiers, Hypothesis profiles, torch state, scheduling.
+
+It sits in the suites package, so ``pytest --pyargs suites`` loads it from an
+installed harness as ``pytest suites/`` does from a checkout; what must load
+before any suite is collected (``--backend``, markers, the summary) is the
+plugin, ``suites/pytest_plugin.py``.
 
 HYPOTHESIS_PROFILE picks both the Hypothesis profile and the tier:
 ``ci`` (the default, what ``make test`` runs: derandomized, no shrinking,
@@ -6,17 +11,15 @@ fixed example counts, no deadline, no example database; tests marked
 ``nightly`` are deselected), ``nightly`` (``make nightly``: the same suites
 with larger example counts and a fresh random stream each run, plus the
 ``nightly`` tests: long searches rather than checks) and ``fuzz`` (long random
-runs that keep their database; the nightly tests too). ``--hypothesis-seed N``
-works under every profile: it replaces the ``ci`` profile's fixed stream.
+runs that keep their database; the nightly tests too); ``smoke`` is ``ci`` at
+five examples, a check that the suites run at all (``test_plugin.py``).
+``--hypothesis-seed N`` works under every profile: it replaces the ``ci``
+profile's fixed stream.
 """
 
 from __future__ import annotations
 
-import collections
-import json
 import os
-import tempfile
-from pathlib import Path
 
 import pytest
 import torch
@@ -35,6 +38,7 @@ settings.register_profile(
 settings.register_profile("nightly", max_examples=400, deadline=None, database=None, suppress_health_check=_SLOW_OK,
                           print_blob=True, phases=[Phase.explicit, Phase.reuse, Phase.generate])
 settings.register_profile("fuzz", max_examples=3000, deadline=None, suppress_health_check=_SLOW_OK, print_blob=True)
+settings.register_profile("smoke", parent=settings.get_profile("ci"), max_examples=5)
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 settings.load_profile(PROFILE)
 # The profiles that run the nightly tier's tests.
@@ -55,7 +59,6 @@ def _fresh_torch_state():
     torch.set_grad_enabled(grad)
     torch.set_default_dtype(dtype)
     torch._dynamo.reset()
-
 
 
 # --- scheduling: the long tests first, one lane per xdist worker ---------------
@@ -102,13 +105,8 @@ def _schedule(config, items):
         remaining -= size
     items[:] = ordered + rest
 
-# --- known-issue hits: workers append, the controller prints a summary -------
-HITS_ENV = "DEDUP_HARNESS_KNOWN_HITS"
-
 
 def pytest_configure(config):
-    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
-        os.environ[HITS_ENV] = tempfile.mkdtemp(prefix="known-hits-")
     # A derandomized profile would draw its fixed stream whatever seed is
     # asked for: with --hypothesis-seed, the seed wins (on every xdist worker,
     # which gets the same option).
@@ -120,38 +118,3 @@ def pytest_configure(config):
 def pytest_report_header(config):
     return (f"tier: {'nightly' if PROFILE in NIGHTLY_PROFILES else 'ci (tests marked nightly deselected)'}; "
             f"Hypothesis profile {PROFILE}, max_examples={settings.default.max_examples}")
-
-
-# Sections of the terminal summary the property suites add lines to.
-SUMMARY_SECTIONS = {
-    "known": "known torch issues hit by the property suites",
-    "cudagraphs": "CUDA graphs: engaged or not, with PyTorch's skip reasons (oracles.cudagraph)",
-}
-
-
-def record_line(section: str, *key: str) -> None:
-    """Count one ``key`` under ``section`` of the summary (any xdist worker)."""
-    folder = os.environ.get(HITS_ENV)
-    if folder:
-        with open(os.path.join(folder, f"{os.getpid()}.jsonl"), "a") as f:
-            f.write(json.dumps({"section": section, "key": list(key)}) + "\n")
-
-
-def record_known_hit(issue_id: str, signature: str) -> None:
-    record_line("known", issue_id, signature)
-
-
-def pytest_terminal_summary(terminalreporter):
-    folder = os.environ.get(HITS_ENV)
-    if not folder or hasattr(terminalreporter.config, "workerinput"):
-        return
-    lines: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
-    for path in Path(folder).glob("*.jsonl"):
-        for line in path.read_text().splitlines():
-            d = json.loads(line)
-            lines[d["section"]][tuple(d["key"])] += 1
-    for section, title in SUMMARY_SECTIONS.items():
-        if lines[section]:
-            terminalreporter.section(title)
-            for key, n in sorted(lines[section].items()):
-                terminalreporter.write_line(f"{n:5d}x " + "  ".join(key))
