@@ -28,7 +28,7 @@ $(MODELS): $(STAMP)
 	$(PY) -m pip install --quiet -e ".[models]"
 	touch $(MODELS)
 
-# The third-party backends' optional extra (openvino, pinned in pyproject.toml).
+# The third-party backends' optional extra (openvino, iree-turbine: pinned in pyproject.toml).
 $(BACKENDS): $(STAMP)
 	$(PY) -m pip install --quiet -e ".[backends]"
 	touch $(BACKENDS)

@@ -59,9 +59,15 @@ def test_the_entry_point_is_named_as_its_module():
 
 
 @pytest.mark.long(seconds=15)  # pytest in pytest: torch imported anew, a few programs
-@pytest.mark.parametrize("backend, fails", [("suites.planted:perturb_one_element", True), ("aot_eager", False)])
+@pytest.mark.parametrize("backend, fails", [
+    ("suites.planted:perturb_one_element", True),  # a training backend with a wrong value
+    ("suites.planted_backends:inference_only_wrong", True),  # an inference-only one: judged forward-only, still caught
+    ("suites.planted_backends:inference_only", False),  # inference-only and right: no gradient noise
+    ("aot_eager", False),
+])
 def test_pyargs_runs_the_property_suite_on_the_backend_given_from_outside_a_checkout(tmp_path, backend, fails):
-    """A planted wrong value is a new finding of the differential oracle; aot_eager passes."""
+    """A planted wrong value is a new finding of the differential oracle, on a
+    training backend and on an inference-only one; the right ones pass."""
     done = _pytest(tmp_path, "--pyargs", "suites.test_property", "--backend", backend, "-m", "property",
                    "-k", "test_dedup_eager_backend", "-x")
     out = done.stdout + done.stderr

@@ -17,3 +17,28 @@ def test_openvino_resolves_as_a_backend_under_test():
 
     backend = checked("openvino")
     assert backend.name == "openvino" and callable(backend.compiler_fn())
+
+
+INSTALL = "pip install -e '.[backends]' (make test does)"
+
+
+def test_openvino_is_found_inference_only_and_computing_in_bfloat16():
+    """What the capability probe learns from OpenVINO itself: its outputs carry
+    no autograd graph, and its CPU plugin computes float32 in bfloat16."""
+    pytest.importorskip("openvino", reason=f"openvino is not installed: {INSTALL}")
+    from harness.backend_capabilities import probe
+    from oracles.registry import run_config
+
+    caps = probe("openvino")
+    assert not caps.training and caps.how_precision == "detected"
+    assert caps.precision.get("float32") in ("bfloat16", "float16", None)  # the plugin's hint follows the CPU
+    config = run_config("openvino")
+    assert config.mode == "no_grad" and not config.backward
+
+
+def test_iree_turbine_trains_rejects_unknown_ops_and_runs_no_float64():
+    pytest.importorskip("iree.turbine", reason=f"iree-turbine is not installed: {INSTALL}")
+    from harness.backend_capabilities import probe
+
+    caps = probe("turbine_cpu")
+    assert caps.training and caps.rejects and "float64" not in caps.dtypes and "float32" in caps.dtypes
