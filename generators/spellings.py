@@ -180,19 +180,21 @@ SPELLINGS: dict[str, Entry] = {
                      aten=_aten("matmul.default", "{0}, {1}")),
     "matmul_t": _entry("operator", torch="torch.matmul({0}, {1}.transpose(-1, -2))",
                        method="{0}.matmul({1}.transpose(-1, -2))"),
+    "bmm": _entry("torch", method="{0}.reshape({1}).bmm({2}).reshape({3})",
+                  operator="({0}.reshape({1}) @ {2}).reshape({3})",
+                  aten=_aten("bmm.default", "{0}.reshape({1}), {2}") + ".reshape({3})"),
     "linear": _entry("functional", aten=_aten("linear.default", "{0}, {1}, {2}")),
-    "conv1d": _entry("functional", torch="torch.conv1d({0}, {1}, padding=1)",
-                     aten=_aten("conv1d.default", "{0}, {1}, None, [1], [1]")),
-    "conv2d": _entry("functional", torch="torch.conv2d({0}, {1}, padding=1)",
-                     aten=_aten("conv2d.default", "{0}, {1}, None, [1, 1], [1, 1]")),
+    # (F.conv1d is torch.conv1d: one callable, one node)
+    "conv1d": _entry("functional", aten=_aten("conv1d.default", "{0}, {1}, None, [1], [1]")),
+    "conv2d": _entry("functional", aten=_aten("conv2d.default", "{0}, {1}, None, [1, 1], [1, 1]")),
     # norms and softmax
     "layer_norm": _entry("functional", torch="torch.layer_norm({0}, {1})",
                          module="nn.LayerNorm({1}, elementwise_affine=False)",
                          aten=_aten("layer_norm.default", "{0}, {1}")),
     "layer_norm_affine": _entry("functional", torch="torch.layer_norm({0}, {1}, {2}, {3})",
                                 aten=_aten("layer_norm.default", "{0}, {1}, {2}, {3}")),
-    "rms_norm": _entry("functional", torch="torch.rms_norm({0}, {1})",
-                       module="nn.RMSNorm({1}, elementwise_affine=False)", aten=_aten("rms_norm.default", "{0}, {1}")),
+    # (Dynamo inlines F.rms_norm into a torch.rms_norm node)
+    "rms_norm": _entry("functional", module="nn.RMSNorm({1}, elementwise_affine=False)", aten=_aten("rms_norm.default", "{0}, {1}")),
     "group_norm": _entry("functional", torch="torch.group_norm({0}, {1})",
                          aten=_aten("group_norm.default", "{0}, {1}")),
     "softmax": _entry("torch", functional="F.softmax({0}, dim={1})", method="{0}.softmax({1})",
@@ -237,7 +239,7 @@ SPELLINGS: dict[str, Entry] = {
     # (no aten.mul_.Scalar: it rounds a bfloat16 product of a subnormal scalar otherwise than mul_)
     "mul_": _entry("method", operator="{out} = {0}\n{out} *= {1}", out="torch.mul({0}, {1}, out={0})"),
     "clamp_": _entry("method", torch="torch.clamp_({0}, min={1})", aten=_aten("clamp_.default", "{0}, {1}")),
-    "relu_": _entry("method", torch="torch.relu_({0})", functional="F.relu_({0})", module="nn.ReLU(inplace=True)",
+    "relu_": _entry("method", torch="torch.relu_({0})", module="nn.ReLU(inplace=True)",
                     aten=_aten("relu_.default")),
     "sigmoid_": _entry("method", torch="torch.sigmoid_({0})", aten=_aten("sigmoid_.default")),
 }
