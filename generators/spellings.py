@@ -132,7 +132,8 @@ SPELLINGS: dict[str, Entry] = {
                    inplace="F.mish({0}.clone(), inplace=True)"),
     "hardswish": _entry("functional", module="nn.Hardswish()", aten=_aten("hardswish.default"),
                         inplace="F.hardswish({0}.clone(), inplace=True)"),
-    "relu6": _entry("functional", module="nn.ReLU6()", inplace="F.relu6({0}.clone(), inplace=True)"),
+    "relu6": _entry("functional", module="nn.ReLU6()", aten=_aten("relu6.default"),
+                    inplace="F.relu6({0}.clone(), inplace=True)"),
     # binary with broadcasting
     "add": _binary("add", "operator"),
     "sub": _binary("sub", "operator"),
@@ -202,7 +203,7 @@ SPELLINGS: dict[str, Entry] = {
     "log_softmax": _entry("torch", functional="F.log_softmax({0}, dim={1})", method="{0}.log_softmax({1})",
                           module="nn.LogSoftmax(dim={1})", aten=_aten("log_softmax.int", "{0}, {1}")),
     # where signs of zero, NaN and infinities show
-    "copysign": _entry("torch", method="{0}.copysign({1})", aten=_aten("copysign.Scalar", "{0}, {1}")),
+    "copysign": _binary("copysign", "torch", aten="Scalar"),
     "copysign_t": _binary("copysign", "torch"),
     "reciprocal": _pointwise("reciprocal"),
     "div_raw": _binary("div", "operator"),
@@ -230,9 +231,13 @@ SPELLINGS: dict[str, Entry] = {
                         aten=_aten("transpose.int", "{0}, {1}, {2}")),
     "permute": _entry("method", torch="torch.permute({0}, {1})", aten=_aten("permute.default", "{0}, {1}")),
     "expand": _entry("method", aten=_aten("expand.default", "{0}, {1}")),
+    "contiguous": _entry("method", aten=_aten("contiguous.default")),
     "unsqueeze": _entry("method", torch="torch.unsqueeze({0}, {1})", aten=_aten("unsqueeze.default", "{0}, {1}")),
     "squeeze": _entry("method", torch="torch.squeeze({0}, {1})", aten=_aten("squeeze.dim", "{0}, {1}")),
     "movedim": _entry("method", torch="torch.movedim({0}, {1}, {2})", aten=_aten("movedim.int", "{0}, {1}, {2}")),
+    # dtype conversion
+    "to_dtype": _entry("method", aten=_aten("to.dtype", "{0}, {1}")),
+    "type_as": _entry("method", aten=_aten("type_as.default", "{0}, {1}")),
     # in-place ops: another way to write the same write
     "add_": _entry("method", operator="{out} = {0}\n{out} += {1}", aten=_aten("add_.Tensor", "{0}, {1}"),
                    out="torch.add({0}, {1}, out={0})"),
@@ -242,6 +247,7 @@ SPELLINGS: dict[str, Entry] = {
     "relu_": _entry("method", torch="torch.relu_({0})", module="nn.ReLU(inplace=True)",
                     aten=_aten("relu_.default")),
     "sigmoid_": _entry("method", torch="torch.sigmoid_({0})", aten=_aten("sigmoid_.default")),
+    "copy_": _entry("method", aten=_aten("copy_.default", "{0}, {1}")),
 }
 
 
