@@ -51,10 +51,10 @@ def _aten(name: str, args: str = "{0}") -> str:
     return f"torch.ops.aten.{name}({args})"
 
 
-def _out(call: str, into: str = "{0}") -> str:
-    """``call`` with ``out=`` a fresh tensor like ``into``: ``torch.sin({0}``
+def _out(call: str) -> str:
+    """``call`` into ``out=`` a fresh tensor like the primary: ``torch.sin({0}``
     becomes ``torch.sin({0}, out=torch.empty_like({0}))``."""
-    return f"{call}, out=torch.empty_like({into}))"
+    return f"{call}, out=torch.empty_like({{0}}))"
 
 
 def _pointwise(fn: str, default: str = "torch", arg: str = "{0}", **more: str) -> Entry:
@@ -62,8 +62,9 @@ def _pointwise(fn: str, default: str = "torch", arg: str = "{0}", **more: str) -
     of it that makes a fresh tensor): as a method, an aten overload, in place
     on a fresh tensor (a clone of ``{0}``), into ``out=``, and ``more``."""
     recv = "{0}" if arg == "{0}" else f"({arg})"
+    fresh = "{0}.clone()" if arg == "{0}" else recv
     return _entry(default, torch=f"torch.{fn}({arg})", method=f"{recv}.{fn}()", aten=_aten(f"{fn}.default", arg),
-                  inplace=f"{'{0}.clone()' if arg == '{0}' else recv}.{fn}_()", out=_out(f"torch.{fn}({arg}"), **more)
+                  inplace=f"{fresh}.{fn}_()", out=_out(f"torch.{fn}({arg}"), **more)
 
 
 def _binary(fn: str, default: str, rhs: str = "{1}", aten: str = "Tensor", inplace: bool = True, **more: str) -> Entry:
