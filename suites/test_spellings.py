@@ -223,3 +223,11 @@ def test_triage_names_the_spelling_a_wrong_value_needs():
     outcome = run_program(program, config)
     finding = triage(outcome, differential.check(outcome))
     assert finding.signature.endswith(":spelled=method"), finding.signature
+
+
+def test_stats_check_fails_while_a_kind_is_never_drawn():
+    from campaigns.stats import report
+
+    _, summary = report([_program("sin", "method").to_json()], None)
+    assert "spelling:method" not in summary["missing"] and "spelling:out" in summary["missing"]
+    assert summary["spellings_drawn"] == {"sin:method": 1}
