@@ -361,7 +361,7 @@ class Campaign:
         self.log.write({"event": "minimized", "signature": task["signature"], "minimized": result["minimized"],
                         "size": result["size"], "size_before": result["size_before"], "tries": result["tries"],
                         "layer": result["layer"], "repro_exit": result["repro_exit"],
-                        "differences": result.get("differences", [])})
+                        "differences": result.get("differences", []), "spellings": result.get("spellings", [])})
         self._write_folder(entry, result["files"], task)
 
     def _write_folder(self, entry: dict, files: dict, task: dict) -> None:
@@ -446,6 +446,11 @@ def backend_lines(s: dict) -> list[str]:
     return lines
 
 
+def _written(f: dict) -> str:
+    """A finding's call differences, then the spellings its program writes ops in."""
+    return ", ".join([*(f.get("differences") or []), *(f"spelled {w}" for w in f.get("spellings") or [])]) or "-"
+
+
 def markdown(s: dict) -> str:
     lines = [
         f"# Fuzz campaign: {s['backend']} on torch {s['torch']}", "", f"**{root_cause_line(s)}**", "",
@@ -468,13 +473,13 @@ def markdown(s: dict) -> str:
     lines += backend_lines(s)
     for _, title, rows in grouped(s["findings"], SEVERITIES):
         lines += [f"## {title}", "", "| signature | hits | known issue | first failing layer | minimized | repro | "
-                  "call differences |", "|---|---|---|---|---|---|---|"]
+                  "call differences, spellings |", "|---|---|---|---|---|---|---|"]
         for f in rows:
             code = f.get("repro_exit")
             exit_note = "" if code is None else f" (exits {code}: {REPRO_EXITS.get(code, 'error')})"
             lines.append(f"| `{f['signature']}` | {f['count']} | {f['known_issue'] or '**NEW**'} | "
                          f"{f.get('layer') or ''} | {'yes' if f.get('minimized') else 'no'} | "
-                         f"`{f['folder']}/repro.py`{exit_note} | {', '.join(f.get('differences') or []) or '-'} |")
+                         f"`{f['folder']}/repro.py`{exit_note} | {_written(f)} |")
         if not rows:
             lines.append("| (none) | | | | | | |")
         lines.append("")

@@ -4,7 +4,8 @@ print how often every op, structure and variation appears, the share of
 programs that run in eager and the share that produce region groups.
 
 ``--check`` turns the issue's acceptance criteria into an exit status: every
-feature of ``generators.features.universe()`` appears, at least 99% run in
+feature of ``generators.features.universe()`` appears (every kind of op
+spelling among them: ``spelling:<kind>``), at least 99% run in
 eager, at least 40% produce a region group, the block hierarchy is really
 drawn (SHARE_TARGETS), the kinds drawn rarely on purpose stay above their
 floors (FEATURE_FLOORS), and every door (generators.doors) is opened by some
@@ -228,6 +229,7 @@ def report(programs_json: list[str], measured: list[Measured] | None) -> tuple[l
             door_coverage.fold(doors, m.door)
     lines += door_coverage.text(doors)
     summary["door_coverage"] = {k: dict(v) for k, v in doors.items()}
+    lines += _spelled_forms(programs_json, summary)
     summary["doors_never_opened"] = door_coverage.never_opened(doors)
     lines.append("")
     lines.append(f"features never drawn: {', '.join(missing) if missing else 'none'}")
@@ -263,6 +265,18 @@ def report(programs_json: list[str], measured: list[Measured] | None) -> tuple[l
         for msg, k in harness_errors.most_common(5):
             lines.append(f"  harness error x{k} (a bug in the harness; fails --check): {msg}")
     return lines, summary
+
+
+def _spelled_forms(programs_json: list[str], summary: dict) -> list[str]:
+    """How many of the catalogue's spellings (op, kind) some program drew;
+    the kinds themselves are features (``spelling:<kind>``)."""
+    from generators.ir import Program, spelled
+    from generators.spellings import SPELLINGS
+
+    drawn = Counter(f"{s.op}:{s.spelling}" for text in programs_json for _, _, s in spelled(Program.from_json(text)))
+    total = sum(len(entry.forms) for entry in SPELLINGS.values())
+    summary["spellings_drawn"] = dict(drawn)
+    return ["", f"op spellings drawn: {len(drawn)} of the catalogue's {total} (in {sum(drawn.values())} statements)"]
 
 
 def run(n: int, seed: int, jobs: int, regions: bool, out: Path | None, check: bool) -> int:

@@ -45,7 +45,7 @@ from reports.door_triage import triage_door
 from reports.known_issues import match
 from reports.repro import driver_for, regions_expectation, render_repro
 from reports.signature import normalize
-from reports.triage import Finding, alike, known_issue, shared_reruns, triage, triage_replay
+from reports.triage import Finding, alike, known_issue, shared_reruns, spellings, triage, triage_replay
 from reports.unmask import unmasked_runs
 
 from .localize import localize
@@ -291,6 +291,7 @@ def _describe(finding: Finding, graphs: list[str], dedup: bool, layer: str = "",
         "severity": severity, "culprit": finding.culprit, "known_issue": known.id if known else None,
         "message": str(finding.verdict)[:500], "size": size(finding.program), "layer": layer,
         "driver": check, "variant": variant, "dedup": dedup, "differences": differences.names(finding.program),
+        "spellings": spellings(finding.program),
         "files": {
             "program.json": json.dumps(to_dict(finding.program), indent=2),
             "repro.py": render_repro(finding.program, replace(finding.config, dedup=dedup), finding.signature, check,

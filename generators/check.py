@@ -50,6 +50,7 @@ from .ir import (
     with_call,
 )
 from .forms import FORMS, applies
+from .spellings import KEEPS, instance_name, spelling
 from .values import Sub, base_value, typed_key
 from .ops import CALL_VIEWS, OPS, TT, D, Env, OpSpec, Reject, S, T, W, accepts, broadcast, slot_values
 
@@ -90,6 +91,11 @@ def stmt_type(op: OpSpec, stmt: Stmt, scope: dict[str, TT], row: dict[str, Value
     ``subs`` types a call of a sub-block (the program's own blocks)."""
     if len(stmt.operands) != len(op.slots):
         raise Reject(f"{op.name} takes {len(op.slots)} operands, got {len(stmt.operands)}")
+    form = spelling(op.name, stmt.spelling)
+    if stmt.spelling and form is None:
+        raise Reject(f"{op.name} has no spelling {stmt.spelling!r} (generators.spellings)")
+    if form is not None and form.kind == "module" and any(isinstance(o, (Arg, Free)) for o in stmt.operands):
+        raise Reject(f"{op.name}: a module is built once, so its arguments are literals")
     if op.name == CHILD:
         x, name, _ = stmt.operands
         if not isinstance(x, Ref) or x.name not in scope:
@@ -143,6 +149,8 @@ def stmt_type(op: OpSpec, stmt: Stmt, scope: dict[str, TT], row: dict[str, Value
         if len(dtypes) > 1:
             raise Reject(f"{op.name}: operands must share a dtype, got {sorted(dtypes)}")
     out = op.rule(tensors, values, env)
+    if form is not None and form.kind in KEEPS and (out.shape, out.dtype) != (tensors[0].shape, tensors[0].dtype):
+        raise Reject(f"{op.name} spelled {form.kind} writes into a tensor of its primary's type, not {out.dtype}")
     if autocasting and tensors[0].dtype in AUTOCASTABLE:
         out = TT(out.shape, "bfloat16", out.contiguous)
     return out
@@ -290,6 +298,24 @@ def _check_frees(program: Program, block_names: list[str]) -> None:
         raise MalformedProgram(f"free values read but not declared: {sorted(used - set(names))}")
     if set(names) - used:
         raise MalformedProgram(f"free values declared but never read: {sorted(set(names) - used)}")
+
+
+def may_require_grad(program: Program) -> bool:
+    """Whether some tensor of the program may require grad: an input that
+    does, or a parameter (of any block)."""
+    return any(spec.requires_grad for _, spec in program.inputs) or any(b.weights for b in program.blocks())
+
+
+def _check_spellings(program: Program) -> None:
+    """What a statement's spelling needs beyond its types (stmt_type checks
+    those): ``out=`` where nothing requires grad (autograd refuses it), one
+    module global per module spelling."""
+    written = [(b.name, s) for b in program.blocks() for s in b.body if s.spelling]
+    if any(s.spelling == "out" for _, s in written) and may_require_grad(program):
+        raise MalformedProgram("an out= spelling where a tensor requires grad: autograd refuses out=")
+    names = [instance_name(name, s.out) for name, s in written if s.spelling == "module"]
+    if len(set(names)) != len(names):
+        raise MalformedProgram(f"two module spellings would share a global: {names}")
 
 
 def _check_mutation(program: Program) -> set[str]:
@@ -613,6 +639,7 @@ def sub_scopes(program: Program) -> list[dict[str, TT]]:
 def check(program: Program) -> list[dict[str, TT]]:
     """Validate ``program``; return the type of every block value, per repeat."""
     _check_shape_of_program(program)
+    _check_spellings(program)
     mutated = _check_mutation(program)
     b = program.block
     specs = dict(program.inputs)

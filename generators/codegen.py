@@ -21,6 +21,7 @@ from .interludes import INTERLUDES
 from .ir import (CHILD, Arg, MalformedProgram, Block, Call, Const, Context, DType, Fn, Free, Program, PyList, PySlice, Ref, Section,
                  Stmt, Sub, TensorSpec, Value, typed_key)
 from .ops import CALL_VIEWS, OPS, WEIGHT_INITS, W, render_call
+from .spellings import instance_name, spelling, template
 
 HEADER = """\
 import torch
@@ -128,7 +129,8 @@ def _body_lines(program: Program, b: Block, operand) -> list[str]:
         if s.op == CHILD:
             lines.append(_child_call(program, b, s, operand(s.operands[0])))
         else:
-            lines += render_call(OPS[s.op], [operand(o) for o in s.operands], s.out)
+            fmt = template(OPS[s.op].fmt, s.op, s.spelling, instance_name(b.name, s.out))
+            lines += render_call(OPS[s.op], [operand(o) for o in s.operands], s.out, fmt)
     return lines + [f"return {b.result}"]
 
 
@@ -215,6 +217,19 @@ def _render_globals(program: Program) -> list[str]:
         items = ", ".join(f"{f.name}={literal(f.value)}" for f in held)
         lines += ["", f"{OBJECTS['namespace'][0]} = types.SimpleNamespace({items})"]
     lines += _render_packs(program)
+    return lines
+
+
+def _render_instances(program: Program) -> list[str]:
+    """The module globals that statements spelled as modules call: each built
+    once, from its statement's literals (generators.spellings)."""
+    lines = []
+    for b in program.blocks():
+        for s in b.body:
+            form = spelling(s.op, s.spelling)
+            if form is not None and form.kind == "module":
+                args = [literal(o.value) if isinstance(o, Const) else "" for o in s.operands]
+                lines.append(f"{instance_name(b.name, s.out)} = {form.fmt.format(*args)}")
     return lines
 
 
@@ -689,6 +704,7 @@ def render(program: Program, reference: bool = False) -> str:
         "\n".join(_prelude(program)),
         *(DOOR_PRELUDE[n] for n in (door.prelude if door is not None else ())),
         "\n".join(_render_globals(program)),
+        "\n".join(_render_instances(program)),
         *("\n".join(_render_sub(program, b)) for b in reversed(program.subs)),
         "\n".join(_render_block(program)),
         "\n".join(_render_init(program) + [""] + [IND + line for line in forward]),

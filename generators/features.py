@@ -14,6 +14,7 @@ from .ir import (ALIASES, CHILD, EXTRAS, FLOWS, HOLDERS, HOMES, LAYOUTS, MAX_DEP
                  STRUCTURES, VIEWS, WRITES, Arg, Block, Const, Context, Fn, Free, Program, Ref, Value, edge_kind,
                  value_kind)
 from .ops import EDGES, OPS, S, W
+from .spellings import drawn_kinds
 
 PYTHON_KINDS = ("int", "float", "bool", "str", "NoneType", "tuple", "list", "slice", "dtype", "callable", "subclass")
 TENSOR_VARIATIONS = ("shape", "dtype", "requires_grad", "layout", "view")
@@ -53,6 +54,7 @@ def universe() -> list[str]:
             "differing_repeats"]
     out += HIERARCHY + GUARDS
     out += [f"difference:{d.name}" for d in DIFFERENCES]
+    out += [f"spelling:{k}" for k in drawn_kinds()]
     return out
 
 
@@ -246,6 +248,7 @@ def features(program: Program) -> set[str]:
     out: set[str] = {f"block:{b.kind}", f"outputs:{program.outputs}"}
     ops = {s.op: OPS[s.op] for blk in program.blocks() for s in blk.body}
     out |= {f"op:{name}" for name in ops}
+    out |= {f"spelling:{s.spelling}" for blk in program.blocks() for s in blk.body if s.spelling}
     for s in program.sections:
         out |= {f"structure:{s.structure}", f"flow:{s.flow}"}
         if b.args and not b.attrs and not b.pack:

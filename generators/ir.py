@@ -117,6 +117,7 @@ class Stmt:
     out: str
     op: str
     operands: tuple[Operand, ...]
+    spelling: str = ""  # how the op is written: "" its own fmt, else a kind of generators.spellings
 
 
 @dataclass(frozen=True)
@@ -392,6 +393,24 @@ def with_call(program: Program, k: int, i: int, call: Call) -> Program:
     return replace(program, sections=program.sections[:k] + (section,) + program.sections[k + 1:])
 
 
+def respelled(program: Program, block: str, i: int, spelling: str) -> Program:
+    """``program`` with statement ``i`` of block ``block`` ("" the layer)
+    written in ``spelling`` ("" its op's default; unchecked)."""
+    from dataclasses import replace
+
+    b = program.block_named(block)
+    body = b.body[:i] + (replace(b.body[i], spelling=spelling),) + b.body[i + 1:]
+    if not block:
+        return replace(program, block=replace(b, body=body))
+    return replace(program, subs=tuple(replace(sb, body=body) if sb.name == block else sb for sb in program.subs))
+
+
+def spelled(program: Program) -> list[tuple[str, int, Stmt]]:
+    """(block, index, statement) of every statement written in a spelling
+    other than its op's default, the layer's first."""
+    return [(b.name, i, s) for b in program.blocks() for i, s in enumerate(b.body) if s.spelling]
+
+
 def ambient_state(ctx: Context) -> dict[str, Any]:
     """The state a context leaves in force (``None`` fields keep the defaults
     a program starts from), so that ``enable_grad()`` equals no context."""
@@ -562,6 +581,13 @@ def _dec_call(d: dict) -> Call:
     )
 
 
+def _enc_stmt(s: Stmt) -> dict:
+    d = {"out": s.out, "op": s.op, "operands": [_enc_operand(o) for o in s.operands]}
+    if s.spelling:
+        d["spelling"] = s.spelling
+    return d
+
+
 def _enc_block(b: Block) -> dict:
     d = {
         "kind": b.kind,
@@ -569,7 +595,7 @@ def _enc_block(b: Block) -> dict:
         "weights": _enc_named(b.weights),
         "buffers": _enc_named(b.buffers),
         "args": list(b.args),
-        "body": [{"out": s.out, "op": s.op, "operands": [_enc_operand(o) for o in s.operands]} for s in b.body],
+        "body": [_enc_stmt(s) for s in b.body],
         "result": b.result,
         "compile_region": b.compile_region,
         "attrs": b.attrs,
@@ -592,7 +618,8 @@ def _dec_block(b: dict) -> Block:
         weights=_dec_named(b["weights"]),
         buffers=_dec_named(b.get("buffers", [])),
         args=tuple(b["args"]),
-        body=tuple(Stmt(s["out"], s["op"], tuple(_dec_operand(x) for x in s["operands"])) for s in b["body"]),
+        body=tuple(Stmt(s["out"], s["op"], tuple(_dec_operand(x) for x in s["operands"]), str(s.get("spelling", "")))
+                   for s in b["body"]),
         result=b["result"],
         compile_region=bool(b.get("compile_region", False)),
         attrs=bool(b.get("attrs", False)),

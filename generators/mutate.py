@@ -20,9 +20,10 @@ from typing import Callable, Optional
 from .check import check, checked
 from .forms import FORMS_LIST, applies
 from .ir import (CHILD, EXTRAS, FLOWS, HOLDERS, SETTABLE, WRITES, Arg, Block, Call, Const, Context, Free, FreeVar, Program,
-                 Ref, Section, Stmt, TensorSpec, with_call)
+                 Ref, Section, Stmt, TensorSpec, respelled, with_call)
 from .ops import OPS, S, T
 from .reduce import labeled_candidates
+from .spellings import kinds_of
 from .strategies import HAS_NESTED_COMPILE_REGION, STRUCTURES_BY_KIND, _fix_loops
 from .values import FLOATS, PyList, Sub, equal_values
 
@@ -235,8 +236,19 @@ def swap_op(p: Program, rng: random.Random, other=None) -> Optional[Program]:
              and len(o.slots) == len(op.slots) and o.inplace == op.inplace]
     if not alike:
         return None
-    stmt = replace(stmt, op=rng.choice(alike))
+    stmt = replace(stmt, op=rng.choice(alike), spelling="")  # a spelling is its op's own
     return _with_block(p, replace(b, body=b.body[:s] + (stmt,) + b.body[s + 1:]))
+
+
+def respell(p: Program, rng: random.Random, other=None) -> Optional[Program]:
+    """Write a statement in another spelling of its op (generators.spellings:
+    a method, a module, an aten overload, in place, ``out=``...), or its
+    default again: the same computation, another node for the backend."""
+    sites = [(b.name, i, stmt) for b in p.blocks() for i, stmt in enumerate(b.body) if kinds_of(stmt.op)]
+    if not sites:
+        return None
+    name, i, stmt = rng.choice(sites)
+    return respelled(p, name, i, rng.choice([k for k in ("", *kinds_of(stmt.op)) if k != stmt.spelling]))
 
 
 def repeat_stmt(p: Program, rng: random.Random, other=None) -> Optional[Program]:
@@ -364,13 +376,32 @@ def reshape_section(p: Program, rng: random.Random, other=None) -> Optional[Prog
 
 
 def write_between(p: Program, rng: random.Random, other=None) -> Optional[Program]:
-    """Write a program input in place after every call of a section, or stop writing it."""
-    if len(p.block.inputs) < 2:
-        return None
+    """Write a program input in place after every call of a section (one of
+    the writes eager allows there, drawn; where none is, a new input the
+    layer adds to its result), or stop writing it."""
     k = rng.randrange(len(p.sections))
     s = p.sections[k]
-    write = None if s.write and rng.random() < 0.5 else (rng.choice(p.block.inputs[1:]), rng.choice(WRITES))
-    return _sections_with(p, k, replace(s, write=write))
+    if s.write and rng.random() < 0.5:
+        return _sections_with(p, k, replace(s, write=None))
+
+    def writes(q: Program) -> list[Program]:
+        return [w for w in (_sections_with(q, k, replace(s, write=(n, mode))) for n in q.block.inputs[1:]
+                            for mode in WRITES) if checked(w) is not None]
+
+    allowed = writes(p) or writes(_read_new_input(p))
+    return rng.choice(allowed) if allowed else None
+
+
+def _read_new_input(p: Program) -> Program:
+    """``p`` with a new float32 input of the carried input's shape, which the
+    layer adds to its result (cast to the result's dtype; unchecked)."""
+    b = p.block
+    taken = {n for n, _ in p.inputs}
+    name = next(f"y{k}" for k in range(100) if f"y{k}" not in taken)
+    out = _fresh(p)
+    body = b.body + (Stmt(out, "merge_cast", (Ref(b.result), Ref(name))),)
+    return replace(p, inputs=p.inputs + ((name, TensorSpec(p.inputs[0][1].shape, "float32", False)),),
+                   block=replace(b, inputs=b.inputs + (name,), body=body, result=out))
 
 
 def repack(p: Program, rng: random.Random, other=None) -> Optional[Program]:
@@ -442,7 +473,7 @@ def splice(p: Program, rng: random.Random, other: Optional[Program] = None) -> O
 
 
 OPERATORS: dict[str, Operator] = {op.__name__: Operator(op.__name__, op, (op.__doc__ or "").split("\n")[0]) for op in (
-    cut, duplicate_call, vary_call, change_call, change_value, free_value, swap_op, repeat_stmt, insert_stmt,
+    cut, duplicate_call, vary_call, change_call, change_value, free_value, swap_op, respell, repeat_stmt, insert_stmt,
     write_input, toggle_region, reshape_section, write_between, repack, compile_options, reseed, splice)}
 
 

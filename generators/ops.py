@@ -682,8 +682,10 @@ _ENTRIES = [
         random=True, view=True),
     _op("rand_like", "random", "{0} + torch.rand_like({0})", random=True, saves_inputs=False),
     # where the sign of zero, NaN and infinities show in the result
-    _op("copysign", "sign", "torch.copysign({0}, {1})", (T(), S(lambda t: (-1.0, 1.0, -0.0, 0.0), "number"))),
-    _op("copysign_t", "sign", "torch.copysign({0}, {1})", _bin, _binary),
+    # (autograd keeps copysign's result: its backward reads it)
+    _op("copysign", "sign", "torch.copysign({0}, {1})", (T(), S(lambda t: (-1.0, 1.0, -0.0, 0.0), "number")),
+        saves_output=True),
+    _op("copysign_t", "sign", "torch.copysign({0}, {1})", _bin, _binary, saves_output=True),
     _op("reciprocal", "sign", "torch.reciprocal({0})", saves_output=True),
     _op("div_raw", "sign", "{0} / {1}", _bin, _binary),
     _op("signbit", "sign", "torch.signbit({0})", _u, _dtype("bool"), differentiable=False),
@@ -818,11 +820,13 @@ MERGES = ("merge_add", "merge_cast", "merge_mean")
 CATEGORIES = tuple(dict.fromkeys(op.category for op in _ENTRIES))
 
 
-def render_call(op: OpSpec, operand_src: list[str], out: str) -> list[str]:
-    """Source lines assigning ``op`` applied to ``operand_src`` to ``out``."""
-    if op.statement:
-        return op.fmt.format(*operand_src, out=out).split("\n")
-    return [f"{out} = {op.fmt.format(*operand_src)}"]
+def render_call(op: OpSpec, operand_src: list[str], out: str, fmt: str = "") -> list[str]:
+    """Source lines assigning ``op`` applied to ``operand_src`` to ``out``,
+    written with ``fmt`` (one of its spellings, generators.spellings) or its own."""
+    fmt = fmt or op.fmt
+    if "{out}" in fmt:
+        return fmt.format(*operand_src, out=out).split("\n")
+    return [f"{out} = {fmt.format(*operand_src)}"]
 
 
 def _view_transpose(t: TT) -> TT:

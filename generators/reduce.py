@@ -24,7 +24,10 @@ primary or a view of it (``Call.alias``) is passed as itself; packed extra
 inputs and Python arguments (``Block.extras``, ``Block.pack``) are passed one
 by one; function instances made by a factory (``Block.attrs``) become one
 function taking its arguments at the call; an in-place write between repeats
-(``Section.write``) goes, or writes directly instead of through a view.
+(``Section.write``) goes, or writes directly instead of through a view. A
+statement written in another spelling of its op (``Stmt.spelling``) goes
+back to the op's default, so a repro keeps a spelling only where the failure
+needs it.
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ from .ir import (
     Value,
     called,
     typed_key,
+    respelled,
+    spelled,
 )
 from .ops import CALL_VIEWS, OPS, D, Reject, S, T, W
 
@@ -94,7 +99,8 @@ def measure(program: Program) -> dict[str, int]:
     - interludes: non-empty interludes between sections and interleaves;
     - flags: non-default settings (context fields set, call-site views,
       per-repeat tensors (1 for the carried input, 2 for another), frozen
-      instances, call-site forms and subclass values, non-contiguous layouts,
+      instances, call-site forms and subclass values, statements spelled
+      otherwise than their op's default, non-contiguous layouts,
       requires_grad and non-float32 inputs,
       structure rank, non-chain flow, output style rank, module blocks,
       compile_region (any block), attrs, holders other than attributes,
@@ -119,6 +125,7 @@ def measure(program: Program) -> dict[str, int]:
         flags += 0 if c.tensor is None else (1 if c.tensor == first else 2)
         flags += len(c.sets) + _ALIAS_RANK[c.alias] + bool(c.how)
         flags += sum(isinstance(v, Sub) for v in (*c.args, *(v for _, v in c.sets)))
+    flags += len(spelled(program))
     flags += 2 * _set_spread(program) + sum(f.home != "global" for f in program.frees)
     flags += (b.extras != "positional") + bool(b.pack) + _edge_count(program)
     flags += sum(spec.layout != "contiguous" for spec in specs)
@@ -296,6 +303,7 @@ def proposals(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
         yield "pack", replace(p, block=replace(b, pack=""))
     yield from _alias_cuts(p)
     yield from _form_cuts(p)
+    yield from _spelling_cuts(p)
     for k, s in enumerate(p.sections):
         if s.write is not None:
             yield "write", _with_section(p, k, replace(s, write=None))
@@ -408,6 +416,18 @@ def _form_cuts(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
             if any(isinstance(v, Sub) for v in (*c.args, *(v for _, v in c.sets))):
                 yield "retype", _with_call(p, k, j, replace(
                     c, args=tuple(map(base_value, c.args)), sets=tuple((n, base_value(v)) for n, v in c.sets)))
+
+
+def _spelling_cuts(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
+    """Every statement in its op's default spelling, then one at a time."""
+    found = spelled(p)
+    if len(found) > 1:
+        q = p
+        for name, i, _ in found:
+            q = respelled(q, name, i, "")
+        yield "spelling", q
+    for name, i, _ in found:
+        yield "spelling", respelled(p, name, i, "")
 
 
 def _alias_cuts(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
@@ -700,7 +720,7 @@ def _inline(p: Program, parent_name: str, sites: Optional[set[int]] = None) -> O
                         reslot[key] = min(k for k in range(len(used) + 1) if k not in used)
                         used.add(reslot[key])
                     operands = (operands[0], operands[1], Const(reslot[key]))
-            body.append(Stmt(rename[cs.out], cs.op, operands))
+            body.append(replace(cs, out=rename[cs.out], operands=operands))
     return _with_block(p, replace(parent, body=tuple(body), weights=tuple(weights)))
 
 

@@ -27,6 +27,7 @@ from .check import (
     has_columns,
     has_graph_breaks,
     live_values,
+    may_require_grad,
     mutation_rules,
     returns_view,
     spec_type,
@@ -35,6 +36,7 @@ from .check import (
     with_form,
 )
 from .forms import FORMS_LIST, applies
+from .spellings import kinds_of
 from .swarm import NONE as NO_SWARM, Swarm
 from .values import equal_values
 from .interludes import INTERLUDES
@@ -65,6 +67,7 @@ from .ir import (
     Value,
     typed_key,
     called,
+    respelled,
     with_call,
 )
 from .ops import CALL_VIEWS, MERGES, OPS, TT, D, Env, OpSpec, Reject, S, T, W, edge_values
@@ -733,6 +736,8 @@ def programs(
         program = _draw_retypes(draw, program, edges)
     if swarm.allows("part:forms"):
         program = _draw_forms(draw, program, edges)
+    if swarm.allows("part:spellings"):
+        program = _draw_spellings(draw, program)
     program = replace(program, options=draw(_options(program)))
     check(program)  # valid by construction; a failure here is a generator bug
     return program
@@ -800,6 +805,21 @@ def _draw_forms(draw, program: Program, focus: bool = False) -> Program:
         for i in range(len(s.calls)):
             if _likely(draw, 1):
                 program = with_form(program, k, i, draw(st.sampled_from(names))) or program
+    return program
+
+
+def _draw_spellings(draw, program: Program) -> Program:
+    """Maybe write some statements in another spelling of their op
+    (generators.spellings: ``torch.relu`` for ``F.relu``, a method, a module,
+    an aten overload, in place, ``out=``): each a node of its own in the
+    graph a backend is given. A statement keeps its default unless drawn
+    otherwise, so a shrunk program does too."""
+    grad = may_require_grad(program)
+    for b in program.blocks():
+        for i, stmt in enumerate(b.body):
+            kinds = [k for k in kinds_of(stmt.op) if not (k == "out" and grad)]
+            if kinds and _rarely(draw, 2):
+                program = checked(respelled(program, b.name, i, draw(st.sampled_from(kinds)))) or program
     return program
 
 

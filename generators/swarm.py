@@ -19,7 +19,7 @@ from .ops import OPS
 DRAWN_CATEGORIES = tuple(dict.fromkeys(op.category for op in OPS.values()
                                        if op.category not in ("merge", "block", "unbacked")))
 # Parts of a draw a configuration can switch off, each on its own.
-PARTS = ("hierarchy", "contexts", "interludes", "writes", "retypes", "forms", "sections:2", "args")
+PARTS = ("hierarchy", "contexts", "interludes", "writes", "retypes", "forms", "sections:2", "args", "spellings")
 # Features a configuration can switch on for every program of its batch
 # (compile_region: the layer block and every sub-block marked nested_compile_region).
 BOOSTS = ("edges", "compile_region", "attrs")

@@ -22,7 +22,7 @@ CHILD_TASKS = ("verify",)  # worker tasks whose torch runs in a child process
 
 # The fields of a finding event that describe the bug, not the hit.
 FINDING_FIELDS = ("signature", "oracle", "kind", "severity", "culprit", "known_issue", "message", "driver", "variant", "dedup",
-                  "differences")
+                  "differences", "spellings")
 
 
 @dataclass
@@ -99,7 +99,8 @@ class Ledger:
         elif kind == "minimized":
             entry = self.findings.get(e["signature"])
             if entry is not None:
-                entry.update({k: e[k] for k in ("minimized", "size", "layer", "repro_exit", "differences") if k in e})
+                entry.update({k: e[k] for k in ("minimized", "size", "layer", "repro_exit", "differences", "spellings")
+                              if k in e})
         elif kind == "aborted":
             self.aborted = e.get("reason", "")
         if kind in ("program", "lost", "finding"):

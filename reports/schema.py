@@ -34,7 +34,9 @@ finding::
     message, first_seen (ISO time), count, folder ("findings/<slug>"),
     size, layer, minimized (bool), repro_exit (int or None: what repro.py
     exited with when the campaign ran it; 1 reproduced, 0 not, 3 fails
-    differently, 2 the repro itself failed)
+    differently, 2 the repro itself failed), differences (the call
+    differences its program reaches), spellings (``op:kind`` of each op its
+    program writes in another spelling than the default: generators.spellings)
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ A signature names the bug, not the program: the oracle, the kind of failure,
 the layer to blame (re-run with deduplication off: if the failure goes away,
 the pass is to blame) and, for wrong values, which kind of difference between
 repeats it needs (a Python argument's type, a tensor attribute, a context
-field), found by taking the differences away one kind at a time.
+field), found by taking the differences away one kind at a time, and which
+spellings of its ops (``generators.spellings``: a method, an aten overload,
+a module...) it needs, found by writing them back in their ops' defaults.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Callable, Iterator
 
 from generators.check import check as well_formed
 from generators.check import draws_random, mutates
-from generators.ir import MalformedProgram, Program, ambient_state
+from generators.ir import MalformedProgram, Program, ambient_state, respelled, spelled
 from generators.variation import equalize
 from harness.outcome import Execution, Outcome, RunConfig
 from harness.pipeline import InvalidProgram, region_twins, run_fresh, run_program, without_dedup
@@ -64,6 +66,37 @@ def tags(program: Program) -> list[str]:
     if any(b.kind == "function" and b.attrs for b in program.blocks()):
         out.append("fn_instances")
     return out
+
+
+def spellings(program: Program) -> list[str]:
+    """The ops the program writes in another spelling than their default,
+    as ``op:kind`` (``relu:method``), each once: what a finding's description
+    says its program is written in."""
+    return list(dict.fromkeys(f"{s.op}:{s.spelling}" for _, _, s in spelled(program)))
+
+
+def _plainly_spelled(program: Program, kinds: set[str]) -> Program:
+    """``program`` with the statements spelled in ``kinds`` written in their ops' defaults."""
+    for name, i, s in spelled(program):
+        if s.spelling in kinds:
+            program = respelled(program, name, i, "")
+    return program
+
+
+def _spelling(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict], like: Verdict) -> str:
+    """The spelling kinds a wrong value needs, as ``spelled=method`` (two or
+    more joined by ``+``): "" where the program fails alike with every op in
+    its default spelling; else each kind taken away in turn, and kept away if
+    the failure stays (a backend that mishandles one node of one form)."""
+    kinds = sorted({s.spelling for _, _, s in spelled(program)})
+    if not kinds or fails_alike(_plainly_spelled(program, set(kinds)), config, oracle, like):
+        return ""
+    needed = list(kinds)
+    for kind in kinds:
+        trial = [k for k in needed if k != kind]
+        if trial and fails_alike(_plainly_spelled(program, set(kinds) - set(trial)), config, oracle, like):
+            needed = trial
+    return "spelled=" + "+".join(needed)
 
 
 def alike(other: Verdict, like: Verdict) -> bool:
@@ -122,11 +155,13 @@ def fingerprint(outcome: Outcome, verdict: Verdict, partial: str) -> str:
     """What a wrong-value finding's signature is decided by, short of the
     re-runs that blame a layer and name the difference between repeats it
     needs: the partial signature (oracle, kind, label, tags, where, change),
-    the kinds of difference the program has to take away, and whether its
-    compile grouped anything. Two hits with one fingerprint were triaged
-    alike so far (a campaign samples re-hits to keep checking that)."""
+    the kinds of difference and of spelling the program has to take away,
+    and whether its compile grouped anything. Two hits with one fingerprint
+    were triaged alike so far (a campaign samples re-hits to keep checking that)."""
+    spelt = sorted({s.spelling for _, _, s in spelled(outcome.program)})
     return "|".join([partial, ",".join(sorted(outcome.program.variations())),
-                     str(verdict.details.get("twin", "")), f"grouped={outcome.capture.deduplicated}"])
+                     str(verdict.details.get("twin", "")), f"grouped={outcome.capture.deduplicated}",
+                     *([f"spelled={'+'.join(spelt)}"] if spelt else [])])
 
 
 def _recalled(learned: dict | None, fp: str, verdict: Verdict, outcome: Outcome, config: RunConfig) -> Finding | None:
@@ -199,7 +234,8 @@ def triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> F
             trigger = _trigger(program, config, oracle, verdict)
         if culprit != "dedup" and trigger == "identical-repeats":
             trigger = ""  # a backend failing on identical repeats: nothing between repeats to name
-        detail = ":".join(p for p in (trigger, *tags(program), *where, *change) if p)
+        spelt = _spelling(program, config, oracle, verdict)
+        detail = ":".join(p for p in (trigger, *tags(program), spelt, *where, *change) if p)
     if verdict.kind != "crash":  # a tag the trigger already names is said once
         detail = ":".join(dict.fromkeys(detail.split(":")))
     signature = ":".join(p for p in (verdict.oracle, kind, culprit, detail) if p)
