@@ -20,7 +20,7 @@ import shutil
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
@@ -36,7 +36,7 @@ from generators.doors import DOORS, assign, in_share, with_door
 from harness.capabilities import has, unavailable
 from harness.doors import available as door_names
 from campaigns.pool import Lost, Pool
-from harness.backend_capabilities import probe, probe_isolated, program_mode, resolve_mode, unfit
+from harness.backend_capabilities import probe, probe_isolated, program_mode, remember, resolve_mode, unfit
 from oracles.registry import DOOR_ORACLES, ORACLES, REPLAY_ORACLES, run_config
 
 from reports import coverage_report, door_coverage, feedback, semantic
@@ -56,8 +56,9 @@ BATCH = 25  # programs drawn per Hypothesis seed
 FEEDBACK = ("off", "edges", "steer")
 SAMPLE_KNOWN = 8  # one distinct known-issue finding in this many has its repro run (Campaign.follows_up)
 # Files a campaign writes into its folder (cleared when a new campaign starts there).
+CAPABILITIES = "capabilities.json"  # what the backend can do, as the probe found (harness.backend_capabilities)
 OUTPUTS = (LOG, "campaign.json", "summary.json", "report.md", "report.html", "junit.xml", "findings", "workers",
-           "coverage", ENV_FILE, CORPUS)
+           "coverage", ENV_FILE, CORPUS, CAPABILITIES)
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,9 @@ def check_options(o: Options) -> tuple[tuple[str, ...], tuple]:
     """Everything wrong with the options, as one error before anything runs."""
     # resolves the backend and asks what it can do, in a child process (it may abort or hang), with
     # the deadline of a confirmed hang of one program
-    probe_isolated(o.backend, timeout=min(300.0, max(30.0, 3 * o.timeout)))
+    # (a campaign resumed goes on with what its first run learned)
+    remember(o.backend, o.out / CAPABILITIES if o.resume else None)
+    probe_isolated(o.backend, timeout=min(300.0, max(20.0, 3 * o.timeout)))
     resolve_mode(o.backend, o.mode)
     names = o.oracles or (*ORACLES, *DOOR_ORACLES)
     known = (*ORACLES, *REPLAY_ORACLES, *DOOR_ORACLES)
@@ -545,6 +548,7 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
     deadline = started + options.budget
     log = EventLog(out, ledger)
     (out / "campaign.json").write_text(json.dumps({**options.__dict__, "out": str(out)}, indent=2, default=str))
+    (out / CAPABILITIES).write_text(json.dumps(asdict(caps), indent=2))
     env = EnvCapture(out)  # collect_env.txt, once per campaign, in the background
     log.write({"event": "start", "config": {
         "backend": options.backend, "torch": torch.__version__, "python": platform.python_version(),

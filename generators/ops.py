@@ -77,6 +77,8 @@ EDGES: dict[str, tuple[Value, ...]] = {
     "float": (-0.0, 0.0, NAN, float("inf"), float("-inf"), 1e-40, 5e-324, 1e30),
     "number": (-0.0, 0.0, NAN, float("inf"), float("-inf"), 1e-40, 5e-324, 1e30,
                2**33 + 1, -(2**40), 1, 1.0, True, 0, False),
+    # a Python bool minus a tensor is an error in eager (torch refuses bool subtraction)
+    "subtrahend": (-0.0, 0.0, NAN, float("inf"), float("-inf"), 1e-40, 5e-324, 1e30, 2**33 + 1, -(2**40), 1, 1.0, 0),
 }
 _HALF_MAX = 65504.0
 
@@ -604,7 +606,7 @@ _ENTRIES = [
     _op("mul_scalar", "scalar", "{0} * {1}", (T(), S(lambda t: (2.0, 0.5, -1.0, 1.5, 3, True), "number")), _scalar),
     _op("add_scalar", "scalar", "{0} + {1}", (T(), S(lambda t: (1.0, 2, 0.5, -3), "number")), _scalar,
         saves_inputs=False),
-    _op("rsub_scalar", "scalar", "{1} - {0}", (T(), S(lambda t: (1.0, 2, -0.5), "number")), _scalar,
+    _op("rsub_scalar", "scalar", "{1} - {0}", (T(), S(lambda t: (1.0, 2, -0.5), "subtrahend")), _scalar,
         saves_inputs=False),
     _op("div_scalar", "scalar", "{0} / {1}", (T(), S(lambda t: (2.0, 4, -0.5), "number")), _scalar),
     _op("pow_scalar", "scalar", "{0}.abs().pow({1})", (T(), S(lambda t: (2, 3, 1.5)))),

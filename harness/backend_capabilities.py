@@ -223,6 +223,17 @@ def probe_isolated(spec: str, timeout: float = 300.0) -> BackendCapabilities:
     return caps
 
 
+def remember(spec: str, path) -> None:
+    """Take ``spec``'s capabilities from ``path`` (a campaign folder's record
+    of them) where it exists: a resumed campaign is not probed again."""
+    import json
+
+    if path is not None and path.exists() and spec not in _PROBED:
+        answer = json.loads(path.read_text())
+        if answer.get("name") == resolve(spec).name:
+            _PROBED[spec] = BackendCapabilities(**{**answer, "dtypes": tuple(answer["dtypes"])})
+
+
 def probe_json(spec: str) -> None:
     """The child side of ``probe_isolated``: one JSON line on stdout."""
     import json
