@@ -69,7 +69,9 @@ _REPORTED: set = set()
 
 def config_from(d: dict) -> RunConfig:
     return RunConfig(**{**d, "companions": tuple(d.get("companions", ())),
-                        "torch_config": tuple(tuple(p) for p in d.get("torch_config", ()))})
+                        "torch_config": tuple(tuple(p) for p in d.get("torch_config", ())),
+                        "precision": tuple(tuple(p) for p in d.get("precision", ())),
+                        "dtypes": tuple(d.get("dtypes", ()))})
 
 
 def config_to(config: RunConfig) -> dict:

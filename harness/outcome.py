@@ -47,6 +47,9 @@ class RunConfig:
     # The backend rejects ops it does not know at compile time (rather than
     # falling back): such a rejection is "unsupported", not a crash.
     rejects: bool = False
+    # The floating dtypes the backend runs (empty: every one): changed calls
+    # bringing in another are not made (harness.recall).
+    dtypes: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.mode != "train" and self.backward:

@@ -143,7 +143,8 @@ def run_variants(bench: Workbench, config: RunConfig, capture: Capture, known: O
            for r in (known.variants if known is not None else [])):
         before = {k: r for k, r in before.items() if not r.recompiled}
     reasons: list[str] = []
-    chosen = [v for v in select(bench.program, config.variants) if v.kind not in MEANINGLESS.get(config.mode, ())]
+    chosen = [v for v in select(bench.program, config.variants) if v.kind not in MEANINGLESS.get(config.mode, ())
+              and not (v.dtype and config.dtypes and v.dtype not in config.dtypes)]
     # Each change may add an entry: Dynamo's recompile limit (8) is about
     # programs that recompile without end, not about this many deliberate changes.
     name = recompile_limit_name()  # cache_size_limit in torch 2.6

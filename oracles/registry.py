@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from harness.backend_capabilities import probe, program_mode, resolve_mode
+from harness.backend_capabilities import FLOATS, probe, program_mode, resolve_mode
 from harness.outcome import Outcome, RunConfig
 
 from . import (compile_region, completeness, cudagraph, dedup_toggle, determinism, differential, door,
@@ -101,6 +101,7 @@ def run_config(backend: str = "aot_eager", names: tuple[str, ...] | None = None,
     kwargs.setdefault("mode", program_mode(resolve_mode(backend, mode), 0))
     kwargs.setdefault("precision", tuple(sorted(caps.precision.items())))
     kwargs.setdefault("rejects", caps.rejects)
+    kwargs.setdefault("dtypes", () if set(caps.dtypes) >= set(FLOATS) else caps.dtypes)
     chosen = tuple(n for n in (names or tuple(ORACLES)) if n in ORACLES)
     wanted = max((ORACLES[n].variants for n in chosen), default=0)
     kwargs.setdefault("record_structure", any(ORACLES[n].structure for n in chosen))
