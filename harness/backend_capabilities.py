@@ -18,7 +18,7 @@ import torch
 
 from generators.check import dtypes_used
 from generators.ir import Program
-from generators.ops import ROUNDING_SENSITIVE
+from generators.ops import OPS, ROUNDING_SENSITIVE
 
 from .backends import BUILTIN, Backend, BackendError, resolve
 
@@ -42,6 +42,7 @@ class BackendCapabilities:
     precision: dict[str, str] = field(default_factory=dict)
     how_precision: str = "declared"  # "declared" or "detected"
     rejects: bool = False  # raises at compile time on an op it does not know (else falls back)
+    seeded_random: bool = True  # its random ops draw from torch's generator, as eager's do under one seed
 
     def lost(self) -> dict[str, str]:
         """What the harness cannot check on this backend, said once in a report."""
@@ -49,6 +50,9 @@ class BackendCapabilities:
         if not self.training:
             out["gradients"] = (f"{self.why_not_training}: programs run forward-only under no_grad or "
                                 "inference_mode; gradient and requires_grad checks stand down")
+        if not self.seeded_random:
+            out["random"] = ("its random ops do not follow torch.manual_seed as eager's do: programs drawing random "
+                             "numbers are not drawn (their values could not be compared)")
         for d in FLOATS:
             if d not in self.dtypes:
                 out[f"dtype:{d}"] = f"the backend does not run {d} programs: none are drawn"
@@ -124,14 +128,17 @@ def _precision(backend: Backend) -> tuple[tuple[str, ...], dict[str, str]]:
     """The dtypes it runs, and for each the dtype it computed in where less precise:
     the error's size says low precision, a value past float16's range says which."""
     dtypes, precision = [], {}
-    for name in FLOATS:
+    for name in sorted(FLOATS, key=lambda d: d == "float64"):  # float64, the one runtimes lack, last
         dtype = getattr(torch, name)
         x, w = _inputs(dtype)
-        try:
-            with torch.no_grad():
-                y = _compile(backend)(x, w)
-        except Exception:
-            continue
+        y = None
+        for _ in range(2):  # once more: a runtime may fail now and then (iree-turbine beside a second process)
+            try:
+                with torch.no_grad():
+                    y = _compile(backend)(x, w)
+                break
+            except Exception:
+                continue
         if not isinstance(y, torch.Tensor) or y.dtype != dtype:
             continue
         dtypes.append(name)
@@ -145,7 +152,7 @@ def _precision(backend: Backend) -> tuple[tuple[str, ...], dict[str, str]]:
         with torch.no_grad():
             ranged = torch.compile(lambda a: a * 1.5 - a, backend=backend.compiler_fn(), **backend.options)(big)
         precision[name] = "float16" if not torch.isfinite(ranged).all() else "bfloat16"
-    return tuple(dtypes), precision
+    return tuple(d for d in FLOATS if d in dtypes), precision
 
 
 @torch.library.custom_op("dedup_harness::probe_unknown", mutates_args=())
@@ -156,6 +163,31 @@ def _unknown(x: torch.Tensor) -> torch.Tensor:
 @_unknown.register_fake
 def _(x):
     return torch.empty_like(x)
+
+
+def _seeded(backend: Backend) -> bool:
+    """Whether compiled random ops draw what eager draws under the same seed."""
+    def draw(a):
+        return torch.nn.functional.dropout(a, 0.5) + torch.rand_like(a)
+
+    x = torch.ones(64)
+    torch._dynamo.reset()
+    compiled = torch.compile(draw, backend=backend.compiler_fn(), **backend.options)
+    with torch.no_grad():
+        torch.manual_seed(0)
+        expected = draw(x)
+        actual = None
+        for _ in range(2):  # once more: a runtime may fail now and then (iree-turbine under a second process)
+            try:
+                torch.manual_seed(0)
+                actual = compiled(x)
+                break
+            except Exception:
+                continue
+        if actual is None:  # no random op ran: none is drawn (no value could be compared)
+            return False
+    return isinstance(actual, torch.Tensor) and actual.shape == expected.shape and torch.allclose(
+        actual.float(), expected.float(), atol=1e-2)
 
 
 def _rejects(backend: Backend) -> bool:
@@ -262,8 +294,9 @@ def _probe(spec: str) -> BackendCapabilities:
             training, why = _training(backend)
         except Exception as e:  # compiles inference only
             training, why = False, f"it fails on inputs that require grad ({_first_line(e)})"
-        dtypes, precision = _precision(backend)
-        return BackendCapabilities(backend.name, training, why, dtypes, precision, "detected", _rejects(backend))
+        seeded, rejects = _seeded(backend), _rejects(backend)
+        dtypes, precision = _precision(backend)  # last: a dtype a runtime fails on may break its next call
+        return BackendCapabilities(backend.name, training, why, dtypes, precision, "detected", rejects, seeded)
     finally:
         torch.set_grad_enabled(grad)
         torch._dynamo.reset()
@@ -292,12 +325,16 @@ def program_mode(mode: str, seed: int) -> str:
 def unfit(program: Program, caps: BackendCapabilities) -> str:
     """Why ``program`` tests nothing of this backend ("" if it fits): a dtype
     it does not run, or a rounding-sensitive op where it computes lower."""
-    if set(caps.dtypes) >= set(FLOATS) and not caps.precision:
+    if set(caps.dtypes) >= set(FLOATS) and not caps.precision and caps.seeded_random:
         return ""  # every program fits (torch's own backends): nothing to check
     used = dtypes_used(program)
     missing = sorted(d for d in used if d in FLOATS and d not in caps.dtypes)
     if missing:
         return f"dtype:{missing[0]}"
+    if not caps.seeded_random:
+        drawn = sorted({s.op for b in program.blocks() for s in b.body if OPS[s.op].random})
+        if drawn:
+            return f"random:{drawn[0]}"
     if caps.precision and any(d in caps.precision for d in used):
         sensitive = sorted({s.op for b in program.blocks() for s in b.body if s.op in ROUNDING_SENSITIVE})
         if sensitive:

@@ -80,3 +80,14 @@ def rejects_gelu(gm: torch.fx.GraphModule, example_inputs):
 def compiles_nothing(gm: torch.fx.GraphModule, example_inputs):
     """A backend that fails on every graph."""
     raise RuntimeError("this backend failed to initialize its device")
+
+
+def unseeded_random(gm: torch.fx.GraphModule, example_inputs):
+    """Right values, but random ops drawn from a generator of its own (as a
+    runtime with its own RNG does): nothing drawn compares with eager."""
+    def run(*args):
+        with torch.random.fork_rng():
+            torch.manual_seed(1234)
+            return gm(*args)
+
+    return run

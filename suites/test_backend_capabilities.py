@@ -122,3 +122,12 @@ def test_bad_backends_and_modes_are_one_line_before_any_program_runs(tmp_path, a
     errors = [line for line in done.stderr.splitlines() if "error" in line]
     assert len(errors) == 1 and says in errors[0], done.stderr[-2000:]
     assert "Traceback" not in done.stderr and not (tmp_path / "run" / "findings").exists()
+
+
+def test_a_backend_whose_random_ops_ignore_the_seed_gets_no_program_that_draws():
+    caps = probe(P + "unseeded_random")
+    assert caps.training and not caps.seeded_random and "random" in caps.lost()
+    dropout = replace(PROGRAM, block=replace(PROGRAM.block, body=(
+        *PROGRAM.block.body[:2], Stmt("v2", "dropout", (Ref("v1"), Const(0.5))))))
+    assert unfit(dropout, caps) == "random:dropout" and unfit(PROGRAM, caps) == ""
+    assert probe(P + "inference_only").seeded_random

@@ -42,3 +42,4 @@ def test_iree_turbine_trains_rejects_unknown_ops_and_runs_no_float64():
 
     caps = probe("turbine_cpu")
     assert caps.training and caps.rejects and "float64" not in caps.dtypes and "float32" in caps.dtypes
+    assert not caps.seeded_random  # its random ops ignore torch.manual_seed: programs that draw are not given to it
