@@ -87,7 +87,12 @@ def cotangent(leaf: torch.Tensor, index: int) -> torch.Tensor:
 
 def as_float64(inputs: list) -> list:
     """Floating inputs as float64 leaves (requires_grad kept), others as they are."""
-    return [t.detach().double().requires_grad_(t.requires_grad) if t.is_floating_point() else t for t in inputs]
+    return as_dtype(inputs, torch.float64)
+
+
+def as_dtype(inputs: list, dtype: torch.dtype) -> list:
+    """Floating inputs as leaves of ``dtype`` (requires_grad kept), others as they are."""
+    return [t.detach().to(dtype).requires_grad_(t.requires_grad) if t.is_floating_point() else t for t in inputs]
 
 
 def _snapshot(x: Any) -> Any:

@@ -169,3 +169,7 @@ class Outcome:
     # A model's repeated layers, where they can be known (harness.model.repeated_layers):
     # container path -> how many of its children are alike.
     repeats: Optional[dict[str, int]] = None
+    # On a backend computing lower than it is given (RunConfig.precision): the
+    # program run eagerly in that dtype, whose error against float64 is the
+    # rounding noise the backend may show (None: not run, or not runnable).
+    low_reference: Optional[Execution] = None

@@ -23,7 +23,7 @@ from generators.regions import twins
 from . import branches, torch_config
 from .backends import resolve
 from .capabilities import has
-from .execute import mode_context, as_float64, execute, failure
+from .execute import mode_context, as_dtype, as_float64, execute, failure
 from .hygiene import clean_up, leaked_state
 from .loader import load_source
 from .observe import recording_backend, recording_guards
@@ -36,7 +36,7 @@ class InvalidProgram(RuntimeError):
     """The program fails in eager mode: it should never have been generated."""
 
 
-def instantiate(module: ModuleType, program: Program, float64: bool = False):
+def instantiate(module: ModuleType, program: Program, float64: bool = False, cast: str = ""):
     """The model and its inputs, seeded; and the RNG state ``make_inputs``
     started from, to make the same inputs again."""
     torch.manual_seed(program.seed)
@@ -45,11 +45,20 @@ def instantiate(module: ModuleType, program: Program, float64: bool = False):
     inputs = module.make_inputs()
     if float64:
         model, inputs = model.double(), as_float64(inputs)
+    elif cast:  # the precision a backend computes in (RunConfig.precision)
+        dtype = getattr(torch, cast)
+        model, inputs = model.to(dtype), as_dtype(inputs, dtype)
     return model, inputs, rng
 
 
-def run_eager(module: ModuleType, program: Program, config: RunConfig, float64: bool = False) -> Execution:
-    model, inputs, _ = instantiate(module, program, float64)
+def low_precision(precision) -> str:
+    """The least precise dtype a backend computes in (RunConfig.precision)."""
+    return "float16" if any(low == "float16" for _, low in precision) else "bfloat16"
+
+
+def run_eager(module: ModuleType, program: Program, config: RunConfig, float64: bool = False,
+              cast: str = "") -> Execution:
+    model, inputs, _ = instantiate(module, program, float64, cast)
     result = execute(model, model, inputs, _input_names(program), config.backward)
     if result.failure is not None:
         raise InvalidProgram(f"program fails in eager ({result.failure.stage}): {result.failure.type}: {result.failure.message}")
@@ -184,12 +193,19 @@ def _run_program(program: Program, config: RunConfig) -> Outcome:
         reference = run_eager(module, program, config, float64=True)
     except InvalidProgram:
         reference = None  # e.g. an explicit .to(torch.float32) meets float64 weights
+    low_reference = None
+    if config.precision:  # the rounding noise of the precision the backend computes in
+        try:
+            low_reference = run_eager(module, program, config, cast=low_precision(config.precision))
+        except InvalidProgram:
+            low_reference = None
     seconds["eager"] = time.perf_counter() - t
     t = time.perf_counter()
     with branches.traced():  # the feedback signal, when a campaign installed a tracer
         compiled, capture = run_compiled(module, program, config)
     seconds["compiled"] = time.perf_counter() - t
-    outcome = Outcome(program, config, source, eager, eager_again, reference, compiled, capture, seconds)
+    outcome = Outcome(program, config, source, eager, eager_again, reference, compiled, capture, seconds,
+                      low_reference=low_reference)
     _run_companions(outcome, module)
     return outcome
 

@@ -56,7 +56,7 @@ def check(outcome: Outcome) -> Verdict:
                        message=f"expected output structure {eager.treespec}, got {compiled.treespec}")
 
     return combine(NAME, compare_runs(NAME, eager, compiled, outcome.reference, **numerics(outcome),
-                                      requires_grad=outcome.config.mode == "train"))
+                                      requires_grad=outcome.config.mode == "train", noise=outcome.low_reference))
 
 
 # A compile-time rejection of an op the backend does not know, by a backend
@@ -84,7 +84,8 @@ def precision_floor(outcome: Outcome) -> torch.dtype:
 
 def compare_runs(oracle: str, expected: Execution, actual: Execution, reference: Execution | None,
                  exact: tuple[str, ...] = (), floor: torch.dtype | None = None,
-                 signed_zeros: bool = True, requires_grad: bool = True) -> list[Verdict]:
+                 signed_zeros: bool = True, requires_grad: bool = True,
+                 noise: Execution | None = None) -> list[Verdict]:
     """One verdict per value (outputs, state, gradients) of two runs of one
     program. Values whose kind is in ``exact`` ("output", "state", "grad")
     must agree bitwise; the others are judged by ``compare``. ``requires_grad``
@@ -94,9 +95,10 @@ def compare_runs(oracle: str, expected: Execution, actual: Execution, reference:
         if rg_e != rg_c:
             verdicts.append(Verdict(oracle, Status.FAIL, kind="requires_grad", where=f"output[{i}]",
                                     message=f"expected requires_grad={rg_e}, got {rg_c}"))
-    exp, act, ref = _pairs(expected), _pairs(actual), _pairs(reference)
+    exp, act, ref, low = _pairs(expected), _pairs(actual), _pairs(reference), _pairs(noise)
     for where in sorted(exp.keys() | act.keys(), key=_order):
-        diff = compare(exp.get(where), act.get(where), ref.get(where), floor, signed_zeros)
+        diff = compare(exp.get(where), act.get(where), ref.get(where), floor, signed_zeros,
+                       _cast_back(low.get(where), exp.get(where)))
         if where.split("[")[0] in exact and (diff is None or diff.kind == "mismatch" or diff.inconclusive):
             # Bitwise agreement settles what the tolerance cannot (an edge
             # value without a referee); anything less is a failure here.
@@ -111,6 +113,14 @@ def compare_runs(oracle: str, expected: Execution, actual: Execution, reference:
     if not verdicts:
         verdicts.append(Verdict(oracle, Status.PASS, message="no values to compare"))
     return verdicts
+
+
+def _cast_back(low, like):
+    """A value of the low-precision run in the dtype of the value it stands beside."""
+    if isinstance(low, torch.Tensor) and isinstance(like, torch.Tensor) and low.is_floating_point() \
+            and like.is_floating_point():
+        return low.to(like.dtype)
+    return None
 
 
 def _not_bitwise(a: object, b: object) -> Difference:

@@ -131,3 +131,18 @@ def test_a_backend_whose_random_ops_ignore_the_seed_gets_no_program_that_draws()
         *PROGRAM.block.body[:2], Stmt("v2", "dropout", (Ref("v1"), Const(0.5))))))
     assert unfit(dropout, caps) == "random:dropout" and unfit(PROGRAM, caps) == ""
     assert probe(P + "inference_only").seeded_random
+
+
+def test_the_low_precision_run_is_the_noise_a_lower_precision_backend_may_show():
+    """Cancellation in bfloat16 leaves an absolute error no relative tolerance
+    of the output allows; eager run in bfloat16 shows that error, and the
+    compiled one may have as much, not ten times as much."""
+    from oracles.compare import compare
+
+    ref = torch.linspace(-1, 1, 64, dtype=torch.float64) * 1e-3  # small results of large terms
+    low = (ref + 0.05 * torch.sin(torch.arange(64.0, dtype=torch.float64))).float()  # bfloat16's noise, say
+    eager = ref.float()
+    floor = torch.bfloat16
+    assert compare(eager, low, ref, floor) is not None  # by tolerance alone: a false finding
+    assert compare(eager, low, ref, floor, noise=low) is None
+    assert compare(eager, (ref + 0.5).float(), ref, floor, noise=low) is not None
