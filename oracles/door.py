@@ -21,7 +21,7 @@ from harness.outcome import Execution
 
 from .compare import bitwise_equal
 from .tolerance import backend_floor
-from .differential import _pairs, compare_runs, nondeterministic
+from .differential import _pairs, compare_runs, nondeterministic, unsupported
 from .verdict import Status, Verdict, combine
 
 NAME = "door"
@@ -29,6 +29,9 @@ CACHE = "door_cache"
 
 
 def _crash(run: DoorOutcome, label: str, f) -> Verdict:
+    if run.config.rejects and unsupported(f.stage, f"{f.type}: {f.message}"):  # as the differential oracle
+        return Verdict(NAME, Status.INCONCLUSIVE, kind="unsupported", where=f"{run.door}:{label}:{f.stage}",
+                       message=f"{f.type}: {f.message}", details={"door": run.door})
     return Verdict(NAME, Status.FAIL, kind="crash", where=f"{run.door}:{label}:{f.stage}",
                    message=f"{f.type}: {f.message}",
                    details={"door": run.door, "call": label, "stage": f.stage, "type": f.type,
