@@ -152,6 +152,13 @@ def _precision(backend: Backend) -> tuple[tuple[str, ...], dict[str, str]]:
         with torch.no_grad():
             ranged = torch.compile(lambda a: a * 1.5 - a, backend=backend.compiler_fn(), **backend.options)(big)
         precision[name] = "float16" if not torch.isfinite(ranged).all() else "bfloat16"
+    if len(dtypes) < len(FLOATS):  # a failed call may break the runtime's next one (iree-turbine): a float32 call takes it
+        x, w = _inputs(torch.float32)
+        try:
+            with torch.no_grad():
+                _compile(backend)(x, w)
+        except Exception:
+            pass
     return tuple(d for d in FLOATS if d in dtypes), precision
 
 
