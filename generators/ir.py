@@ -76,11 +76,20 @@ class Ref:
     name: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Const:
-    """A literal written into the block's source, the same in every repeat."""
+    """A literal written into the block's source, the same in every repeat.
+    Equal to another only for a value that computes the same (``typed_key``):
+    ``3`` and ``3.0`` are two programs, and the checker's caches, keyed on
+    programs, must not take one for the other."""
 
     value: Value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Const) and typed_key(self.value) == typed_key(other.value)
+
+    def __hash__(self) -> int:
+        return hash(("Const", typed_key(self.value)))
 
 
 @dataclass(frozen=True)
@@ -184,7 +193,7 @@ class Context:
     default_dtype: Optional[str] = None  # torch.set_default_dtype
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Call:
     """One repeat of the block within a section."""
 
@@ -196,6 +205,17 @@ class Call:
     sets: tuple[tuple[str, Value], ...] = ()  # free values the forward rebinds just before this repeat
     alias: str = ""  # what is passed as the block's first extra input (ALIASES)
     how: str = ""  # the call-site form this repeat is written in (generators.forms.FORMS; "" plain)
+
+    def _typed(self) -> tuple:
+        # values by what they compute, as Const: an argument 3 and 3.0 are two programs
+        return (tuple(typed_key(v) for v in self.args), self.tensor, self.view, self.context, self.frozen,
+                tuple((n, typed_key(v)) for n, v in self.sets), self.alias, self.how)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Call) and self._typed() == other._typed()
+
+    def __hash__(self) -> int:
+        return hash(self._typed())
 
 
 @dataclass(frozen=True)

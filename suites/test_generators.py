@@ -421,3 +421,16 @@ def test_stats_measures_eager_validity_and_regions_with_the_real_tracker():
     m = measure(_program(calls=calls, structure="for_range", body=body, args=()).to_json())
     assert not m.eager_error and not m.compile_error
     assert m.region_groups >= 1 and m.invoke_subgraph_calls == 3
+
+
+def test_values_of_other_types_make_other_programs():
+    """3 and 3.0 (or 1 and True, 0.0 and -0.0) compute differently: the IR's
+    equality, which the checker's caches key on, must tell them apart (a mutant
+    changing 3 into 3.0 in a sub-block once passed on its parent's cached types)."""
+    from generators.ir import Call, Const
+    from generators.values import NAN
+
+    assert Const(3) != Const(3.0) and Const(1) != Const(True) and Const(0.0) != Const(-0.0)
+    assert Const(NAN) == Const(NAN) and len({Const(3), Const(3.0), Const(3)}) == 2
+    assert Call(args=(3,)) != Call(args=(3.0,)) and Call(args=(2,)) == Call(args=(2,))
+    assert Call(sets=(("p0", 1),)) != Call(sets=(("p0", True),))
