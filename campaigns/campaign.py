@@ -95,9 +95,8 @@ class Options:
 
 def check_options(o: Options) -> tuple[tuple[str, ...], tuple]:
     """Everything wrong with the options, as one error before anything runs."""
-    # resolves the backend and asks what it can do, in a child process (it may abort or hang), with
-    # the deadline of a confirmed hang of one program
-    # (a campaign resumed goes on with what its first run learned)
+    # resolves the backend and asks what it can do: in a child process (it may abort or hang), with the
+    # deadline of a confirmed hang of one program; a resumed campaign goes on with what its first run learned
     remember(o.backend, o.out / CAPABILITIES if o.resume else None)
     probe_isolated(o.backend, timeout=min(300.0, max(20.0, 3 * o.timeout)))
     resolve_mode(o.backend, o.mode)

@@ -21,11 +21,12 @@ from generators.ir import Program
 from generators.ops import OPS, ROUNDING_SENSITIVE
 
 from .backends import BUILTIN, Backend, BackendError, resolve
+from .execute import MODE_CONTEXTS, first_line
 
 # Modes a program runs in: the context its calls run under. "auto" is train
 # where the backend trains, else a drawn one of the inference modes.
-MODES = ("train", "no_grad", "inference_mode")
-INFERENCE_MODES = ("no_grad", "inference_mode")
+MODES = tuple(MODE_CONTEXTS)
+INFERENCE_MODES = tuple(m for m in MODES if m != "train")
 FLOATS = ("float32", "float64", "float16", "bfloat16")
 # Relative error of the probe (largest error over largest value, against a
 # float64 eager run) up to which a backend computed in the dtype it was given.
@@ -43,6 +44,11 @@ class BackendCapabilities:
     how_precision: str = "declared"  # "declared" or "detected"
     rejects: bool = False  # raises at compile time on an op it does not know (else falls back)
     seeded_random: bool = True  # its random ops draw from torch's generator, as eager's do under one seed
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "BackendCapabilities":
+        """As ``dataclasses.asdict`` wrote it (JSON: lists for tuples)."""
+        return cls(**{**d, "dtypes": tuple(d["dtypes"])})
 
     def lost(self) -> dict[str, str]:
         """What the harness cannot check on this backend, said once in a report."""
@@ -85,9 +91,20 @@ def _probe_fn(x, w):
     return torch.tanh(x @ w) * 2 + x.sum(-1, keepdim=True)
 
 
-def _compile(backend: Backend):
+def _compile(backend: Backend, fn=_probe_fn):
     torch._dynamo.reset()
-    return torch.compile(_probe_fn, backend=backend.compiler_fn(), **backend.options)
+    return torch.compile(fn, backend=backend.compiler_fn(), **backend.options)
+
+
+def _twice(call):
+    """``call()``, once more if it raises (a runtime may fail now and then:
+    iree-turbine beside a second process); None if both raise."""
+    for _ in range(2):
+        try:
+            return call()
+        except Exception:
+            continue
+    return None
 
 
 def _inputs(dtype: torch.dtype, grad: bool = False):
@@ -108,8 +125,7 @@ def _errors(y: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> tuple[float, f
 
 
 def _first_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0] if text else ''}"[:300]
+    return f"{type(e).__name__}: {first_line(e)}"[:300]
 
 
 def _training(backend: Backend) -> tuple[bool, str]:
@@ -131,14 +147,8 @@ def _precision(backend: Backend) -> tuple[tuple[str, ...], dict[str, str]]:
     for name in sorted(FLOATS, key=lambda d: d == "float64"):  # float64, the one runtimes lack, last
         dtype = getattr(torch, name)
         x, w = _inputs(dtype)
-        y = None
-        for _ in range(2):  # once more: a runtime may fail now and then (iree-turbine beside a second process)
-            try:
-                with torch.no_grad():
-                    y = _compile(backend)(x, w)
-                break
-            except Exception:
-                continue
+        with torch.no_grad():
+            y = _twice(lambda: _compile(backend)(x, w))
         if not isinstance(y, torch.Tensor) or y.dtype != dtype:
             continue
         dtypes.append(name)
@@ -150,7 +160,7 @@ def _precision(backend: Backend) -> tuple[tuple[str, ...], dict[str, str]]:
             continue
         big = torch.full((2, 2), 7e4, dtype=dtype)
         with torch.no_grad():
-            ranged = torch.compile(lambda a: a * 1.5 - a, backend=backend.compiler_fn(), **backend.options)(big)
+            ranged = _compile(backend, lambda a: a * 1.5 - a)(big)
         precision[name] = "float16" if not torch.isfinite(ranged).all() else "bfloat16"
     if len(dtypes) < len(FLOATS):  # a failed call may break the runtime's next one (iree-turbine): a float32 call takes it
         x, w = _inputs(torch.float32)
@@ -177,31 +187,26 @@ def _seeded(backend: Backend) -> bool:
     def draw(a):
         return torch.nn.functional.dropout(a, 0.5) + torch.rand_like(a)
 
+    def seeded_call():
+        torch.manual_seed(0)
+        return compiled(x)
+
     x = torch.ones(64)
-    torch._dynamo.reset()
-    compiled = torch.compile(draw, backend=backend.compiler_fn(), **backend.options)
+    compiled = _compile(backend, draw)
     with torch.no_grad():
         torch.manual_seed(0)
         expected = draw(x)
-        actual = None
-        for _ in range(2):  # once more: a runtime may fail now and then (iree-turbine under a second process)
-            try:
-                torch.manual_seed(0)
-                actual = compiled(x)
-                break
-            except Exception:
-                continue
-        if actual is None:  # no random op ran: none is drawn (no value could be compared)
-            return False
+        actual = _twice(seeded_call)
+    if actual is None:  # no random op ran: none is drawn (no value could be compared)
+        return False
     return isinstance(actual, torch.Tensor) and actual.shape == expected.shape and torch.allclose(
         actual.float(), expected.float(), atol=1e-2)
 
 
 def _rejects(backend: Backend) -> bool:
     try:
-        torch._dynamo.reset()
         with torch.no_grad():
-            torch.compile(lambda a: _unknown(a) + 1, backend=backend.compiler_fn(), **backend.options)(torch.ones(4))
+            _compile(backend, lambda a: _unknown(a) + 1)(torch.ones(4))
     except Exception:
         return True
     return False
@@ -210,10 +215,9 @@ def _rejects(backend: Backend) -> bool:
 def runs_probe(spec: str) -> bool:
     """Whether the backend compiles and runs the probe right now (torch's own: assumed)."""
     backend = resolve(spec)
-    if declared(backend) is not None and backend.name in BUILTIN:
+    if backend.name in BUILTIN:
         return True
     x, w = _inputs(torch.float32)
-    torch._dynamo.reset()
     with torch.no_grad():
         y = _compile(backend)(x, w)
     torch._dynamo.reset()
@@ -257,7 +261,7 @@ def probe_isolated(spec: str, timeout: float = 300.0) -> BackendCapabilities:
     if answer is None:
         caps = BackendCapabilities(resolve(spec).name, training=True, how_precision=f"not probed: {why}")
     else:
-        caps = BackendCapabilities(**{**answer, "dtypes": tuple(answer["dtypes"])})
+        caps = BackendCapabilities.from_dict(answer)
     _PROBED[spec] = caps
     return caps
 
@@ -270,7 +274,7 @@ def remember(spec: str, path) -> None:
     if path is not None and path.exists() and spec not in _PROBED:
         answer = json.loads(path.read_text())
         if answer.get("name") == resolve(spec).name:
-            _PROBED[spec] = BackendCapabilities(**{**answer, "dtypes": tuple(answer["dtypes"])})
+            _PROBED[spec] = BackendCapabilities.from_dict(answer)
 
 
 def probe_json(spec: str) -> None:

@@ -23,7 +23,7 @@ from generators.regions import twins
 from . import branches, torch_config
 from .backends import resolve
 from .capabilities import has
-from .execute import mode_context, as_dtype, as_float64, execute, failure
+from .execute import mode_context, as_dtype, execute, failure
 from .hygiene import clean_up, leaked_state
 from .loader import load_source
 from .observe import recording_backend, recording_guards
@@ -43,9 +43,8 @@ def instantiate(module: ModuleType, program: Program, float64: bool = False, cas
     model = module.Program()
     rng = torch.get_rng_state()
     inputs = module.make_inputs()
-    if float64:
-        model, inputs = model.double(), as_float64(inputs)
-    elif cast:  # the precision a backend computes in (RunConfig.precision)
+    cast = "float64" if float64 else cast  # the referee, or the precision a backend computes in
+    if cast:
         dtype = getattr(torch, cast)
         model, inputs = model.to(dtype), as_dtype(inputs, dtype)
     return model, inputs, rng

@@ -39,7 +39,7 @@ def check(outcome: Outcome) -> Verdict:
     eager, compiled = outcome.eager, outcome.compiled
     if compiled.failure is not None:
         f = compiled.failure
-        if outcome.config.rejects and unsupported(f.stage, f"{f.type}: {f.message}"):
+        if unsupported(outcome.config, f):
             # the backend said it does not know an op: counted apart, never a crash finding
             return Verdict(NAME, Status.INCONCLUSIVE, kind="unsupported", where=f.stage, message=f"{f.type}: {f.message}")
         return Verdict(
@@ -64,8 +64,10 @@ def check(outcome: Outcome) -> Verdict:
 UNSUPPORTED = re.compile(r"NotImplementedError|[Nn]ot (?:yet )?(?:supported|implemented)|[Uu]nsupported")
 
 
-def unsupported(stage: str, message: str) -> bool:
-    return stage == "backend_compile" and bool(UNSUPPORTED.search(message))
+def unsupported(config, failure) -> bool:
+    """``failure`` is a rejection of an op by a backend that rejects ops it does not know."""
+    return config.rejects and failure.stage == "backend_compile" and bool(
+        UNSUPPORTED.search(f"{failure.type}: {failure.message}"))
 
 
 def numerics(outcome: Outcome) -> dict:
@@ -73,13 +75,15 @@ def numerics(outcome: Outcome) -> dict:
     whether the sign of a zero is the program's to decide (see compare)."""
     if outcome.numerics is not None:  # a model (harness.model): no program to ask
         return {"floor": getattr(torch, outcome.numerics["floor"]), "signed_zeros": outcome.numerics["signed_zeros"]}
-    return {"floor": precision_floor(outcome), "signed_zeros": zero_signs_determined(outcome.program)}
+    return program_numerics(outcome.program, outcome.config)
 
 
-def precision_floor(outcome: Outcome) -> torch.dtype:
-    """The least precise dtype the program computes in (generators.check), or
-    the backend does where it computes lower (RunConfig.precision)."""
-    return getattr(torch, backend_floor(lowest_precision(outcome.program), outcome.config.precision))
+def program_numerics(program, config) -> dict:
+    """How a program's values are judged on a run of ``config``: the least
+    precise dtype it computes in (generators.check), or the backend does where
+    it computes lower (RunConfig.precision); and whether zero signs are its own."""
+    return {"floor": getattr(torch, backend_floor(lowest_precision(program), config.precision)),
+            "signed_zeros": zero_signs_determined(program)}
 
 
 def compare_runs(oracle: str, expected: Execution, actual: Execution, reference: Execution | None,

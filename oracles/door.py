@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import torch
 
-from generators.check import lowest_precision, zero_signs_determined
 from harness.doors import DoorOutcome
 from harness.outcome import Execution
 
 from .compare import bitwise_equal
-from .tolerance import backend_floor
-from .differential import _pairs, compare_runs, nondeterministic, unsupported
+from .differential import _pairs, compare_runs, nondeterministic, program_numerics, unsupported
 from .verdict import Status, Verdict, combine
 
 NAME = "door"
@@ -29,7 +27,7 @@ CACHE = "door_cache"
 
 
 def _crash(run: DoorOutcome, label: str, f) -> Verdict:
-    if run.config.rejects and unsupported(f.stage, f"{f.type}: {f.message}"):  # as the differential oracle
+    if unsupported(run.config, f):  # as the differential oracle
         return Verdict(NAME, Status.INCONCLUSIVE, kind="unsupported", where=f"{run.door}:{label}:{f.stage}",
                        message=f"{f.type}: {f.message}", details={"door": run.door})
     return Verdict(NAME, Status.FAIL, kind="crash", where=f"{run.door}:{label}:{f.stage}",
@@ -61,8 +59,7 @@ def verdicts(run: DoorOutcome) -> list[Verdict]:
     if run.refused:
         return [Verdict(NAME, Status.INCONCLUSIVE, kind="refused", where=run.door, message=run.refused,
                         details={"door": run.door})]
-    floor = {"floor": getattr(torch, backend_floor(lowest_precision(run.program), run.config.precision)),
-             "signed_zeros": zero_signs_determined(run.program)}
+    floor = program_numerics(run.program, run.config)
     out: list[Verdict] = []
     for call in run.calls:
         if call.compiled is None:
