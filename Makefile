@@ -6,6 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 MODELS := $(VENV)/.models
 BACKENDS := $(VENV)/.backends
+CLUSTER := $(VENV)/.cluster
 TORCH_PIN := torch==2.13.0
 BUDGET ?= 120
 OUT ?= runs/latest
@@ -33,14 +34,19 @@ $(BACKENDS): $(STAMP)
 	$(PY) -m pip install --quiet -e ".[backends]"
 	touch $(BACKENDS)
 
-test: $(STAMP) $(MODELS) $(BACKENDS)
+# The cluster extra (submitit, PyYAML: pinned in pyproject.toml).
+$(CLUSTER): $(STAMP)
+	$(PY) -m pip install --quiet -e ".[cluster]"
+	touch $(CLUSTER)
+
+test: $(STAMP) $(MODELS) $(BACKENDS) $(CLUSTER)
 	@command -v chromium >/dev/null || (command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ] && \
 		apt-get install -y -qq chromium >/dev/null 2>&1) || echo "note: no chromium; the HTML report's browser test will skip"
 	$(PY) -m pytest suites/
 
 # The nightly tier: every suite with larger, fresh random draws, plus the long
 # searches (tests marked nightly) the CI gate leaves out. Not part of `make test`.
-nightly: $(STAMP) $(MODELS) $(BACKENDS)
+nightly: $(STAMP) $(MODELS) $(BACKENDS) $(CLUSTER)
 	HYPOTHESIS_PROFILE=nightly $(PY) -m pytest suites/
 
 clean:

@@ -49,7 +49,6 @@ import argparse
 import contextlib
 import gc
 import json
-import os
 import platform
 import random
 import statistics
@@ -74,6 +73,7 @@ from harness.outcome import RunConfig
 from harness.pipeline import InvalidProgram, isolated_global_state, run_eager, run_program
 from oracles import guards
 from oracles.registry import ORACLES, judge, run_config
+from campaigns.allocation import default_workers, read as read_allocation
 from campaigns.campaign import Options
 from reports.ledger import LOG, read_events
 
@@ -147,7 +147,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--campaign", type=int, default=40, metavar="N",
                         help="programs of a real campaign on --backend with all oracles (default 40; 0: none)")
     parser.add_argument("--workers", type=int, default=0,
-                        help="worker processes of the campaigns (default: every core)")
+                        help="worker processes of the campaigns (default: the CPUs allotted)")
     parser.add_argument("--faults", default="", metavar="NAMES",
                         help=f"comma-separated planted faults timed to their first finding (default: all "
                              f"{len(FAULTS)} of the catalogue; {NO_FAULTS}: none)")
@@ -647,7 +647,7 @@ def main(args: argparse.Namespace) -> int:
     if args.n < 0 or args.repeat < 1:
         return _error("-n must be a count (0: no per-program measurement) and --repeat positive")
     if args.campaign < 0 or args.workers < 0:
-        return _error("--campaign and --workers must be counts (--campaign 0: no campaign; --workers 0: every core)")
+        return _error("--campaign and --workers must be counts (--campaign 0: no campaign; --workers 0: the CPUs allotted)")
     if not args.fault_budget > 0:
         return _error("--fault-budget must be positive seconds")
     fault_names = tuple(s for s in args.faults.split(",") if s) or tuple(FAULTS)
@@ -656,7 +656,7 @@ def main(args: argparse.Namespace) -> int:
     unknown = [s for s in fault_names if s not in FAULTS]
     if unknown:
         return _error(f"unknown fault(s) {', '.join(unknown)}: use {NO_FAULTS} or {', '.join(FAULTS)}")
-    workers = args.workers or os.cpu_count() or 1
+    workers = args.workers or default_workers(read_allocation())
     try:
         report = run(args.backend, args.n, args.seed, args.repeat, set_names)
     except BackendError as e:

@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import platform
 import re
 import shutil
+import signal
 import sys
+import threading
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional, Union
 
 from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings
 
@@ -31,7 +32,6 @@ from generators.strategies import programs
 from generators.swarm import draw_swarm
 from harness.branches import WATCHED, watched_files
 from harness import torch_config
-from harness.backends import resolve
 from generators.doors import DOORS, assign, in_share, with_door
 from harness.capabilities import has, unavailable
 from harness.doors import available as door_names
@@ -43,8 +43,11 @@ from reports import coverage_report, door_coverage, feedback, semantic
 from reports.html import render_html
 from reports.junit import render_junit
 from reports.known_issues import known_met
-from reports.ledger import LOG, EventLog, Ledger, read_events
+from reports.ledger import LOG, EventLog, Ledger
 from reports.schema import REPRO_EXITS, SEVERITIES, grouped, root_cause_line
+from .allocation import default_memory_mb, default_workers, read as read_allocation, worker_env
+from .budget import plan
+from .claims import HEARTBEAT, Claims, campaign_key
 from .corpus import FOLDER as CORPUS, Corpus
 from .steer import Steering
 from .upstream import ENV_FILE, EnvCapture, describe_finding
@@ -69,18 +72,25 @@ class Options:
     out: Path = Path("runs/latest")
     oracles: tuple[str, ...] = ()  # empty: all
     variants: Optional[int] = None
-    workers: int = 0  # 0: every core
+    workers: int = 0  # 0: as many as the CPUs and memory allotted allow (campaigns.allocation)
     shard: tuple[int, int] = (0, 1)  # (i, N): this campaign draws batches i, i+N, i+2N, ...
-    resume: bool = False
+    # False: a fresh campaign; True: go on for another budget; "auto": start, or go on until the campaign's
+    # budget and program count are spent in total (one command line for a first run and every requeue)
+    resume: Union[bool, str] = False
+    until: Optional[float] = None  # a wall-clock deadline (Unix time) next to the budget
+    claims: Optional[Path] = None  # a folder shared by the shards: one follows up each root cause (campaigns.claims)
     config: tuple[str, ...] = ()  # torch config patches, "dynamo.KEY=VALUE"
     lint_share: float = 0.25  # share of programs run with graph_deduplication_lint
     coverage: bool = False
     timeout: float = 120.0  # per program
-    memory_mb: float = 8192.0  # per worker
+    memory_mb: float = 0.0  # per worker (0: the memory allotted, shared by the workers, 8192 at most)
     minimize_seconds: float = 30.0  # per distinct finding
     verify_repros: bool = True
     device: str = "cuda"  # where the replay oracles (cudagraph, cudagraph_engaged) run
     programs: int = 0  # stop once this many programs have run (0: the budget alone decides)
+    # stop after this many of the shard's batches (BATCH programs drawn under one seed): work that does not
+    # depend on time or machine, the same batches in any shard layout (N shards x k batches = one campaign's N*k)
+    batches: int = 0
     stop_on_new: bool = False  # stop at the first finding no known issue names (bench: time to a planted fault)
     door_share: float = 0.25  # share of programs also run through a door (generators.doors), one door each
     doors: tuple[str, ...] = ()  # the doors drawn from (empty: every door this torch has)
@@ -95,11 +105,6 @@ class Options:
 
 def check_options(o: Options) -> tuple[tuple[str, ...], tuple]:
     """Everything wrong with the options, as one error before anything runs."""
-    # resolves the backend and asks what it can do: in a child process (it may abort or hang), with the
-    # deadline of a confirmed hang of one program; a resumed campaign goes on with what its first run learned
-    remember(o.backend, o.out / CAPABILITIES if o.resume else None)
-    probe_isolated(o.backend, timeout=min(300.0, max(20.0, 3 * o.timeout)))
-    resolve_mode(o.backend, o.mode)
     names = o.oracles or (*ORACLES, *DOOR_ORACLES)
     known = (*ORACLES, *REPLAY_ORACLES, *DOOR_ORACLES)
     unknown = [n for n in names if n not in known]
@@ -115,10 +120,13 @@ def check_options(o: Options) -> tuple[tuple[str, ...], tuple]:
     i, n = o.shard
     if not (n >= 1 and 0 <= i < n):
         raise ValueError(f"shard {i}/{n}: expected i/N with 0 <= i < N")
-    if o.budget <= 0 or o.timeout <= 0 or o.memory_mb <= 0:
-        raise ValueError("budget, timeout and memory limit must be positive")
-    if o.programs < 0:
-        raise ValueError(f"programs {o.programs}: expected a count (0: no limit)")
+    if o.budget <= 0 or o.timeout <= 0 or o.memory_mb < 0 or o.workers < 0:
+        raise ValueError("budget, timeout, memory limit and workers must be positive (0 workers or memory: sized "
+                         "to the allocation)")
+    if o.programs < 0 or o.batches < 0:
+        raise ValueError(f"programs {o.programs}, batches {o.batches}: expected counts (0: no limit)")
+    if o.batches and o.feedback == "steer":
+        raise ValueError("--batches counts drawn batches; a steered campaign (--feedback steer) draws mutants too")
     unknown = [d for d in o.doors if d not in DOORS]
     if unknown:
         raise ValueError(f"unknown door(s) {', '.join(unknown)}: use {', '.join(DOORS)}")
@@ -135,7 +143,26 @@ def check_options(o: Options) -> tuple[tuple[str, ...], tuple]:
     missing = [str(c) for c in o.corpus if not c.is_dir()]
     if missing:
         raise ValueError(f"--corpus: no such folder: {', '.join(missing)}")
-    return names, torch_config.parse(o.config)
+    patch = torch_config.parse(o.config)
+    # last, being slow: resolves the backend and asks what it can do, in a child process (it may abort or
+    # hang), with the deadline of a confirmed hang of one program; a resumed campaign goes on with what its
+    # first run learned
+    remember(o.backend, o.out / CAPABILITIES if o.resume else None)
+    probe_isolated(o.backend, timeout=min(300.0, max(20.0, 3 * o.timeout)))
+    resolve_mode(o.backend, o.mode)
+    return names, patch
+
+
+def _batch(seed: int, batch: int, strategy, offset: int) -> list[Program]:
+    drawn: list[Program] = []
+
+    def keep(program: Program) -> None:
+        drawn.append(program)
+
+    test = settings(max_examples=BATCH, database=None, deadline=None, phases=[Phase.generate],
+                    suppress_health_check=list(HealthCheck))(given(strategy(batch))(keep))
+    hyp_seed(seed * 100_003 + batch + offset)(test)()
+    return drawn
 
 
 def _batches(seed: int, shard: tuple[int, int], skip: set, label: str, strategy, offset: int = 0) -> Iterator:
@@ -145,22 +172,22 @@ def _batches(seed: int, shard: tuple[int, int], skip: set, label: str, strategy,
     drawn before in this stream, or an id in ``skip``, is left out."""
     i, n = shard
     batch = i
-    seen: set[str] = set()
+    # Hypothesis begins every batch with the same simplest programs, whatever the seed: the first batch's,
+    # which is shard 0's. Other shards leave them to it, so no two shards of one seed run one program.
+    seen: set[str] = {p.to_json() for p in _batch(seed, 0, strategy, offset)} if i else set()
     while True:
-        drawn: list[Program] = []
-
-        def keep(program: Program) -> None:
-            drawn.append(program)
-
-        test = settings(max_examples=BATCH, database=None, deadline=None, phases=[Phase.generate],
-                        suppress_health_check=list(HealthCheck))(given(strategy(batch))(keep))
-        hyp_seed(seed * 100_003 + batch + offset)(test)()
+        drawn = _batch(seed, batch, strategy, offset)
         for k, program in enumerate(drawn):
             pid, key = f"{seed}-{label}{batch}-{k}", program.to_json()
             if key not in seen and pid not in skip:
                 seen.add(key)
                 yield pid, program, batch
         batch += n
+
+
+def stream_batch(pid: str, shard: tuple[int, int]) -> int:
+    """Which of its shard's batches a drawn program (id ``<seed>-<batch>-<k>``) came from: 0, 1, ..."""
+    return (int(pid.split("-")[1]) - shard[0]) // shard[1]
 
 
 def draw(seed: int, shard: tuple[int, int], skip: set) -> Iterator[tuple[str, Program]]:
@@ -224,10 +251,15 @@ class Campaign:
     steering: Optional[Steering] = None  # --feedback
     skipped_logged: set = field(default_factory=set)  # corpus entries whose skip was logged
     unfit: Counter = field(default_factory=Counter)  # programs not run: why they test nothing of the backend
+    claims: Optional[Claims] = None  # shared with the other shards: who follows up which root cause
+    deferred: dict = field(default_factory=dict)  # signature -> follow-up job another shard claimed (or unfinished)
+    pending: dict = field(default_factory=dict)  # signature -> the parts of its follow-up still running
+    failed: set = field(default_factory=set)  # signatures this shard's minimization failed on
 
     def __post_init__(self) -> None:
         for e in self.ledger.fingerprints:
             self._learn(e)
+        self.deferred.update(self.ledger.open_follow_ups)  # resumed: follow-ups a killed run left open
 
     @property
     def ledger(self) -> Ledger:
@@ -239,11 +271,20 @@ class Campaign:
 
     # -- results -----------------------------------------------------------------
 
+    def timeout(self, task: dict) -> float:
+        return {"verify": 90.0, "minimize": self.options.minimize_seconds + 300}.get(
+            task["type"], self.options.timeout * (3 if task.get("retry") else 1))
+
     def on_result(self, task: dict, result) -> None:
         if isinstance(result, dict) and "task_seconds" in result:
             self.log.write({"event": "task", "type": task["type"], **result["task_seconds"]})
+        if isinstance(result, Lost) and result.kind == "stopped":  # signalled from outside: run it again
+            self.log.write({"event": "worker_stopped", "id": task["id"], "detail": result.detail})
+            self.pool.submit(task, timeout=self.timeout(task), first=True)
+            return
         if task["type"] == "verify":
             self.verifying.discard(task["signature"])
+            self._part_done(task["signature"], "verify")
             entry = self.ledger.findings.get(task["signature"])
             if isinstance(result, dict) and entry is not None and not entry["minimized"]:  # a minimized repro was run by its minimizer
                 self.log.write({"event": "minimized", "signature": result["signature"], "repro_exit": result["repro_exit"]})
@@ -251,7 +292,7 @@ class Campaign:
             return
         if task["type"] == "minimize":
             self.minimizing.discard(task["signature"])
-            self._minimized(task, result)
+            self._part_done(task["signature"], "minimize", ok=self._minimized(task, result))
             return
         pid = task["id"]
         if isinstance(result, Lost) and result.kind == "hang" and not task.get("retry"):
@@ -259,13 +300,13 @@ class Campaign:
             # the deadline. Only a second timeout, three times longer, in a
             # fresh worker, is a finding.
             self.log.write({"event": "hang_retry", "id": pid, "detail": result.detail})
-            self.pool.submit({**task, "retry": True}, timeout=3 * self.options.timeout, first=True)
+            self.pool.submit({**task, "retry": True}, timeout=self.timeout({**task, "retry": True}), first=True)
             return
         program = self.programs.pop(pid, task["program"])
         if isinstance(result, Lost):
             config = config_from(task["config"])
             finding = lost_finding(from_dict(program), config, result.kind, result.detail, result.log_tail,
-                                   self.options.timeout, self.options.memory_mb)
+                                   self.options.timeout, self.pool.memory_mb)
             self.log.write({"event": "lost", "id": pid, "kind": result.kind, "detail": result.detail})
             self._finding(pid, finding, program, task)
         elif isinstance(result, tuple):  # ("error", traceback): a harness bug, kept apart
@@ -328,21 +369,82 @@ class Campaign:
         if not self.follows_up(entry):
             self.log.write({"event": "follow_up", "signature": sig, "skipped": f"known issue {entry['known_issue']}"})
             return
-        self.log.write({"event": "follow_up", "signature": sig, "skipped": "",
-                        "known_issue": entry["known_issue"]})
-        if self.options.verify_repros and finding["kind"] != "hang":
-            self._verify(entry, finding["files"]["repro.py"])  # at once: a minimization may never come
-        if finding.get("minimizable", True) and self.options.minimize_seconds > 0 and not entry["known_issue"]:
-            self._queue_minimize(entry, program, task)
+        job = {"program": program, "config": task["config"], "door_backend": task.get("door_backend", ""),
+               "verify": self.options.verify_repros and finding["kind"] != "hang",
+               "minimize": finding.get("minimizable", True) and self.options.minimize_seconds > 0
+               and not entry["known_issue"]}
+        if not (job["verify"] or job["minimize"]):
+            self.log.write({"event": "follow_up", "signature": sig, "skipped": "", "known_issue": entry["known_issue"]})
+            return
+        if self.claims is not None:
+            mine, who = self.claims.take(sig)
+            if not mine:  # another shard follows it up; this one counts its hits
+                self.deferred[sig] = job
+                self.log.write({"event": "follow_up", "signature": sig, "skipped": who, "claimed": True,
+                                "known_issue": entry["known_issue"], "job": job})
+                return
+        self._follow_up(entry, job)
 
-    def _queue_minimize(self, entry: dict, program: dict, task: dict) -> None:
+    def _follow_up(self, entry: dict, job: dict, note: str = "") -> None:
+        """Run the repro at once (a minimization may never come) and backlog the minimization."""
+        sig = entry["signature"]
+        self.log.write({"event": "follow_up", "signature": sig, "skipped": "", "known_issue": entry["known_issue"],
+                        "job": job, **({"taken_over": note} if note else {})})
+        parts = self.pending[sig] = set()
+        repro = self.out / entry["folder"] / "repro.py"
+        if job["verify"] and repro.exists():
+            parts.add("verify")
+            self._verify(entry, repro.read_text())
+        if job["minimize"]:
+            parts.add("minimize")
+            self._queue_minimize(entry, job)
+        if not parts:
+            self._part_done(sig, "")
+
+    def _part_done(self, sig: str, part: str, ok: bool = True) -> None:
+        """A minimization that failed from this shard's program gives the
+        claim up: another shard that met the root cause tries from its own."""
+        parts = self.pending.get(sig)
+        if parts is None:
+            return
+        parts.discard(part)
+        if not ok:
+            self.failed.add(sig)
+        if not parts:
+            del self.pending[sig]
+            if self.claims is not None:
+                self.claims.release(sig) if sig in self.failed else self.claims.done(sig)
+
+    def tick_claims(self, force: bool = False) -> None:
+        """Keep this shard's claims fresh; take over the deferred follow-ups
+        whose claim went stale or was given up (their shard is gone); without
+        claims (one shard, resumed), start the follow-ups left open at once."""
+        if self.claims is None:
+            for sig, job in list(self.deferred.items()):
+                del self.deferred[sig]
+                if sig in self.ledger.findings:
+                    self._follow_up(self.ledger.findings[sig], job, "an earlier run of this campaign")
+            return
+        if not force and time.time() - self.claims.last_beat < HEARTBEAT:
+            return
+        self.claims.heartbeat(force=True)
+        for sig, job in list(self.deferred.items()):
+            if sig not in self.ledger.findings or (self.claims.read(sig) or {}).get("state") == "done":
+                del self.deferred[sig]
+                continue
+            mine, who = self.claims.take(sig)
+            if mine:
+                del self.deferred[sig]
+                self._follow_up(self.ledger.findings[sig], job, who or "an earlier run of this shard")
+
+    def _queue_minimize(self, entry: dict, job: dict) -> None:
         """Backlog a minimization: new findings before known issues."""
-        job = {"type": "minimize", "id": f"min:{entry['signature']}", "signature": entry["signature"],
-               "oracle": entry["oracle"], "program": program, "config": task["config"],
-               **({"door_backend": task["door_backend"]} if task.get("door_backend") else {}),
-               "seconds": self.options.minimize_seconds, "ladder_upto": self.options.backend,
-               "repro_timeout": 120 if self.options.verify_repros else 0}
-        self.backlog.insert(len(self.backlog) if entry["known_issue"] else 0, job)
+        task = {"type": "minimize", "id": f"min:{entry['signature']}", "signature": entry["signature"],
+                "oracle": entry["oracle"], "program": job["program"], "config": job["config"],
+                **({"door_backend": job["door_backend"]} if job.get("door_backend") else {}),
+                "seconds": self.options.minimize_seconds, "ladder_upto": self.options.backend,
+                "repro_timeout": 120 if self.options.verify_repros else 0}
+        self.backlog.insert(len(self.backlog) if entry["known_issue"] else 0, task)
 
     def start_minimizing(self, deadline: float) -> None:
         """At most half the workers minimize (one at least), so fuzzing goes on;
@@ -351,20 +453,22 @@ class Campaign:
         while self.backlog and len(self.minimizing) < cap and deadline - time.time() > self.options.minimize_seconds + 20:
             job = self.backlog.pop(0)
             self.minimizing.add(job["signature"])
-            self.pool.submit(job, timeout=self.options.minimize_seconds + 300, first=True)
+            self.pool.submit(job, timeout=self.timeout(job), first=True)
 
-    def _minimized(self, task: dict, result) -> None:
+    def _minimized(self, task: dict, result) -> bool:
+        """Whether the minimization came back with its files."""
         entry = self.ledger.findings.get(task["signature"])
         if entry is None or not isinstance(result, dict) or "files" not in result:
             note = (result.get("note") if isinstance(result, dict) else
                     f"worker lost: {result.kind}" if isinstance(result, Lost) else f"harness error: {result[1][-1500:]}")
             self.log.write({"event": "minimize_failed", "signature": task["signature"], "note": str(note)[:2000]})
-            return
+            return False
         self.log.write({"event": "minimized", "signature": task["signature"], "minimized": result["minimized"],
                         "size": result["size"], "size_before": result["size_before"], "tries": result["tries"],
                         "layer": result["layer"], "repro_exit": result["repro_exit"],
                         "differences": result.get("differences", []), "spellings": result.get("spellings", [])})
         self._write_folder(entry, result["files"], task)
+        return True
 
     def _write_folder(self, entry: dict, files: dict, task: dict) -> None:
         folder = self.out / entry["folder"]
@@ -380,6 +484,7 @@ class Campaign:
         for entry in sorted(self.ledger.findings.values(), key=lambda f: (f["known_issue"] is not None, -f["count"])):
             repro = self.out / entry["folder"] / "repro.py"
             if entry["repro_exit"] is None and entry["signature"] not in self.minimizing | self.verifying \
+                    and entry["signature"] not in self.deferred \
                     and entry["kind"] != "hang" and repro.exists() and self.follows_up(entry):
                 self._verify(entry, repro.read_text())
         return len(self.verifying) - before
@@ -530,34 +635,45 @@ def prepare(out: Path, resume: bool) -> Ledger:
 def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None) -> dict:
     import torch
 
-    oracles, patch = check_options(options)
+    seconds, done_before = plan(options.out, options.budget, options.programs, options.resume, options.until)
     out = options.out
-    ledger = prepare(out, options.resume)
-    if options.resume:
+    resume = options.resume == "auto" and (out / LOG).exists() or options.resume is True
+    if resume:
         previous = json.loads((out / "campaign.json").read_text()) if (out / "campaign.json").exists() else {}
-        if previous and (previous.get("backend"), previous.get("seed")) != (options.backend, options.seed):
+        if previous and (previous.get("backend"), previous.get("seed"), tuple(previous.get("shard") or (0, 1))) \
+                != (options.backend, options.seed, tuple(options.shard)):
             raise ValueError(f"--resume: {out} holds a campaign of backend {previous.get('backend')} seed "
-                             f"{previous.get('seed')}; resume it with the same --backend and --seed")
-    workers = options.workers or os.cpu_count() or 1
+                             f"{previous.get('seed')} shard {'/'.join(map(str, previous.get('shard') or (0, 1)))}; "
+                             f"resume it with the same --backend, --seed and --shard")
+    oracles, patch = check_options(replace(options, resume=resume))
+    ledger = prepare(out, resume)
+    allocation = read_allocation()
+    workers = options.workers or default_workers(allocation)
+    memory_mb = options.memory_mb or default_memory_mb(allocation, workers)
     caps = probe(options.backend)
     mode = resolve_mode(options.backend, options.mode)
     config = config_to(replace(run_config(options.backend, oracles, variants=options.variants, mode=mode),
                                torch_config=patch))
     started = time.time()
-    deadline = started + options.budget
+    deadline = min(started + seconds, float("inf") if options.until is None else options.until)
     log = EventLog(out, ledger)
-    (out / "campaign.json").write_text(json.dumps({**options.__dict__, "out": str(out)}, indent=2, default=str))
+    (out / "campaign.json").write_text(json.dumps({**options.__dict__, "out": str(out), "workers": workers,
+                                                   "memory_mb": memory_mb}, indent=2, default=str))
     (out / CAPABILITIES).write_text(json.dumps(asdict(caps), indent=2))
     env = EnvCapture(out)  # collect_env.txt, once per campaign, in the background
     log.write({"event": "start", "config": {
         "backend": options.backend, "torch": torch.__version__, "python": platform.python_version(),
         "seed": options.seed, "shard": f"{options.shard[0]}/{options.shard[1]}", "workers": workers,
+        "memory_mb": memory_mb, "allocation": allocation.sources, "gpus": list(allocation.gpus),
         "oracles": list(oracles), "run_config": config, "coverage": options.coverage,
         "unavailable": unavailable(), "mode": mode, "backend_unavailable": caps.lost(), "backend_notes": caps.notes()}})
     doors = tuple(d for d in door_names() if (not options.doors or d in options.doors) and (mode == "train" or not
                                                                                         DOORS[d].gradients)) \
         if any(n in DOOR_ORACLES for n in oracles) else ()
     campaign = Campaign(options, oracles, config, log, started=started)
+    if options.claims is not None:
+        campaign.claims = Claims(options.claims, campaign_key(options.backend, options.seed, torch.__version__, mode),
+                                 f"{options.shard[0]}/{options.shard[1]}", out)
     coverage_file = None
     if options.coverage:
         (out / "coverage").mkdir(exist_ok=True)
@@ -572,28 +688,41 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
     campaign.pool = pool = Pool(workers, "campaigns.worker:handle", out / "workers",
                                 init=("campaigns.worker_start:init", "campaigns.worker:init"),
                                 init_arg={"coverage": coverage_file, "feedback": watched}, timeout=options.timeout,
-                                memory_mb=options.memory_mb)
+                                memory_mb=memory_mb, worker_env=lambda index: worker_env(allocation, index))
     last_report = time.time()
     # The last part of the budget runs the repros nobody has run yet.
     verify_from = deadline - (min(30.0, 0.2 * options.budget) if options.verify_repros else 0.0)
     verifying = False
-    submitted = 0
+    submitted = done_before  # --resume auto: the program count is the campaign's, not this invocation's
+    complete = False
+    stop_on = _stop_on_signals()
+
+    drawn_out = False  # --batches: the shard's batches are all submitted
+
+    def submitted_all() -> bool:
+        return bool(options.programs) and submitted >= options.programs or drawn_out
 
     def finished() -> bool:
         if options.stop_on_new and any(not f["known_issue"] for f in ledger.findings.values()):
             return True
-        return bool(options.programs) and submitted >= options.programs and not campaign.programs
+        # the programs submitted and their results in; the follow-ups begun are the campaign's too
+        return submitted_all() and not campaign.programs \
+            and not (campaign.minimizing or campaign.backlog or campaign.verifying)
 
     try:
+        campaign.tick_claims(force=True)
         while time.time() < deadline and not finished():
+            stop_on.check()
             if not verifying and time.time() >= verify_from:
                 verifying = campaign.verify_rest() > 0  # nothing left to run: go on fuzzing
-            while not verifying and pool.pending < workers and time.time() < deadline - 1 \
-                    and not (options.programs and submitted >= options.programs):
+            while not verifying and pool.pending < workers and time.time() < deadline - 1 and not submitted_all():
                 if campaign.steering is not None:
                     pid, program, origin = campaign.steering.next()
                 else:
                     (pid, program), origin = next(source), None
+                    if options.batches and stream_batch(pid, options.shard) >= options.batches:
+                        drawn_out = True
+                        break
                 why = unfit(program, caps)
                 if why:  # tests nothing of this backend: counted, never run
                     campaign.unfit[why] += 1
@@ -615,6 +744,7 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
                                  "trace": in_share(f"{pid}:trace", options.trace_share)} if origin is not None else {})})
             for task, result in pool.results(0.5):
                 campaign.on_result(task, result)
+            campaign.tick_claims()
             if not verifying:
                 campaign.start_minimizing(verify_from)
             if progress:
@@ -623,18 +753,52 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
                 campaign.log_skipped()
                 campaign.write_reports()
                 last_report = time.time()
-    except KeyboardInterrupt:
-        log.write({"event": "aborted", "reason": "interrupted (resume with --resume)"})
+        complete = True
+    except KeyboardInterrupt as e:
+        stopped = f"stopped by {e.args[0]}" if isinstance(e, Stopping) else "interrupted"
+        log.write({"event": "aborted", "reason": f"{stopped} (the same command line with --resume auto goes on)"})
     finally:
         pool.close(now=True)
-        log.write({"event": "stop", "seconds": round(time.time() - started, 3)})
+        if campaign.claims is not None:
+            campaign.claims.release()  # unfinished follow-ups: another shard, or this one requeued, takes them over
+        log.write({"event": "stop", "seconds": round(time.time() - started, 3), "complete": complete})
     campaign.started = time.time()  # the stop event holds this invocation's seconds now
     env.wait()
     summary = campaign.write_reports(final=True)
+    stop_on.restore()
     if progress:
         progress(f"done: {summary['programs']} programs in {summary['seconds']} s, "
                  f"{len(summary['findings'])} distinct findings", True)
     return summary
+
+
+class Stopping(KeyboardInterrupt):
+    """The scheduler stops this job (SIGTERM before a preemption, a time limit, a pod's deletion)."""
+
+
+class _stop_on_signals:
+    """SIGTERM (and SIGHUP) end the campaign as Ctrl-C does: its results are
+    on disk, its reports written, a requeue goes on. The signal is noted and
+    acted on between results (``check``), so a program's result is never
+    half logged (its program event without its findings)."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self):
+        self.previous, self.received = {}, ""
+        if threading.current_thread() is threading.main_thread():
+            self.previous = {s: signal.signal(s, self._note) for s in self.SIGNALS}
+
+    def _note(self, signum, frame) -> None:
+        self.received = self.received or signal.Signals(signum).name
+
+    def check(self) -> None:
+        if self.received:
+            raise Stopping(self.received)
+
+    def restore(self) -> None:
+        for s, handler in self.previous.items():
+            signal.signal(s, handler)
 
 
 def steering(options: Options, ledger: Ledger, source, torch_version: str) -> Steering:
@@ -658,61 +822,3 @@ def status_line(campaign: Campaign, deadline: float, pool: Pool) -> str:
             f"({led.programs / elapsed if elapsed else 0:.2f}/s) | findings: {len(led.findings)} distinct ({kinds}), "
             f"{new} new | workers {pool.busy}/{len(pool.workers)} busy, {len(campaign.minimizing)} minimizing, "
             f"lost {sum(pool.lost.values())}")
-
-
-def merge(runs: list[Path], out: Path) -> dict:
-    """One campaign from several shards' folders: their logs folded together,
-    each finding's folder taken from the shard with the smallest program."""
-    events: list[dict] = []
-    for r in runs:
-        if not (r / LOG).exists():
-            raise ValueError(f"{r}: not a campaign folder (no {LOG})")
-        events += [dict(e, shard_dir=str(r)) for e in read_events(r / LOG)]
-    events.sort(key=lambda e: e.get("at", 0))
-    prepare(out, resume=False)
-    best: dict[str, tuple] = {}
-    for e in events:
-        if e.get("event") == "finding" and (e["signature"] not in best or (e.get("size") or 0) < best[e["signature"]][0]):
-            best[e["signature"]] = (e.get("size") or 0, e["shard_dir"], e["folder"])
-        if e.get("event") == "minimized":
-            best[e["signature"]] = (-1, e["shard_dir"], best.get(e["signature"], (0, "", f"findings/{_slug(e['signature'])}"))[2])
-    with open(out / LOG, "w") as f:
-        for e in events:
-            f.write(json.dumps({k: v for k, v in e.items() if k != "shard_dir"}, default=str) + "\n")
-    ledger = Ledger.load(out)
-    ledger.config["shard"] = f"merged from {len(runs)}"
-    ledger.config["workers"] = sum(int(json.loads((r / "campaign.json").read_text()).get("workers") or 0)
-                                   for r in runs if (r / "campaign.json").exists()) or None
-    for sig, (_, shard_dir, folder) in best.items():
-        src = Path(shard_dir) / folder
-        if src.exists():
-            shutil.copytree(src, out / ledger.findings[sig]["folder"], dirs_exist_ok=True)
-    summary = ledger.summary()
-    cov_dirs = [r / "coverage" for r in runs if (r / "coverage").exists()]
-    if cov_dirs:
-        (out / "coverage").mkdir(exist_ok=True)
-        for d in cov_dirs:
-            for p in d.glob(".coverage.*"):
-                shutil.copy(p, out / "coverage" / f"{p.name}.{d.parent.name}")
-        summary["coverage"] = coverage_report.combine(out / "coverage", None)
-    _merge_corpora(runs, out, summary)
-    write_reports(out, summary)
-    return summary
-
-
-def _merge_corpora(runs: list[Path], out: Path, summary: dict) -> None:
-    """The shards' corpora in one folder; the edges reached are their union
-    (summed per shard, an edge two shards reached would count twice)."""
-    folders = [r / CORPUS for r in runs if (r / CORPUS).is_dir()]
-    if not folders:
-        return
-    (out / CORPUS).mkdir(exist_ok=True)
-    for folder in folders:
-        for path in folder.glob("*.json"):
-            if not (out / CORPUS / path.name).exists():
-                shutil.copy(path, out / CORPUS / path.name)
-    if summary.get("feedback"):
-        merged = Corpus(None, str(summary.get("torch")), str(summary.get("backend")))
-        merged.load(out / CORPUS)
-        summary["feedback"].update(corpus=len(merged.entries), edges=len(merged.edges()),
-                                   corpus_skipped=len(merged.skipped))

@@ -16,14 +16,16 @@ call ``main``.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 import warnings
 from pathlib import Path
 
 
-def _shard(text: str) -> tuple[int, int]:
+def _shard(text: str):
+    """i/N, or auto / auto/N: the scheduler's variables say (campaigns.scheduler), resolved when the campaign starts."""
+    if text == "auto" or text.startswith("auto/"):
+        return text
     i, slash, n = text.partition("/")
     try:
         if not slash:
@@ -31,6 +33,12 @@ def _shard(text: str) -> tuple[int, int]:
         return int(i), int(n)
     except ValueError:
         raise argparse.ArgumentTypeError(f"shard {text!r}: expected i/N, e.g. 0/4") from None
+
+
+def _resume(text: str):
+    if text != "auto":
+        raise argparse.ArgumentTypeError(f"--resume {text!r}: give no value, or auto")
+    return text
 
 
 def version() -> str:
@@ -48,10 +56,17 @@ def version() -> str:
     return f"dedup-harness {of('dedup-harness')} (torch {of('torch')})"
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments are one ``error:`` line and exit 2, as every other bad input is (``--help`` has the usage)."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m harness")
+    parser = _Parser(prog="python -m harness")
     parser.add_argument("--version", action="version", version=version())
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     fuzz = sub.add_parser("fuzz", help="run a fuzz campaign and write a report")
     fuzz.add_argument("--backend", default="aot_eager",
@@ -60,11 +75,26 @@ def _parser() -> argparse.ArgumentParser:
                       help="train: forward and backward; inference: forward-only under no_grad or inference_mode "
                            "(drawn per program); auto (default): train where the backend can, else inference")
     fuzz.add_argument("--budget", type=float, default=120.0, help="seconds the campaign runs (default 120)")
-    fuzz.add_argument("--workers", type=int, default=0, help="worker processes (default: every core)")
+    fuzz.add_argument("--until", default="", metavar="TIME",
+                      help="a wall-clock deadline next to --budget: ISO 8601 (2026-11-27T06:00, local time unless "
+                           "it names a zone), @UNIX_SECONDS or +DURATION (+90m); past: exits at once")
+    fuzz.add_argument("--workers", type=int, default=0,
+                      help="worker processes (default: the CPUs this process may use, by affinity and cgroup "
+                           "quota, fewer if the memory allotted cannot hold them)")
     fuzz.add_argument("--seed", type=int, default=0)
-    fuzz.add_argument("--out", type=Path, default=Path("runs/latest"))
-    fuzz.add_argument("--resume", action="store_true", help="go on with the campaign already in --out")
-    fuzz.add_argument("--shard", type=_shard, default=(0, 1), help="i/N: draw only this shard's programs")
+    fuzz.add_argument("--out", type=Path, default=Path("runs/latest"),
+                      help="the campaign's folder; {shard} stands for the shard index (runs/nightly/shard-{shard})")
+    fuzz.add_argument("--resume", nargs="?", const=True, default=False, type=_resume,
+                      help="go on with the campaign already in --out for another --budget; --resume auto: start, "
+                           "or go on until the campaign's --budget and --programs are spent in total (one command "
+                           "line for a first run and every requeue)")
+    fuzz.add_argument("--shard", type=_shard, default=(0, 1),
+                      help="i/N: draw only this shard's programs; auto (or auto/N): the index and count from the "
+                           "scheduler (Slurm array, Kubernetes Indexed Job, CI matrix variables)")
+    fuzz.add_argument("--claims", type=Path, default=None, metavar="DIR",
+                      help="a folder the shards share, so one shard follows up (minimizes, localizes, runs the repro "
+                           "of) each root cause and the others count their hits (default with N > 1 shards: "
+                           "claims/ next to --out)")
     fuzz.add_argument("--oracles", default="", help="comma-separated oracle names (default: all)")
     fuzz.add_argument("--variants", type=int, default=None,
                       help="changed re-calls per program for the guard oracles (default 3; -1: every one)")
@@ -95,12 +125,17 @@ def _parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--corpus", action="append", default=[], type=Path, metavar="DIR",
                       help="another campaign's corpus folder (a shard's RUN/corpus) mutants may start from (repeatable)")
     fuzz.add_argument("--timeout", type=float, default=120.0, help="seconds per program before a worker counts as hung")
-    fuzz.add_argument("--memory-mb", type=float, default=8192.0, help="resident memory per worker before it is killed")
+    fuzz.add_argument("--memory-mb", type=float, default=0.0,
+                      help="resident memory per worker before it is killed (default: the memory allotted, by cgroup "
+                           "limit or RAM, shared by the workers, 8192 at most)")
     fuzz.add_argument("--minimize-seconds", type=float, default=30.0, help="per distinct finding; 0: do not minimize")
     fuzz.add_argument("--device", default="cuda",
                       help="where the replay oracles (cudagraph, cudagraph_engaged) run (default cuda)")
     fuzz.add_argument("--no-verify", action="store_true", help="do not run each minimized repro.py to check it exits 1")
     fuzz.add_argument("--programs", type=int, default=0, help="stop once this many programs have run (default: no limit)")
+    fuzz.add_argument("--batches", type=int, default=0,
+                      help="stop after this many of the shard's batches of drawn programs: the same work in any "
+                           "shard layout (N shards of k batches are one campaign of N*k; default: no limit)")
 
     report = sub.add_parser("report", help="compare, merge or promote campaign results")
     rsub = report.add_subparsers(dest="action", required=True)
@@ -109,8 +144,13 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("run_b", type=Path)
     d.add_argument("--out", type=Path, default=None, help="also write the report here")
     m = rsub.add_parser("merge", help="combine shard outputs into one campaign folder")
-    m.add_argument("runs", type=Path, nargs="+")
+    m.add_argument("runs", nargs="+", help="shard folders; with --watch a quoted glob (runs/nightly/shard-*) is "
+                                          "looked at again each round")
     m.add_argument("--out", type=Path, required=True)
+    m.add_argument("--watch", type=float, default=0.0, metavar="SECONDS",
+                   help="rebuild the merged folder every SECONDS while shards append, until every shard of the "
+                        "campaign has finished (or --until); safe while they write")
+    m.add_argument("--until", default="", metavar="TIME", help="with --watch: stop watching at this time")
     p = rsub.add_parser("promote", help="make a finding a known issue (reports/known_issues/)")
     p.add_argument("finding", type=Path, help="a finding folder: RUN/findings/<signature>")
     p.add_argument("--id", required=True, help="KI-<number>")
@@ -193,29 +233,45 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _fuzz(args) -> int:
+    from campaigns import scheduler
+    from campaigns.budget import NotStarted, plan
+
+    if args.workers < 0:
+        raise ValueError("--workers must be positive (0: sized to the CPUs and memory allotted)")
+    shard = scheduler.shard(args.shard) if isinstance(args.shard, str) else args.shard
+    until = scheduler.until(args.until) if args.until else None
+    out = Path(str(args.out).replace("{shard}", str(shard[0])))
+    claims = args.claims or (out.parent / "claims" if shard[1] > 1 else None)
+    try:  # past --until, or a requeue after the campaign's end: one line before torch is imported
+        plan(out, args.budget, args.programs, args.resume, until)
+    except NotStarted as e:
+        print(f"shard {shard[0]}/{shard[1]} ({out}): {e}", file=sys.stderr)
+        return 0
+
     from campaigns.pool import PoolError
     from campaigns.campaign import Options, run
 
     # torch's notice that one subgraph got several backward graphs: expected, not a finding.
     warnings.filterwarnings("ignore", message="invoke_subgraph traced multiple backward graphs")
-    if args.workers < 0:
-        raise ValueError("--workers must be positive (0: every core)")
     options = Options(
-        backend=args.backend, budget=args.budget, seed=args.seed, out=args.out,
+        backend=args.backend, budget=args.budget, seed=args.seed, out=out, until=until, claims=claims,
         oracles=tuple(o for o in args.oracles.split(",") if o), variants=args.variants,
-        workers=args.workers or os.cpu_count() or 1, shard=args.shard, resume=args.resume, config=tuple(args.config),
+        workers=args.workers, shard=shard, resume=args.resume, config=tuple(args.config),
         lint_share=args.lint_share, door_share=args.door_share, doors=tuple(d for d in args.doors.split(",") if d),
         inductor_share=args.inductor_share, coverage=args.coverage, feedback=args.feedback, watch=tuple(args.watch),
         corpus=tuple(args.corpus), trace_share=args.trace_share, timeout=args.timeout, memory_mb=args.memory_mb,
         minimize_seconds=args.minimize_seconds, verify_repros=not args.no_verify, device=args.device,
-        programs=args.programs, mode=args.mode,
+        programs=args.programs, batches=args.batches, mode=args.mode,
     )
     try:
         summary = run(options, Progress())
     except PoolError as e:
         print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2
-    _print_summary(summary, args.out)
+    except NotStarted as e:
+        print(e, file=sys.stderr)
+        return 0
+    _print_summary(summary, out)
     return 0
 
 
@@ -235,7 +291,6 @@ def _print_summary(summary: dict, out: Path) -> None:
 
 def _report(args) -> int:
     from reports import regression
-    from campaigns import campaign
 
     if args.action == "diff":
         text, counts = regression.diff(args.run_a, args.run_b)
@@ -244,7 +299,15 @@ def _report(args) -> int:
         print(text)
         return 0
     if args.action == "merge":
-        summary = campaign.merge(args.runs, args.out)
+        from campaigns import merge, scheduler
+
+        if args.until and not args.watch:
+            raise ValueError("--until needs --watch")
+        if args.watch:
+            until = scheduler.until(args.until) if args.until else None
+            summary = merge.watch(args.runs, args.out, args.watch, until, Progress())
+        else:
+            summary = merge.merge([Path(r) for r in args.runs], args.out)
         _print_summary(summary, args.out)
         return 0
     if args.action == "upstream":

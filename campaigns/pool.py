@@ -26,7 +26,11 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from multiprocessing.connection import wait
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
+
+
+# Signals a scheduler stops a job with (Slurm signals every process of the job, workers too).
+STOPPING = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 
 class PoolError(RuntimeError):
@@ -35,7 +39,9 @@ class PoolError(RuntimeError):
 
 @dataclass
 class Lost:
-    """A task whose worker died: ``kind`` is "signal", "hang", "memory" or "exit"."""
+    """A task whose worker died: ``kind`` is "signal", "hang", "memory" or
+    "exit"; "stopped" when a signal came from outside (a scheduler stopping
+    the job: SIGTERM, SIGHUP, SIGINT), which says nothing of the compiler."""
 
     kind: str
     detail: str
@@ -60,8 +66,11 @@ def _load(spec: str):
     return getattr(importlib.import_module(module), name)
 
 
-def _serve(conn, handler: str, init: Union[str, tuple[str, ...], None], init_arg: Any, log: str) -> None:
-    """A worker's life: own process group, log to a file, init once, then tasks."""
+def _serve(conn, handler: str, init: Union[str, tuple[str, ...], None], init_arg: Any, log: str,
+           env: Optional[dict] = None) -> None:
+    """A worker's life: own process group, its own environment (before any
+    import reads it: CUDA_VISIBLE_DEVICES), log to a file, init once, then tasks."""
+    os.environ.update(env or {})
     os.setpgrp()
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crash should not spend seconds writing a core file
     with open(log, "a", buffering=1) as sink:
@@ -122,8 +131,10 @@ class Pool:
     ``memory_mb`` is killed."""
 
     def __init__(self, size: int, handler: str, log_dir: Path, init: Union[str, tuple[str, ...], None] = None,
-                 init_arg: Any = None, timeout: float = 120.0, memory_mb: float = 8192.0):
+                 init_arg: Any = None, timeout: float = 120.0, memory_mb: float = 8192.0,
+                 worker_env: Optional[Callable[[int], dict]] = None):
         self.handler, self.init, self.init_arg = handler, init, init_arg
+        self.worker_env = worker_env or (lambda index: {})
         self.timeout, self.memory_mb = timeout, memory_mb
         self.log_dir = log_dir
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -138,7 +149,8 @@ class Pool:
         self._started += 1
         ours, theirs = self._ctx.Pipe()
         log = self.log_dir / f"worker-{index}-{self._started}.log"
-        process = self._ctx.Process(target=_serve, args=(theirs, self.handler, self.init, self.init_arg, str(log)),
+        process = self._ctx.Process(target=_serve, args=(theirs, self.handler, self.init, self.init_arg, str(log),
+                                          self.worker_env(index)),
                                     daemon=True)
         process.start()
         theirs.close()
@@ -223,7 +235,7 @@ class Pool:
         code = w.process.exitcode
         if code is not None and code < 0:
             name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
-            return Lost("signal", name)
+            return Lost("stopped" if -code in STOPPING else "signal", name)
         return Lost("exit", f"exit status {code}")
 
     def _replace(self, i: int, w: _Worker, out: list, lost: Lost) -> None:

@@ -52,16 +52,25 @@ class Ledger:
     follow_ups: Counter = field(default_factory=Counter)  # distinct findings followed up, or skipped as known
     task_seconds: Counter = field(default_factory=Counter)  # "<type>:total" / "<type>:torch": workers' seconds by task type
     aborted: str = ""
+    complete: bool = False  # the last invocation ran out its budget, deadline or program count
+    # follow-ups begun or deferred to another shard's claim and not finished: signature -> the job
+    # (program, config, what it runs), so a resumed shard can finish or take them over (campaigns.claims)
+    open_follow_ups: dict = field(default_factory=dict)
+    _opened: float = 0.0  # the start of an invocation with no stop event yet
+    _last_at: float = 0.0
 
     # -- folding -----------------------------------------------------------------
 
     def apply(self, e: dict) -> None:
         kind, at = e.get("event"), e.get("at", 0.0)
         if kind == "start":
-            self.started = self.started or at
+            self.close_open()  # the invocation before ended with no stop event (killed)
+            self.started, self._opened = self.started or at, at
             self.config = {**self.config, **e.get("config", {})}
+            self.aborted, self.complete = "", False
         elif kind == "stop":
             self.active += e.get("seconds", 0.0)
+            self._opened, self.complete = 0.0, bool(e.get("complete"))
         elif kind == "program":
             self.done.add(e["id"])
             self.programs += 1
@@ -94,17 +103,31 @@ class Ledger:
             self.task_seconds[f"{e['type']}:torch"] += e.get("torch", 0.0)
             self.task_seconds[f"{e['type']}:tasks"] += 1
         elif kind == "follow_up":
-            self.follow_ups["skipped_known" if e.get("skipped") else
+            self.follow_ups["claimed_elsewhere" if e.get("claimed") else "skipped_known" if e.get("skipped") else
                             "sampled_known" if e.get("known_issue") else "new"] += 1
+            if e.get("job"):
+                self.open_follow_ups[e["signature"]] = e["job"]
+        elif kind == "minimize_failed":
+            self.open_follow_ups.pop(e["signature"], None)
         elif kind == "minimized":
             entry = self.findings.get(e["signature"])
             if entry is not None:
                 entry.update({k: e[k] for k in ("minimized", "size", "layer", "repro_exit", "differences", "spellings")
                               if k in e})
+            job = self.open_follow_ups.get(e["signature"])
+            if job is not None and ("minimized" in e or not job.get("minimize")):  # a repro run alone ends a verify-only job
+                del self.open_follow_ups[e["signature"]]
         elif kind == "aborted":
             self.aborted = e.get("reason", "")
         if kind in ("program", "lost", "finding"):
             self._tick(at)
+        self._last_at = max(self._last_at, at)
+
+    def close_open(self) -> None:
+        """Count an invocation that left no stop event (killed) as running until its last event."""
+        if self._opened:
+            self.active += max(0.0, self._last_at - self._opened)
+            self._opened = 0.0
 
     def _finding(self, e: dict) -> None:
         sig = e["signature"]
@@ -138,7 +161,9 @@ class Ledger:
 
     @classmethod
     def load(cls, out: Path) -> Ledger:
-        return cls.fold(read_events(out / LOG))
+        ledger = cls.fold(read_events(out / LOG))
+        ledger.close_open()
+        return ledger
 
     def summary(self, now_active: float = 0.0) -> dict:
         seconds = self.active + now_active
@@ -196,11 +221,13 @@ def _split(self: Ledger, seconds: float) -> dict:
 
 
 def read_events(path: Path) -> list[dict]:
-    """Every complete event; a line cut short by a killed campaign is skipped."""
+    """Every complete event; a line cut short by a killed campaign, or one
+    still being written (no newline yet), is skipped."""
     if not path.exists():
         return []
     events = []
-    for line in path.read_text().splitlines():
+    text = path.read_text()
+    for line in text[:text.rfind("\n") + 1].splitlines():
         try:
             events.append(json.loads(line))
         except json.JSONDecodeError:

@@ -107,3 +107,12 @@ def abort_on_subgraph_calls(gm: torch.fx.GraphModule, example_inputs):
     if any(n.target is torch.ops.higher_order.invoke_subgraph for n in gm.graph.nodes):
         os.abort()
     return gm.forward
+
+
+def raises_on_seven(gm: torch.fx.GraphModule, example_inputs):
+    """A backend that raises on graphs of a multiple of 7 nodes, eager
+    otherwise: one root cause met by a share of programs, cheap to meet
+    (the worker lives on), as shards of one campaign meet it."""
+    if len(gm.graph.nodes) % 7 == 0:
+        raise RuntimeError("planted: cannot compile a graph of a multiple of 7 nodes")
+    return gm.forward

@@ -1,6 +1,6 @@
 """The main job end to end: a campaign in worker processes survives a
-backend that aborts or hangs, writes every report, and resumes; bad input is
-one line."""
+backend that aborts or hangs and writes every report; bad input is one line.
+Resuming (a requeue with the same command line) is test_cluster.py's."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ def _harness(*args: str, cwd, timeout: int = 400) -> subprocess.CompletedProcess
                           cwd=cwd)
 
 
-@pytest.mark.long(seconds=130)
-def test_a_campaign_survives_an_aborting_and_hanging_backend_reports_and_resumes(tmp_path, request):
+@pytest.mark.long(seconds=90)
+def test_a_campaign_survives_an_aborting_and_hanging_backend_and_reports(tmp_path, request):
     out, root = tmp_path / "run", request.config.rootpath
     done = _harness("fuzz", *PLANTED, "--budget", "75", "--workers", "2", "--out", str(out), cwd=root)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -56,18 +56,6 @@ def test_a_campaign_survives_an_aborting_and_hanging_backend_reports_and_resumes
         assert {"program.json", "repro.py", "meta.json", "log.txt"} <= {p.name for p in folder.iterdir()}
         meta = json.loads((folder / "meta.json").read_text())
         assert {"signature", "oracle", "backend", "torch", "config", "seed", "first_seen", "count"} <= set(meta)
-
-    # resumed: the same folder goes on, no program runs twice
-    # 45 s: a worker takes 20-40 s to start on a loaded machine, and the resumed
-    # campaign must get past that to show it goes on
-    done = _harness("fuzz", *PLANTED, "--budget", "45", "--workers", "1", "--resume", "--out", str(out), cwd=root)
-    assert done.returncode == 0, done.stderr[-3000:]
-    after = json.loads((out / "summary.json").read_text())
-    events = [json.loads(line) for line in (out / "findings.jsonl").read_text().splitlines()]
-    ids = [e["id"] for e in events if e["event"] in ("program", "lost")]
-    assert len(ids) == len(set(ids)), "a program ran twice"
-    assert sum(e["event"] == "start" for e in events) == 2
-    assert after["programs"] + sum(after["workers_lost"].values()) > summary["programs"] + sum(summary["workers_lost"].values())
 
 
 @pytest.mark.parametrize("args, message", [

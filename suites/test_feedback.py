@@ -20,6 +20,7 @@ import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from campaigns.corpus import Corpus
+from campaigns.merge import merge
 from campaigns.steer import DRAW, MUTATE, SWARM, Steering
 from generators.check import check
 from generators.ir import Program, from_dict, to_dict
@@ -270,8 +271,11 @@ def test_a_steered_campaign_records_mutants_findings_resumes_and_merges(tmp_path
     # merged with another shard's folder: the corpora are unioned
     other = tmp_path / "other"
     shutil.copytree(out, other)
+    for folder, shard in ((out, "0/2"), (other, "1/2")):  # a copy of one shard, labelled as a second one
+        log = folder / "findings.jsonl"
+        log.write_text(log.read_text().replace('"shard": "0/1"', f'"shard": "{shard}"'))
     Corpus(other / "corpus", torch.__version__, backend).add("0-m9.0", REPEATED, {"source": "mutate"}, ["shard 9"])
-    merged = campaign.merge([out, other], tmp_path / "merged")
+    merged = merge([out, other], tmp_path / "merged")
     assert {p.name for p in (tmp_path / "merged" / "corpus").glob("*.json")} == kept | {"0-m9.0.json"} | {
         p.name for p in (out / "corpus").glob("*.json")}
     assert merged["feedback"]["corpus"] == len(list((tmp_path / "merged" / "corpus").glob("*.json")))

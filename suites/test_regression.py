@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from reports import known_issues
-from campaigns.campaign import merge
+from campaigns.merge import merge
 from reports.ledger import LOG, Ledger, read_events
 from reports.regression import diff, promote
 
@@ -27,10 +27,10 @@ def _finding(sig: str, pid: str, at: float, size: int = 10, known=None) -> dict:
             "layer": "", "folder": "findings/" + sig.replace(":", "-"), "driver": "differential", "variant": None}
 
 
-def _write_run(folder: Path, seed: int, events: list[dict]) -> Path:
+def _write_run(folder: Path, seed: int, events: list[dict], shard: str = "0/1") -> Path:
     folder.mkdir(parents=True)
     start = {"event": "start", "at": events[0]["at"] - 1,
-             "config": {"backend": "aot_eager", "torch": "2.13.0", "seed": seed, "shard": "0/1", "workers": 1}}
+             "config": {"backend": "aot_eager", "torch": "2.13.0", "seed": seed, "shard": shard, "workers": 1}}
     with open(folder / LOG, "w") as f:
         for e in [start, *events, {"event": "stop", "at": events[-1]["at"], "seconds": 10.0}]:
             f.write(json.dumps(e) + "\n")
@@ -67,9 +67,9 @@ def test_the_log_folds_into_counts_hits_and_a_timeline(tmp_path):
 
 
 def test_shards_merge_into_one_campaign(tmp_path):
-    a = _write_run(tmp_path / "a", 0, [_program("0-0-0", 10), _finding("x:mismatch:dedup", "0-0-0", 10, size=50)])
+    a = _write_run(tmp_path / "a", 0, [_program("0-0-0", 10), _finding("x:mismatch:dedup", "0-0-0", 10, size=50)], "0/2")
     b = _write_run(tmp_path / "b", 0, [_program("0-1-0", 10.5), _finding("x:mismatch:dedup", "0-1-0", 10.5, size=5),
-                                        _finding("y:crash:backend", "0-1-0", 10.6)])
+                                        _finding("y:crash:backend", "0-1-0", 10.6)], "1/2")
     s = merge([a, b], tmp_path / "merged")
     assert s["programs"] == 2 and {f["signature"]: f["count"] for f in s["findings"]} == {"x:mismatch:dedup": 2, "y:crash:backend": 1}
     x = next(f for f in s["findings"] if f["signature"] == "x:mismatch:dedup")
