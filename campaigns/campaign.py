@@ -566,6 +566,10 @@ def markdown(s: dict) -> str:
         f"Verdicts: {s['verdicts']}. Workers lost: {s.get('workers_lost') or 'none'}.", "",
         f"Seconds per program by stage: {s.get('seconds_per_program', {})}.", "",
     ]
+    if s.get("allocation"):  # how the workers were sized (campaigns.allocation)
+        lines += [f"Workers sized to the allocation: {s.get('workers')} x {s.get('memory_mb') or 0:.0f} MB; "
+                  + "; ".join(f"{k}: {v}" for k, v in s["allocation"].items())
+                  + (f"; one GPU per worker of {', '.join(s['gpus'])}" if len(s.get("gpus") or ()) > 1 else "") + ".", ""]
     split = s.get("harness_seconds") or {}
     if split.get("run", {}).get("per_task"):
         per = split["run"]["per_task"]

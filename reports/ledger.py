@@ -171,7 +171,8 @@ class Ledger:
         by_severity = Counter(f["severity"] for f in self.findings.values())
         return {
             **{k: self.config.get(k) for k in ("backend", "torch", "python", "seed", "shard", "workers", "oracles",
-                                                "unavailable", "mode", "backend_unavailable", "backend_notes")},
+                                                "unavailable", "mode", "backend_unavailable", "backend_notes",
+                                                "memory_mb", "allocation", "gpus")},
             "programs": n,
             "seconds": round(seconds, 1),
             "programs_per_second": round(n / seconds, 3) if seconds else 0.0,

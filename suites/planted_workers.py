@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
 import time
 
 STARTED: list[int] = []
@@ -32,4 +33,10 @@ def handle(task: dict):
         raise ValueError("planted handler error")
     if what == "restart":
         return {"pid": os.getpid(), "restart": True}
+    if what == "terminated":  # a scheduler stopping the job signals every process in it
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(10)
+    if what == "env":  # held a second, so the next task goes to the other worker
+        time.sleep(1)
+        return {"pid": os.getpid(), "env": os.environ.get("CUDA_VISIBLE_DEVICES")}
     return {"pid": os.getpid(), "echo": task.get("id")}

@@ -49,3 +49,20 @@ def test_a_handler_that_cannot_load_is_one_error(tmp_path):
             _drain(pool, 1, limit=30)
         finally:
             pool.close(now=True)
+
+
+def test_a_worker_stopped_from_outside_is_not_a_crash_and_each_worker_gets_its_gpu(tmp_path):
+    from campaigns.allocation import Allocation, worker_env
+
+    allocation = Allocation(cpus=2, memory_mb=None, gpus=("2", "3"))
+    pool = Pool(2, HANDLER, tmp_path, timeout=30, worker_env=lambda index: worker_env(allocation, index))
+    try:
+        for i, what in enumerate(["env", "env", "terminated"]):
+            pool.submit({"id": i, "do": what})
+        got = _drain(pool, 3)
+    finally:
+        pool.close(now=True)
+    assert got[2] == Lost("stopped", "SIGTERM", got[2].log_tail)  # the campaign runs it again; no finding
+    # each worker sees one GPU of the two, its own (on a loaded machine one worker may take both tasks)
+    by_pid = {got[i]["pid"]: got[i]["env"] for i in (0, 1)}
+    assert set(by_pid.values()) <= {"2", "3"} and len(set(by_pid.values())) == len(by_pid)
