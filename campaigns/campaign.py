@@ -11,11 +11,8 @@ where it stopped.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import platform
-import re
-import shutil
 import signal
 import sys
 import threading
@@ -39,18 +36,16 @@ from campaigns.pool import Lost, Pool
 from harness.backend_capabilities import probe, probe_isolated, program_mode, remember, resolve_mode, unfit
 from oracles.registry import DOOR_ORACLES, ORACLES, REPLAY_ORACLES, run_config
 
-from reports import coverage_report, door_coverage, feedback, semantic
-from reports.html import render_html
-from reports.junit import render_junit
-from reports.known_issues import known_met
+from reports import coverage_report, feedback
 from reports.ledger import LOG, EventLog, Ledger
-from reports.schema import REPRO_EXITS, SEVERITIES, grouped, root_cause_line
+from reports.schema import SEVERITIES
 from .allocation import default_memory_mb, default_workers, read as read_allocation, worker_env
 from .budget import plan
 from .claims import HEARTBEAT, Claims, campaign_key
 from .corpus import FOLDER as CORPUS, Corpus
+from .folder import CAPABILITIES, prepare, slug, write_reports
 from .steer import Steering
-from .upstream import ENV_FILE, EnvCapture, describe_finding
+from .upstream import EnvCapture, describe_finding
 from .worker import config_from, config_to, lost_finding
 from .worker_start import covered_paths
 
@@ -58,12 +53,6 @@ BATCH = 25  # programs drawn per Hypothesis seed
 # --feedback: off; edges (count the edges the plain draw reaches, for an A/B); steer (campaigns.steer)
 FEEDBACK = ("off", "edges", "steer")
 SAMPLE_KNOWN = 8  # one distinct known-issue finding in this many has its repro run (Campaign.follows_up)
-# Files a campaign writes into its folder (cleared when a new campaign starts there).
-CAPABILITIES = "capabilities.json"  # what the backend can do, as the probe found (harness.backend_capabilities)
-OUTPUTS = (LOG, "campaign.json", "summary.json", "report.md", "report.html", "junit.xml", "findings", "workers",
-           "coverage", ENV_FILE, CORPUS, CAPABILITIES)
-
-
 @dataclass(frozen=True)
 class Options:
     backend: str = "aot_eager"
@@ -221,13 +210,6 @@ def _logged_origin(origin: dict) -> dict:
     return out
 
 
-def _slug(signature: str) -> str:
-    """A folder name per signature: readable, and unique though two long
-    signatures share their first 64 characters (KeyError: vN vs KeyError: vN_N)."""
-    digest = hashlib.sha1(signature.encode()).hexdigest()[:8]
-    return f'{re.sub(r"[^A-Za-z0-9]+", "-", signature).strip("-")[:64]}-{digest}'
-
-
 def _lint(pid: str, share: float) -> bool:
     """Whether this program runs under the pass's own lint (a fixed share, by id)."""
     return share > 0 and (sum(map(ord, pid)) % 100) < share * 100
@@ -353,9 +335,9 @@ class Campaign:
         self._learn(finding)
         sig = finding["signature"]
         entry = self.ledger.findings.get(sig)
-        folder = entry["folder"] if entry else f"findings/{_slug(sig)}"
+        folder = entry["folder"] if entry else f"findings/{slug(sig)}"
         smaller = entry is None or (not entry["minimized"] and finding["size"] < (entry["size"] or 1 << 30))
-        event = {k: v for k, v in finding.items() if k != "files"}
+        event = {k: v for k, v in finding.items() if k not in ("files", "run")}
         if task.get("origin", {}).get("source") not in (None, "draw"):  # how the program came about
             event["origin"] = _logged_origin(task["origin"])
         self.log.write({"event": "finding", "id": pid, "folder": folder, **event})
@@ -369,7 +351,8 @@ class Campaign:
         if not self.follows_up(entry):
             self.log.write({"event": "follow_up", "signature": sig, "skipped": f"known issue {entry['known_issue']}"})
             return
-        job = {"program": program, "config": task["config"], "door_backend": task.get("door_backend", ""),
+        run = finding.get("run") or {"program": program, "config": task["config"]}  # an unmasked run's own
+        job = {"program": run["program"], "config": run["config"], "door_backend": task.get("door_backend", ""),
                "verify": self.options.verify_repros and finding["kind"] != "hang",
                "minimize": finding.get("minimizable", True) and self.options.minimize_seconds > 0
                and not entry["known_issue"]}
@@ -534,106 +517,7 @@ class Campaign:
         return s
 
 
-def write_reports(out: Path, s: dict) -> None:
-    (out / "summary.json").write_text(json.dumps(s, indent=2, default=str))
-    (out / "report.md").write_text(markdown(s))
-    (out / "report.html").write_text(render_html(s, out))
-    (out / "junit.xml").write_text(render_junit(s))
-
-
-def backend_lines(s: dict) -> list[str]:
-    """What the backend could not be checked for, how it was run and compared (harness.backend_capabilities)."""
-    lines = []
-    if s.get("backend_unavailable"):
-        lines += [f"Unavailable with backend {s['backend']}: "
-                  + "; ".join(f"{k} ({v})" for k, v in s["backend_unavailable"].items()), ""]
-    if s.get("mode") and s["mode"] != "train" or s.get("backend_notes"):
-        lines += [f"Mode: {s.get('mode', 'train')}; " + "; ".join(s.get("backend_notes") or [])
-                  + (f"; programs not run, by why: {s['unfit']}" if s.get("unfit") else ""), ""]
-    return lines
-
-
-def _written(f: dict) -> str:
-    """A finding's call differences, then the spellings its program writes ops in."""
-    return ", ".join([*(f.get("differences") or []), *(f"spelled {w}" for w in f.get("spellings") or [])]) or "-"
-
-
-def markdown(s: dict) -> str:
-    lines = [
-        f"# Fuzz campaign: {s['backend']} on torch {s['torch']}", "", f"**{root_cause_line(s)}**", "",
-        f"{s['programs']} programs in {s['seconds']} s ({s['programs_per_second']}/s, {s.get('workers')} workers, "
-        f"shard {s.get('shard')}); {s['deduplicated_share']:.0%} produced invoke_subgraph regions. "
-        f"Verdicts: {s['verdicts']}. Workers lost: {s.get('workers_lost') or 'none'}.", "",
-        f"Seconds per program by stage: {s.get('seconds_per_program', {})}.", "",
-    ]
-    if s.get("allocation"):  # how the workers were sized (campaigns.allocation)
-        lines += [f"Workers sized to the allocation: {s.get('workers')} x {s.get('memory_mb') or 0:.0f} MB; "
-                  + "; ".join(f"{k}: {v}" for k, v in s["allocation"].items())
-                  + (f"; one GPU per worker of {', '.join(s['gpus'])}" if len(s.get("gpus") or ()) > 1 else "") + ".", ""]
-    split = s.get("harness_seconds") or {}
-    if split.get("run", {}).get("per_task"):
-        per = split["run"]["per_task"]
-        others = ", ".join(f"{k} {v['seconds']} s ({v['tasks']})" for k, v in split.items() if k not in ("run", "idle"))
-        lines += [f"Workers' seconds per program: torch {per['torch']} s, harness {per['harness']} s; "
-                  f"follow-up tasks: {others or 'none'}; idle: {split.get('idle', 0)} s. Finding hits triaged: "
-                  f"{s.get('triage') or {}}; distinct findings followed up: {s.get('follow_ups') or {}}.", ""]
-    if s.get("aborted"):
-        lines += [f"**Stopped early:** {s['aborted']}", ""]
-    if s.get("unavailable"):
-        lines += [f"Unavailable on torch {s['torch']}: " + "; ".join(f"{k} ({v})" for k, v in s["unavailable"].items()), ""]
-    lines += backend_lines(s)
-    for _, title, rows in grouped(s["findings"], SEVERITIES):
-        lines += [f"## {title}", "", "| signature | hits | known issue | first failing layer | minimized | repro | "
-                  "call differences, spellings |", "|---|---|---|---|---|---|---|"]
-        for f in rows:
-            code = f.get("repro_exit")
-            exit_note = "" if code is None else f" (exits {code}: {REPRO_EXITS.get(code, 'error')})"
-            lines.append(f"| `{f['signature']}` | {f['count']} | {f['known_issue'] or '**NEW**'} | "
-                         f"{f.get('layer') or ''} | {'yes' if f.get('minimized') else 'no'} | "
-                         f"`{f['folder']}/repro.py`{exit_note} | {_written(f)} |")
-        if not rows:
-            lines.append("| (none) | | | | | | |")
-        lines.append("")
-    met = known_met(s["findings"])
-    if met:
-        lines += ["## Known issues met", "", "| issue | status | upstream | title |", "|---|---|---|---|"]
-        lines += [f"| {k['id']} | {k['status']} | {' '.join(k['upstream']) or 'unfiled'} | {k['title']} |" for k in met]
-        lines.append("")
-    lines += semantic.markdown(s.get("semantic_coverage") or {})
-    if s.get("door_coverage") is not None:
-        lines += door_coverage.markdown(s["door_coverage"])
-    lines += feedback.markdown(s.get("feedback"))
-    if s.get("coverage"):
-        lines += ["## Coverage of the code under test", "", "| file | lines | branches | never reached |", "|---|---|---|---|"]
-        for path, c in s["coverage"].items():
-            lines.append(f"| `{path}` | {c['lines']}% | {c['branches']}% | {c['missing']} |")
-        lines.append("")
-    if s.get("cudagraphs"):
-        lines += ["## CUDA graphs", "", "Replay runs by whether CUDA graphs engaged (a skip with PyTorch's reason):", "",
-                  "| runs | engaged, or why not |", "|---|---|"]
-        lines += [f"| {n} | {what} |" for what, n in s["cudagraphs"].items()]
-        lines.append("")
-    return "\n".join(lines)
-
-
 # -- the campaign loop ------------------------------------------------------------------
-
-
-def prepare(out: Path, resume: bool) -> Ledger:
-    """A fresh folder (earlier campaign outputs removed) or, resuming, the
-    folded log of the campaign already there."""
-    out.mkdir(parents=True, exist_ok=True)
-    if resume:
-        if not (out / LOG).exists():
-            raise ValueError(f"--resume: no campaign in {out} (no {LOG})")
-        return Ledger.load(out)
-    for name in OUTPUTS:
-        path = out / name
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
-    return Ledger()
 
 
 def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None) -> dict:
@@ -695,7 +579,7 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
                                 memory_mb=memory_mb, worker_env=lambda index: worker_env(allocation, index))
     last_report = time.time()
     # The last part of the budget runs the repros nobody has run yet.
-    verify_from = deadline - (min(30.0, 0.2 * options.budget) if options.verify_repros else 0.0)
+    verify_from = deadline - (min(30.0, 0.2 * (deadline - started)) if options.verify_repros else 0.0)
     verifying = False
     submitted = done_before  # --resume auto: the program count is the campaign's, not this invocation's
     complete = False

@@ -22,8 +22,8 @@ from typing import Callable, Optional
 from reports import coverage_report
 from reports.ledger import LOG, Ledger, read_events
 
-from .campaign import CORPUS, _slug, prepare, write_reports
-from .corpus import Corpus
+from .corpus import FOLDER as CORPUS, Corpus
+from .folder import prepare, slug, write_reports
 
 # What must be equal in every shard's first start event for their programs and findings to add up.
 SAME = ("backend", "seed", "torch", "mode")
@@ -96,7 +96,7 @@ def merge(runs: list[Path], out: Path, fresh: bool = True) -> dict:
         if e.get("event") == "finding" and (e["signature"] not in best or (e.get("size") or 0) < best[e["signature"]][0]):
             best[e["signature"]] = (e.get("size") or 0, e["shard_dir"], e["folder"])
         if e.get("event") == "minimized" and e.get("minimized") is not None:
-            best[e["signature"]] = (-1, e["shard_dir"], best.get(e["signature"], (0, "", f"findings/{_slug(e['signature'])}"))[2])
+            best[e["signature"]] = (-1, e["shard_dir"], best.get(e["signature"], (0, "", f"findings/{slug(e['signature'])}"))[2])
     _atomic_write(out / LOG, "".join(json.dumps({k: v for k, v in e.items() if k != "shard_dir"}, default=str) + "\n"
                                      for e in events))
     ledger = Ledger.load(out)

@@ -30,9 +30,9 @@ from reports import known_issues
 from reports import upstream as render
 from reports.signature import normalize
 
+from .folder import ENV_FILE
 from .regress import REPO, Env, _detail, describe, status
 
-ENV_FILE = "collect_env.txt"  # a campaign's, captured once (EnvCapture)
 TIMEOUT = 600.0  # seconds per script: an inductor compile on this CPU, far below a hang
 EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Failed)\b")  # a traceback's last line
 RESULTS = {"reproduced": "reproduces", "not-reproduced": "gone", "fails-differently": "fails differently",

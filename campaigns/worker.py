@@ -243,7 +243,10 @@ def _triaged(outcome, verdict, recall: Recall, crashes: list, seen: set, finding
     if finding.signature not in seen:
         seen.add(finding.signature)
         described = {**_describe(finding, outcome.capture.graphs, _repro_dedup(outcome, verdict)), **how}
-        findings.append({**described, "unmasked": unmasked} if unmasked else described)
+        # an unmasked run's program and config are not the task's: its minimization starts from them
+        findings.append({**described, "unmasked": unmasked, "run": {"program": to_dict(finding.program),
+                                                                     "config": config_to(outcome.config)}}
+                        if unmasked else described)
 
 
 def _repro_dedup(outcome, verdict) -> bool:

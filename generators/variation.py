@@ -20,8 +20,8 @@ def _equalize_call(program: Program, kind: str, names: list[str], call: Call, fi
         idx = {program.block.args.index(n) for n in names}
         args = tuple(first.args[j] if j in idx else v for j, v in enumerate(call.args))
         return replace(call, args=args)
-    if kind.startswith("tensor:"):
-        return replace(call, tensor=first.tensor, view=first.view)
+    if kind.startswith("tensor:"):  # a call taking no tensor of its own (a chain's) has none to equalize
+        return call if call.tensor is None else replace(call, tensor=first.tensor, view=first.view)
     if kind.startswith("context:"):
         field = kind.split(":", 1)[1]
         return replace(call, context=replace(call.context, **{field: getattr(first.context, field)}))
@@ -40,7 +40,11 @@ def _equalize_call(program: Program, kind: str, names: list[str], call: Call, fi
 def equalize(program: Program, kinds: list[str]) -> Optional[Program]:
     """``program`` with the variations of ``kinds`` removed, or None if invalid."""
     variations = program.variations()
-    first = program.repeats()[0][1]
+    calls = [c for _, c in program.repeats()]
+    first = calls[0]
+    if any(k.startswith("tensor:") for k in kinds):  # the tensor to give every call: the first call's that has one
+        first = replace(first, tensor=next((c.tensor for c in calls if c.tensor is not None), first.tensor),
+                        view=next((c.view for c in calls if c.tensor is not None), first.view))
     sections = []
     for s in program.sections:
         calls = list(s.calls)

@@ -193,7 +193,7 @@ def test_a_bare_error_of_dynamos_own_is_a_dynamo_failure():
 def test_two_long_signatures_get_two_folders():
     # on torch 2.7 "...raised: KeyError: vN_N" and "...raised: KeyError: vN"
     # shared a folder cut at 80 characters: one finding's repro overwrote the other's
-    from campaigns.campaign import _slug
+    from campaigns.folder import slug as _slug
 
     head = "differential:crash:dedup:backend_compile:BackendCompilerFailed: backend='aot_eager' raised: "
     assert _slug(head + "KeyError: vN_N") != _slug(head + "KeyError: vN")
