@@ -134,6 +134,12 @@ def run_variants(bench: Workbench, config: RunConfig, capture: Capture, known: O
     ``known``: the same program's capture with deduplication on, when this
     run is without it: changes that can tell nothing are skipped (``needless``)."""
     original = bench.original_entry(capture)
+    if capture.original_accepts_original is None:
+        # The called frame has no cache entry (Dynamo skipped it: it runs eagerly), so the frames it calls compile
+        # as they are first reached, which may be on a later call (one compiled under inference mode only, reached
+        # under grad mode the next time). The same call once more first, so no change is blamed for those.
+        with bench.applied(REPEAT) as (inputs, kwargs):
+            execute(bench.compiled, bench.model, inputs, bench.names, bench.backward, kwargs)
     same_guards = known is not None and sorted(known.guards) == sorted(capture.guards)
     before = {str(r.variant): r for r in known.variants} if known is not None else {}
     # An entry compiled for one change may serve a later one (two objects

@@ -177,7 +177,9 @@ def _diagnose(r: Repeat, group: list[int], repeats: list[Repeat]) -> str:
     "blocked:claimed" (a node of this call or of a partner went to a region
     the tracker returned: greedy growth, largest groups first), "blocked:mixed"
     (the key's bucket also holds a node of a call that is not identical to
-    this one: a group grows only as far as every member can),
+    this one: a group grows only as far as every member can), "blocked:crowded"
+    (the bucket holds several nodes of this very call, the same op at two places
+    or ops the tracker keys alike: members grown from them do not match),
     "blocked:unreplaced" (the tracker returned a region of these nodes, and
     the pass did not replace it), "blocked:differ" (a node the results read
     is keyed apart from every partner's: growth stops at the first step) and
@@ -198,6 +200,8 @@ def _diagnose(r: Repeat, group: list[int], repeats: list[Repeat]) -> str:
                                            for region in g) else "blocked:claimed"
     if bucket - members:
         return "blocked:mixed"
+    if len(bucket & {n.name for n in r.nodes}) > 1:  # the key is not one place of the call: regions grow in lockstep
+        return "blocked:crowded"
     # The first step of growth: the nodes of this call its results read.
     # Where the tracker keyed one of them apart from every partner's, the
     # calls were not alike to it past their results (a symbol specialized

@@ -270,3 +270,20 @@ def test_a_wrong_compile_new_values_reveal_is_not_stale():
         finding = triage(outcome, verdict)
     assert finding.signature == "guards:mismatch:dedup:arg:float:input:values", finding.signature
     assert finding.extra["fresh_entry_alike"] and known_issue(finding).id == "KI-001"
+
+
+def test_a_frame_first_reached_on_a_later_call_is_not_blamed_on_the_change():
+    """A found false alarm (issue 33's measurement campaign, seed 1): the
+    called frame fails to compile and runs eagerly, and the frame it calls was
+    compiled under inference mode only, so the next call (under grad mode)
+    compiles it: whatever changed in that call was blamed. The same call once
+    more before the changes (harness.recall.run_variants) takes that compile."""
+    from pathlib import Path
+
+    program = Program.from_json((Path(__file__).parent / "data" / "recompile_on_first_reach.json").read_text())
+    config = RunConfig(backend="aot_eager", variants=-1)
+    outcome = run_program(program, config)
+    assert outcome.capture.original_accepts_original is None  # the called frame has no entry: the case at hand
+    assert [r.variant["kind"] for r in outcome.capture.variants if r.variant["kind"] == "attr:training"]
+    verdict = guards.check_recompiles(outcome)
+    assert not verdict.failed, verdict

@@ -241,3 +241,19 @@ def test_a_missed_merge_is_diagnosed_where_the_tracker_grows_regions():
     verdict = completeness.check(outcome)
     finding = triage(outcome, verdict)
     assert finding.signature.endswith("blocked:mixed") and known_issue(finding).id == "KI-014", finding.signature
+
+
+def test_a_bucket_holding_two_places_of_one_call_is_crowded_not_dropped():
+    """A missed merge where the tracker's bucket holds two nodes of each
+    identical call (a dead and a live `x + -inf` in one block) is KI-014's
+    lockstep rule, named apart from `blocked:dropped` (what a planted pass
+    that drops every group gives, which must read as new)."""
+    from pathlib import Path
+
+    from generators.ir import Program
+    from reports.triage import known_issue, triage
+
+    program = Program.from_json((Path(__file__).parent / "data" / "crowded_bucket.json").read_text())
+    outcome = run_program(program, RunConfig(backend="aot_eager"))
+    finding = triage(outcome, completeness.check(outcome))
+    assert ":blocked:crowded" in finding.signature and known_issue(finding).id == "KI-014", finding.signature
