@@ -17,7 +17,7 @@
 #SBATCH --time=04:00:00
 #SBATCH --requeue
 #SBATCH --signal=B:TERM@120
-#SBATCH --output=runs/nightly/slurm-%A_%a.out
+#SBATCH --output=slurm-dedup-fuzz-%A_%a.out
 set -euo pipefail
 cd "${SLURM_SUBMIT_DIR:-.}"
 RUNS="${RUNS:-runs/nightly}"
