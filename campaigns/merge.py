@@ -43,9 +43,20 @@ def _atomic_copy(src: Path, dst: Path) -> None:
 
 
 def _first_start(run: Path) -> dict:
-    for e in read_events(run / LOG):
-        if e.get("event") == "start":
-            return e.get("config") or {}
+    """The config of a shard's first start event (the log's first complete line that is one), read no further."""
+    try:
+        with open(run / LOG) as f:
+            for line in f:
+                if not line.endswith("\n"):
+                    break  # still being written
+                try:
+                    e = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if e.get("event") == "start":
+                    return e.get("config") or {}
+    except FileNotFoundError:
+        pass
     return {}
 
 
@@ -84,9 +95,8 @@ def merge(runs: list[Path], out: Path, fresh: bool = True) -> dict:
     shard with the smallest program. ``fresh``: clear earlier outputs in
     ``out`` first (a watch's later rounds overwrite in place instead)."""
     configs = check(runs, out)
-    events: list[dict] = []
-    for r in runs:
-        events += [dict(e, shard_dir=str(r)) for e in read_events(r / LOG)]
+    logs = {r: read_events(r / LOG) for r in runs}  # each shard's log read once
+    events = [dict(e, shard_dir=str(r)) for r in runs for e in logs[r]]
     events.sort(key=lambda e: e.get("at", 0))
     if fresh:
         prepare(out, resume=False)
@@ -100,7 +110,7 @@ def merge(runs: list[Path], out: Path, fresh: bool = True) -> dict:
     _atomic_write(out / LOG, "".join(json.dumps({k: v for k, v in e.items() if k != "shard_dir"}, default=str) + "\n"
                                      for e in events))
     ledger = Ledger.load(out)
-    ledger.active = sum(Ledger.load(r).active for r in runs)  # shards' seconds add up; their logs interleave
+    ledger.active = sum(Ledger.of(logs[r]).active for r in runs)  # shards' seconds add up; their logs interleave
     shards = sorted(str(c.get("shard") or "0/1") for c in configs)
     ledger.config["shard"] = f"merged from {len(runs)} of {shards[0].partition('/')[2]}: {', '.join(shards)}"
     ledger.config["workers"] = sum(int(json.loads((r / "campaign.json").read_text()).get("workers") or 0)

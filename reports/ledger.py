@@ -160,10 +160,15 @@ class Ledger:
         return ledger
 
     @classmethod
-    def load(cls, out: Path) -> Ledger:
-        ledger = cls.fold(read_events(out / LOG))
+    def of(cls, events: Iterable[dict]) -> Ledger:
+        """One campaign's log folded, a last invocation with no stop event counted until its last event."""
+        ledger = cls.fold(events)
         ledger.close_open()
         return ledger
+
+    @classmethod
+    def load(cls, out: Path) -> Ledger:
+        return cls.of(read_events(out / LOG))
 
     def summary(self, now_active: float = 0.0) -> dict:
         seconds = self.active + now_active
