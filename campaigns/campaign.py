@@ -410,7 +410,7 @@ class Campaign:
             return
         if not force and time.time() - self.claims.last_beat < HEARTBEAT:
             return
-        self.claims.heartbeat(force=True)
+        self.claims.heartbeat()
         for sig, job in list(self.deferred.items()):
             if sig not in self.ledger.findings or (self.claims.read(sig) or {}).get("state") == "done":
                 del self.deferred[sig]
