@@ -25,6 +25,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Optional
 
+from harness import warm
 from harness.execute import first_line
 from reports import known_issues
 from reports import upstream as render
@@ -60,6 +61,12 @@ def run_script(text: str, python: str = sys.executable, timeout: float = TIMEOUT
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / name
         path.write_text(text)
+        if python == sys.executable:  # forked warm (harness.warm) where that is the run a fresh process makes
+            try:
+                done = warm.run([str(path), *args], cwd=str(REPO), env={**os.environ, **(env or {})}, timeout=timeout)
+            except subprocess.TimeoutExpired as e:
+                return Ran(None, _text(e.stdout), _text(e.stderr), time.time() - started)
+            return Ran(done.returncode, done.stdout, done.stderr, time.time() - started)
         try:
             with subprocess.Popen([python, str(path), *args], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True, errors="replace", start_new_session=True,
@@ -74,6 +81,10 @@ def run_script(text: str, python: str = sys.executable, timeout: float = TIMEOUT
         except OSError as e:
             return Ran(None, "", f"cannot run {python}: {e}", time.time() - started)
     return Ran(code, out, err, time.time() - started)
+
+
+def _text(out) -> str:
+    return out.decode(errors="replace") if isinstance(out, bytes) else out or ""
 
 
 # -- subjects ----------------------------------------------------------------------------
@@ -226,7 +237,15 @@ def _as_the_bug(subject: render.Subject, why: str, tail: str) -> bool:
 
 
 def collect_env(python: str = sys.executable, timeout: float = 300.0) -> str:
-    """``python -m torch.utils.collect_env``'s output (what PyTorch's template asks for)."""
+    """``python -m torch.utils.collect_env``'s output (what PyTorch's template asks for); for this
+    interpreter, asked in this process (whose torch is imported), not a new one."""
+    if python == sys.executable:
+        try:
+            from torch.utils.collect_env import get_pretty_env_info
+
+            return f"Collecting environment information...\n{get_pretty_env_info()}".strip()
+        except Exception as e:  # noqa: BLE001 - what it cannot collect is said, not raised
+            return f"collect_env did not run: {type(e).__name__}: {e}"
     try:
         done = subprocess.run([python, "-m", "torch.utils.collect_env"], capture_output=True, text=True,
                               timeout=timeout, cwd=REPO)

@@ -14,7 +14,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 import warnings
 from collections import Counter
@@ -31,7 +30,7 @@ from generators.features import features
 from generators.ir import Program, from_dict, to_dict
 from generators.reduce import size
 from generators.replays import default_plan
-from harness import branches, clock
+from harness import branches, clock, warm
 from harness.doors import run_door
 from harness.outcome import RunConfig
 from harness.pipeline import InvalidProgram, rerun, run_program
@@ -364,7 +363,7 @@ def _minimize_door(task: dict, program: Program, config: RunConfig, deadline: fl
 
 
 def verify_repro(text: str, timeout: float, cwd: Optional[str] = None) -> Optional[int]:
-    """Run a repro as a user would (its own process); its exit status, None on timeout."""
+    """Run a repro as a user would (its own process, forked warm: harness.warm); its exit status, None on timeout."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -372,8 +371,7 @@ def verify_repro(text: str, timeout: float, cwd: Optional[str] = None) -> Option
         path.write_text(text)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH")) if p)}
         try:
-            return subprocess.run([sys.executable, str(path)], capture_output=True, timeout=timeout, env=env,
-                                  cwd=cwd or os.getcwd()).returncode
+            return warm.run([str(path)], timeout=timeout, env=env, cwd=cwd or os.getcwd()).returncode
         except subprocess.TimeoutExpired:
             return None
 

@@ -3,8 +3,6 @@ the oracles judge each for what it claims (harness.backend_capabilities)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,6 +19,7 @@ from oracles import differential
 from oracles.registry import judge, judge_door, run_config
 from oracles.verdict import Status
 from reports.triage import triage
+from harness import warm
 
 pytestmark = pytest.mark.unit
 P = "suites.planted_backends:"
@@ -115,9 +114,7 @@ def test_a_fault_of_the_backend_alone_is_blamed_on_the_backend():
     (["--backend", "aot_eager", "--mode", "sideways"], "invalid choice"),
 ])
 def test_bad_backends_and_modes_are_one_line_before_any_program_runs(tmp_path, args, says):
-    done = subprocess.run([sys.executable, "-m", "harness", "fuzz", *args, "--budget", "5", "--out", str(tmp_path / "run")],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120,
-                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    done = warm.run(["-m", "harness", "fuzz", *args, "--budget", "5", "--out", str(tmp_path / "run")], cwd=ROOT, timeout=120, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 2, done.stderr[-2000:]
     errors = [line for line in done.stderr.splitlines() if "error" in line]
     assert len(errors) == 1 and says in errors[0], done.stderr[-2000:]

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 
 import pytest
 import torch
+from harness import warm
 
 pytestmark = pytest.mark.unit
 
@@ -19,8 +19,7 @@ PLANTED = ["--backend", "suites.planted:abort_or_hang", "--timeout", "5", "--see
 
 
 def _harness(*args: str, cwd, timeout: int = 400) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=cwd)
+    return warm.run(["-m", "harness", *args], timeout=timeout, cwd=cwd)
 
 
 @pytest.mark.long(seconds=90)
@@ -40,8 +39,7 @@ def test_a_campaign_survives_an_aborting_and_hanging_backend_and_reports(tmp_pat
     assert abort["severity"] == hang["severity"] == "process"
     assert any(e["event"] == "hang_retry" for e in events)  # a hang is confirmed with a longer deadline first
     assert summary["programs"] > 0
-    repro = subprocess.run([sys.executable, str(out / abort["folder"] / "repro.py")], capture_output=True, text=True,
-                           timeout=120, cwd=root)
+    repro = warm.run([str(out / abort["folder"] / "repro.py")], timeout=120, cwd=root)
     assert repro.returncode == 1 and "REPRODUCED: the compiled run died by signal 6" in repro.stdout, repro.stdout[-2000:]
 
     # reported: summary, Markdown, HTML, JUnit, the event log, one folder per finding

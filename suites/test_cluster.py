@@ -22,6 +22,7 @@ import pytest
 from campaigns import claims as claims_module, scheduler
 from campaigns.budget import NotStarted, plan
 from campaigns.claims import Claims
+from harness import warm
 from reports.ledger import LOG, Ledger
 
 pytestmark = pytest.mark.unit
@@ -32,8 +33,7 @@ CLUSTER = ROOT / "examples" / "cluster"
 
 def _harness(*args: str, env: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
     clean = {k: v for k, v in os.environ.items() if not any(k == s.index or k == s.count for s in scheduler.SOURCES)}
-    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=ROOT, env={**clean, "PYTHONPATH": str(ROOT), **(env or {})})
+    return warm.run(["-m", "harness", *args], timeout=timeout, cwd=ROOT, env={**clean, "PYTHONPATH": str(ROOT), **(env or {})})
 
 
 # -- the shard from the environment ---------------------------------------------------------------------------------

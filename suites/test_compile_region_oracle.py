@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -29,6 +28,7 @@ from oracles.verdict import Status
 from reports.known_issues import match
 from reports.repro import driver_for, render_repro
 from reports.triage import first_repeat, known_issue, triage
+from harness import warm
 
 pytestmark = pytest.mark.property
 
@@ -110,8 +110,7 @@ def _repro(backend: str, verdict_details: dict) -> subprocess.CompletedProcess:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "repro.py"
         path.write_text(text)
-        return subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, cwd=ROOT,
-                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+        return warm.run([str(path)], timeout=300, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 def test_repro_reproduces_the_planted_fault_and_not_on_aot_eager():

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -30,6 +28,7 @@ from oracles.verdict import Status
 from reports.repro import render_repro
 from reports.triage import known_issue, triage_replay
 from reports.unmask import unmasked_runs
+from harness import warm
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANTED = "suites.planted_cudagraphs:"
@@ -298,8 +297,7 @@ def test_replay_repro_runs_standalone(tmp_path, backend, plan, status):
                          replay={"plan": plan.to_dict(), "device": "cpu"})
     path = tmp_path / "repro.py"
     path.write_text(repro)
-    done = subprocess.run([sys.executable, str(path)], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = warm.run([str(path)], cwd=ROOT, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == status, done.stdout + done.stderr
     assert ("REPRODUCED" in done.stdout) == (status == 1), done.stdout
 

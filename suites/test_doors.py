@@ -16,8 +16,6 @@ door's fault.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from dataclasses import replace
 
 import pytest
@@ -38,6 +36,7 @@ from reports.triage import known_issue
 
 from .door_faults import DATA, catches, door_verdict, plain_fails, search
 from .planted_doors import FAULTS
+from harness import warm
 
 pytestmark = pytest.mark.unit
 
@@ -181,11 +180,10 @@ def test_doors_are_assigned_by_id_at_the_share_asked():
 @pytest.mark.nightly  # a campaign of its own (about 90 s)
 def test_a_campaign_finds_minimizes_and_reproduces_a_doors_fault(tmp_path, request):
     out = tmp_path / "doors"
-    done = subprocess.run([sys.executable, "-m", "harness", "fuzz", "--backend",
-                           "suites.planted_doors:cond_off_when_traced__aot_eager", "--oracles", "door",
-                           "--doors", "control_flow:cond", "--door-share", "1", "--budget", "90", "--workers", "2",
-                           "--minimize-seconds", "25", "--out", str(out)],
-                          capture_output=True, text=True, timeout=400, cwd=request.config.rootpath)
+    done = warm.run(["-m", "harness", "fuzz", "--backend",
+                     "suites.planted_doors:cond_off_when_traced__aot_eager", "--oracles", "door",
+                     "--doors", "control_flow:cond", "--door-share", "1", "--budget", "90", "--workers", "2",
+                     "--minimize-seconds", "25", "--out", str(out)], timeout=400, cwd=request.config.rootpath)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     found = [f for f in summary["findings"] if f["signature"].startswith("door:mismatch:")

@@ -5,8 +5,6 @@ passes the very same program."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 from unittest import mock
@@ -22,6 +20,7 @@ from oracles import differential, guards
 from oracles.verdict import Status
 
 from . import planted_edges
+from harness import warm
 
 pytestmark = pytest.mark.unit
 
@@ -111,7 +110,7 @@ def _repro_exit(program: Program, backend: str, tmp_path, variant: Variant | Non
     path.write_text(render_planted(program, backend, "guard" if variant else "differential",
                                    variant.to_dict() if variant else None, dedup=dedup))
     root = Path(__file__).resolve().parents[1]  # the repro imports the planted backend from here
-    return subprocess.run([sys.executable, str(path)], cwd=root, capture_output=True, timeout=300).returncode
+    return warm.run([str(path)], cwd=root, timeout=300).returncode
 
 
 PLANTED_REPROS = [

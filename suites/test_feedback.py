@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import random
 import shutil
-import subprocess
-import sys
 from collections import Counter
 from dataclasses import replace
 
@@ -33,6 +31,7 @@ from harness.outcome import RunConfig
 from harness.pipeline import run_program
 from harness.run_edges import bucket, outcome_edges, source_shape
 from reports import feedback
+from harness import warm
 
 pytestmark = pytest.mark.unit
 
@@ -253,8 +252,7 @@ def test_a_steered_campaign_records_mutants_findings_resumes_and_merges(tmp_path
     assert entry["minimized"] and entry["repro_exit"] == 1, entry
     replayed = from_dict(json.loads((out / entry["folder"] / "program.json").read_text()))
     check(replayed)
-    repro = subprocess.run([sys.executable, str(out / entry["folder"] / "repro.py")], capture_output=True, text=True,
-                           timeout=120, cwd=request.config.rootpath)
+    repro = warm.run([str(out / entry["folder"] / "repro.py")], timeout=120, cwd=request.config.rootpath)
     assert repro.returncode == 1, repro.stdout[-2000:]
     kept = {p.name for p in (out / "corpus").glob("*.json")}
     assert kept and first["feedback"]["corpus"] >= len(kept)
@@ -288,7 +286,7 @@ def test_a_steered_campaign_records_mutants_findings_resumes_and_merges(tmp_path
     (["--watch", "torch/_dynamo/guards.py"], "error: --watch and --corpus need --feedback"),
 ])
 def test_bad_feedback_input_is_one_line(tmp_path, request, args, message):
-    done = subprocess.run([sys.executable, "-m", "harness", "fuzz", "--budget", "1", "--out", str(tmp_path / "x"),
-                           *args], capture_output=True, text=True, timeout=120, cwd=request.config.rootpath)
+    done = warm.run(["-m", "harness", "fuzz", "--budget", "1", "--out", str(tmp_path / "x"),
+                     *args], timeout=120, cwd=request.config.rootpath)
     assert done.returncode == 2
     assert done.stderr.strip().startswith(message) and len(done.stderr.strip().splitlines()) == 1, done.stderr

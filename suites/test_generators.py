@@ -36,6 +36,7 @@ from generators.variation import equalize
 from harness.loader import load_source
 from harness.outcome import RunConfig
 from harness.pipeline import run_eager
+from harness import warm
 
 pytestmark = pytest.mark.unit
 
@@ -400,15 +401,11 @@ def test_stats_floors_cover_every_new_feature():
 
 
 def test_stats_command_counts_features_and_rejects_bad_input():
-    import subprocess
-    import sys
 
-    done = subprocess.run([sys.executable, "-m", "harness", "stats", "-n", "30", "--no-run"],
-                          capture_output=True, text=True, timeout=300)
+    done = warm.run(["-m", "harness", "stats", "-n", "30", "--no-run"], timeout=300)
     assert done.returncode == 0, done.stderr
     assert "30 programs drawn" in done.stdout and "op:sin" in done.stdout
-    bad = subprocess.run([sys.executable, "-m", "harness", "stats", "-n", "0"], capture_output=True, text=True,
-                         timeout=300)
+    bad = warm.run(["-m", "harness", "stats", "-n", "0"], timeout=300)
     assert bad.returncode == 2 and "must be positive" in bad.stderr
 
 

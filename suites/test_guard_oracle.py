@@ -18,6 +18,7 @@ from oracles import guards
 from oracles.verdict import Status
 
 from . import planted_guards, planted_pass
+from harness import warm
 
 pytestmark = pytest.mark.unit
 
@@ -208,8 +209,6 @@ def test_a_dedup_guards_repro_compares_the_change_with_deduplication_on_and_off(
     and the change, and compares whether it recompiled and the guards it
     installed: exit 1 under a pass that adds a guard, 0 without one (the
     values driver could never reproduce such a finding: its values agree)."""
-    import subprocess
-    import sys
     from pathlib import Path
 
     from reports.repro import driver_for
@@ -224,7 +223,7 @@ def test_a_dedup_guards_repro_compares_the_change_with_deduplication_on_and_off(
     for backend, status in (("suites.planted_pass:extra_guard__aot_eager", 1), ("aot_eager", 0)):
         path = tmp_path / "repro.py"
         path.write_text(planted_pass.render_planted(GLOBAL, backend, check, variant, expect_crash=""))
-        done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, cwd=str(root))
+        done = warm.run([str(path)], timeout=300, cwd=str(root))
         assert done.returncode == status, (backend, done.stdout[-2000:], done.stderr[-2000:])
 
 

@@ -17,8 +17,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -35,6 +33,7 @@ from reports.known_issues import MODEL_ROOT, ROOT, load, release
 from reports.door_triage import triage_door
 from reports.triage import triage
 from suites.pytest_plugin import backend_under_test
+from harness import warm
 
 pytestmark = pytest.mark.known_issue
 ISSUES = load()
@@ -208,7 +207,7 @@ def test_known_issue_still_reproduces_with_its_signature(issue):
 @pytest.mark.parametrize("issue", REPROS)
 def test_standalone_repro_exits_1_while_the_bug_is_there(issue):
     _skip_if_unavailable(issue)
-    done = subprocess.run([sys.executable, str(issue.folder / "repro.py")], capture_output=True, text=True, timeout=300)
+    done = warm.run([str(issue.folder / "repro.py")], timeout=300)
     if issue.fixed_on(torch.__version__):  # 0: passes; 3: fails, but not with this bug
         assert done.returncode in (0, 3) and "REPRODUCED" not in done.stdout, (
             f"{issue.id} is recorded fixed in {issue.fixed_in} but its repro exits {done.returncode}:\n"

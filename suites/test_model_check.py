@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,14 +13,14 @@ import pytest
 from harness.model import FactoryError, run_model
 from oracles.registry import judge
 from harness.model import MODEL_ORACLES
+from harness import warm
 
 
 NOT_IN_A_STACK = ("model:sequence", "model:dropout")  # no token ids to shorten, no dropout
 
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness", "check", *args], capture_output=True, text=True,
-                          cwd=cwd or Path(__file__).parent.parent, timeout=300)
+    return warm.run(["-m", "harness", "check", *args], cwd=cwd or Path(__file__).parent.parent, timeout=300)
 
 
 def test_a_model_with_repeated_layers_passes_every_oracle_and_is_deduplicated():
@@ -59,12 +58,12 @@ def test_a_planted_backend_fault_is_a_finding_whose_repro_rebuilds_the_model(tmp
     assert any(s.startswith("differential:crash:dedup:") for s in sigs), sigs
     finding = next(f for f in summary["findings"] if f["oracle"] == "differential")
     repro = tmp_path / finding["folder"] / "repro.py"
-    ran = subprocess.run([sys.executable, str(repro)], capture_output=True, text=True, timeout=300)
+    ran = warm.run([str(repro)], timeout=300)
     assert ran.returncode == 1 and "REPRODUCED" in ran.stdout, ran.stdout + ran.stderr
     # and on the honest backend the same repro reads not reproduced
     honest = repro.read_text().replace(repr(planted), "'aot_eager'")
     (tmp_path / "honest.py").write_text(honest)
-    ran = subprocess.run([sys.executable, str(tmp_path / "honest.py")], capture_output=True, text=True, timeout=300)
+    ran = warm.run([str(tmp_path / "honest.py")], timeout=300)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "(none)" not in (tmp_path / "report.md").read_text()
 
@@ -117,9 +116,9 @@ def test_the_zoo_table_names_each_mode_and_fails_on_a_planted_fault():
     assert row.startswith("| stack | aot_eager | ") and row.count("pass") == len(honest["modes"]) - 1
     # planted, in a process of its own: a planted Dynamo fault must never be resolved in the test process
     # (it patches the pass for every later test of this worker)
-    done = subprocess.run([sys.executable, "-m", "harness", "zoo", "suites.model_factories:stack", "--backend",
-                           "suites.planted_pass:arguments_swapped__aot_eager", "--first-call-only"],
-                          capture_output=True, text=True, cwd=Path(__file__).parent.parent, timeout=300)
+    done = warm.run(["-m", "harness", "zoo", "suites.model_factories:stack", "--backend",
+                     "suites.planted_pass:arguments_swapped__aot_eager", "--first-call-only"],
+                    cwd=Path(__file__).parent.parent, timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stdout.splitlines()[-1].startswith("| stack | suites.planted_pass:") and "| NEW |" in done.stdout
 
@@ -133,10 +132,10 @@ def test_a_planted_pass_that_merges_nothing_is_a_completeness_finding(tmp_path):
     assert finding["signature"] == "completeness:missed_merge:dedup:missed:model_layers", finding
     assert "layers (3 alike)" in summary["verdicts"]["completeness"]["message"]
     repro = tmp_path / finding["folder"] / "repro.py"
-    ran = subprocess.run([sys.executable, str(repro)], capture_output=True, text=True, timeout=300)
+    ran = warm.run([str(repro)], timeout=300)
     assert ran.returncode == 1 and "merged nothing" in ran.stdout, ran.stdout + ran.stderr
     (tmp_path / "honest.py").write_text(repro.read_text().replace(repr(planted), "'aot_eager'"))
-    ran = subprocess.run([sys.executable, str(tmp_path / "honest.py")], capture_output=True, text=True, timeout=300)
+    ran = warm.run([str(tmp_path / "honest.py")], timeout=300)
     assert ran.returncode == 0, ran.stdout + ran.stderr
 
 

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from campaigns import zoo
 from reports.known_issues import MODEL_ROOT
+from harness import warm
 
 HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
 NO_TRANSFORMERS = "transformers is not installed: pip install -e .[models] (make test does)"
@@ -73,7 +72,7 @@ def test_a_model_issue_reproduces(repro):
     issue = json.loads((repro.parent / "issue.json").read_text())
     if issue.get("repro") == "model" and not HAS_TRANSFORMERS:
         pytest.skip(NO_TRANSFORMERS)
-    done = subprocess.run([sys.executable, str(repro)], capture_output=True, text=True, timeout=600)
+    done = warm.run([str(repro)], timeout=600)
     said = (done.stdout[-1500:] + done.stderr[-1500:]).strip()
     if done.returncode == 2:
         pytest.skip(f"{issue['id']}: {said}")

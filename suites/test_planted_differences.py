@@ -14,8 +14,6 @@ itself from scratch.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,6 +23,7 @@ from generators.ir import from_dict
 
 from .difference_faults import DATA, attributable, failures, search
 from .planted_differences import FAULTS
+from harness import warm
 
 pytestmark = pytest.mark.unit
 
@@ -77,7 +76,7 @@ def _repro_exit(entry: str, planted: bool, tmp_path) -> int:
     path = tmp_path / "repro.py"
     path.write_text(render_planted(program, backend, check, variant, dedup=dedup))
     root = Path(__file__).resolve().parents[1]  # the repro imports the planted fault from here
-    return subprocess.run([sys.executable, str(path)], cwd=root, capture_output=True, timeout=300).returncode
+    return warm.run([str(path)], cwd=root, timeout=300).returncode
 
 
 @pytest.mark.nightly

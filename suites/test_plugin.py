@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import suites
+from harness import warm
 
 pytestmark = pytest.mark.unit
 
@@ -35,9 +36,8 @@ def _pytest(cwd: Path, *args: str, timeout: int = 300) -> subprocess.CompletedPr
     if found.returncode or Path(found.stdout.strip()).resolve() != Path(suites.__file__).resolve():
         env["PYTHONPATH"] = str(SUITES_ROOT)
     plugin = [] if PLUGIN in {ep.value for ep in entry_points(group="pytest11")} else ["-p", PLUGIN]
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin, *args],
-                          cwd=cwd, env={**env, "HYPOTHESIS_PROFILE": "smoke"}, capture_output=True, text=True,
-                          timeout=timeout)
+    return warm.run(["-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin, *args],
+                    cwd=cwd, env={**env, "HYPOTHESIS_PROFILE": "smoke"}, timeout=timeout)
 
 
 HEAVY = ("torch", "hypothesis", "generators", "harness", "oracles", "reports", "campaigns")

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from harness import warm
 
 pytestmark = pytest.mark.unit
 
@@ -45,9 +45,9 @@ def _run(tmp_path: Path, *args: str, profile: str = "ci") -> dict:
     # (make nightly PYTEST_ADDOPTS=--hypothesis-seed=1) would seed every run
     env = {**{k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}, "DRAWN": str(drawn),
            "HYPOTHESIS_PROFILE": profile}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-                           "-c", str(tmp_path / "pytest.ini"), "--rootdir", str(tmp_path), str(tmp_path), *args],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    done = warm.run(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                     "-c", str(tmp_path / "pytest.ini"), "--rootdir", str(tmp_path), str(tmp_path), *args],
+                    env=env, cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out: dict = {"output": done.stdout}
     for line in drawn.read_text().splitlines():

@@ -5,8 +5,6 @@ a known issue in one step. Synthetic logs: nothing is compiled here."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ from reports import known_issues
 from campaigns.merge import merge
 from reports.ledger import LOG, Ledger, read_events
 from reports.regression import diff, promote
+from harness import warm
 
 pytestmark = pytest.mark.unit
 
@@ -86,8 +85,7 @@ def test_diff_names_new_fixed_and_persisting(tmp_path):
     assert counts == {"new": 1, "fixed": 1, "persisting": 1}
     new, fixed, persisting = (text.split("## ")[i] for i in (1, 2, 3))
     assert "`new:crash:backend`" in new and "`old:crash:dedup`" in fixed and "`both:mismatch:dedup`" in persisting
-    done = subprocess.run([sys.executable, "-m", "harness", "report", "diff", str(a), str(b), "--out", str(tmp_path / "d.md")],
-                          capture_output=True, text=True, timeout=120)
+    done = warm.run(["-m", "harness", "report", "diff", str(a), str(b), "--out", str(tmp_path / "d.md")], timeout=120)
     assert done.returncode == 0 and (tmp_path / "d.md").read_text() == text
 
 

@@ -21,6 +21,7 @@ from reports.triage import triage
 from campaigns.worker import expected_crash
 
 from .planted_pass import render_planted
+from harness import warm
 
 pytestmark = pytest.mark.unit
 
@@ -32,7 +33,7 @@ def _run(tmp_path, program, backend: str, check: str, name: str = "repro.py", *a
     """A rendered repro, run standalone from the repository root (where a planted backend imports)."""
     path = tmp_path / name
     path.write_text(render_planted(program, backend, check, *args, **kwargs))
-    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, cwd=str(ROOT))
+    return warm.run([str(path)], timeout=300, cwd=str(ROOT))
 
 
 def _exit(issue_id: str, expect: str | None, tmp_path, check: str = "") -> int:
@@ -40,7 +41,7 @@ def _exit(issue_id: str, expect: str | None, tmp_path, check: str = "") -> int:
     path = tmp_path / "repro.py"
     path.write_text(render_repro(issue.program(), RunConfig(backend=issue.backend, dedup=issue.dedup), issue_id,
                                  check or issue.repro, issue.variant, expect_crash=expect))
-    return subprocess.run([sys.executable, str(path)], capture_output=True, timeout=300).returncode
+    return warm.run([str(path)], timeout=300).returncode
 
 
 def test_a_crash_repro_exits_1_only_for_its_own_crash(tmp_path):
@@ -121,7 +122,7 @@ def test_a_repro_that_fails_before_its_check_exits_2_not_1(tmp_path):
     assert "no_such_decorator" in text
     path = tmp_path / "repro.py"
     path.write_text(text)
-    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
+    done = warm.run([str(path)], timeout=300)
     assert done.returncode == 2 and "ERROR: the repro itself failed" in done.stdout, (done.returncode, done.stdout[-500:])
 
 
@@ -222,7 +223,7 @@ def test_a_guard_finding_records_the_changes_before_it_and_its_repro_replays_the
     assert f"BEFORE = {joined!r}" in text
     path = tmp_path / "repro.py"
     path.write_text(text)
-    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
+    done = warm.run([str(path)], timeout=300)
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
 
 
@@ -238,5 +239,5 @@ def test_a_float64_program_s_repro_judges_at_float64_s_tolerance(tmp_path):
     assert "ATOL = RTOL = 1e-07" in text
     path = tmp_path / "repro.py"
     path.write_text(text)
-    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
+    done = warm.run([str(path)], timeout=300)
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]

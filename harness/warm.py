@@ -1,0 +1,249 @@
+"""``python ARGS`` with torch already imported: a repro or a command line run
+in a process of its own, forked from an interpreter that imported torch once.
+
+A repro is verified as a user runs it, in a fresh process; importing torch
+and Dynamo takes that process 2-3 s before its first line of its own, more
+than most repros then take. A *zygote* (a ``python -c`` that imports
+``PRELOAD`` and waits) forks one child per run instead: the child gets the
+script's ``sys.argv``, ``sys.path[0]``, working folder, environment and
+standard streams, runs it as ``__main__`` and exits as Python would (the
+status of ``SystemExit``, 1 after ``sys.excepthook`` for an exception, the
+signal that killed it). It is its own session, so a timeout kills what it
+started too.
+
+What a fork cannot give is a fresh import: a run whose environment differs
+from the zygote's in a variable torch reads at import (``IMPORT_TIME``), a
+run of another interpreter, or ``DEDUP_HARNESS_COLD=1`` runs cold, through
+``subprocess`` as before.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Optional, Sequence
+
+PRELOAD = ("torch", "torch._dynamo")
+# Environment variables read at import time by torch, its libraries or Python:
+# a run that sets one differently gets a cold process.
+IMPORT_TIME = ("TORCH", "PYTORCH", "CUDA", "NVIDIA", "OMP_", "MKL", "KMP_", "GOMP", "LD_", "PYTHON", "MALLOC")
+# ... but for PYTHONPATH, whose entries a child puts on its sys.path as Python would.
+EMULATED = ("PYTHONPATH",)
+COLD = "DEDUP_HARNESS_COLD"
+
+# The zygote: imports PRELOAD, then per request line forks a child, answers
+# {"pid"} at once and {"status"} once the child is gone. Requests and answers
+# travel on the pipes it was started with; a child's streams are files.
+_MAIN = r'''
+import json, os, sys
+del sys.path[0]  # -c's "": each run puts its own first entry
+ours = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+base = [p for p in sys.path if p not in ours]  # what a run's PYTHONPATH goes in front of
+for name in json.loads(sys.argv[1]):
+    try:
+        __import__(name)
+    except Exception:
+        pass
+proto = os.fdopen(os.dup(1), "w", buffering=1)
+devnull = os.open(os.devnull, os.O_RDWR)
+os.dup2(devnull, 1)
+
+def child(req):
+    code = 1
+    try:
+        os.setsid()
+        os.chdir(req["cwd"])
+        os.environ.clear()
+        os.environ.update(req["env"])
+        os.dup2(os.open(req["stdin"] or os.devnull, os.O_RDONLY), 0)
+        os.dup2(os.open(req["stdout"], os.O_WRONLY | os.O_TRUNC), 1)
+        os.dup2(os.open(req["stderr"], os.O_WRONLY | os.O_TRUNC), 2)
+        import random
+        random.seed()  # a fresh process draws afresh
+        if "numpy" in sys.modules:
+            sys.modules["numpy"].random.seed()
+        import runpy
+        args = req["args"]
+        theirs = [os.path.abspath(p) for p in req["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
+        sys.path[:] = theirs + base
+        try:
+            if args[0] == "-m":
+                sys.argv = [args[1], *args[2:]]
+                sys.path.insert(0, os.getcwd())
+                runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+            elif args[0] == "-c":
+                sys.argv = ["-c", *args[2:]]
+                sys.path.insert(0, "")
+                import types
+                main = sys.modules["__main__"] = types.ModuleType("__main__")
+                exec(compile(args[1], "<string>", "exec"), main.__dict__)
+            else:
+                script = os.path.abspath(args[0])
+                sys.argv = [args[0], *args[1:]]
+                sys.path.insert(0, os.path.dirname(os.path.realpath(script)))
+                runpy.run_path(script, run_name="__main__")
+            code = 0
+        except SystemExit as e:
+            if e.code is None:
+                code = 0
+            elif isinstance(e.code, int):
+                code = e.code
+            else:
+                print(e.code, file=sys.stderr)
+                code = 1
+        except BaseException:
+            sys.excepthook(*sys.exc_info())
+            code = 1
+        import atexit
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(code & 0xFF)
+
+proto.write("ready\n")
+for line in sys.stdin:
+    req = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        child(req)
+    proto.write(json.dumps({"pid": pid}) + "\n")
+    _, status = os.waitpid(pid, 0)
+    proto.write(json.dumps({"status": os.waitstatus_to_exitcode(status)}) + "\n")
+'''
+
+
+def same_at_import(env: dict, other: dict, emulated: tuple[str, ...] = EMULATED) -> bool:
+    """Whether a process started with ``other`` imported torch as one started with ``env`` would."""
+    keys = set(env) | set(other)
+    return all(env.get(k) == other.get(k) for k in keys if k.startswith(IMPORT_TIME) and k not in emulated)
+
+
+class ZygoteError(RuntimeError):
+    """The zygote died or could not start: the run goes cold."""
+
+
+class Zygote:
+    """One warm interpreter; one run at a time (``run`` holds a lock)."""
+
+    def __init__(self, preload: Sequence[str] = PRELOAD, start_timeout: float = 120.0):
+        self.env = dict(os.environ)
+        self._lock = threading.Lock()
+        self._proc = subprocess.Popen([sys.executable, "-c", _MAIN, json.dumps(list(preload))], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, text=True, start_new_session=True, env=self.env)
+        if self._read(start_timeout) != "ready":
+            self.close()
+            raise ZygoteError("the zygote did not start")
+
+    def _read(self, timeout: Optional[float]) -> Optional[str]:
+        """One answer line; None when none came before ``timeout``."""
+        ready, _, _ = select.select([self._proc.stdout], [], [], timeout)
+        if not ready:
+            return None
+        line = self._proc.stdout.readline()
+        if not line:
+            raise ZygoteError("the zygote died")
+        return line.strip()
+
+    def alive(self) -> bool:
+        return self._proc.poll() is None
+
+    def fits(self, env: dict) -> bool:
+        """Whether a run with ``env`` is the run a fresh process would make."""
+        return same_at_import(env, self.env)
+
+    def run(self, args: Sequence[str], cwd: str, env: dict, timeout: Optional[float],
+            stdin: Optional[str] = None) -> tuple[Optional[int], str, str]:
+        """(exit status or None on timeout, stdout, stderr) of ``python ARGS``."""
+        with self._lock, tempfile.TemporaryDirectory(prefix="warm-") as tmp:
+            out, err = Path(tmp, "stdout"), Path(tmp, "stderr")
+            out.touch()
+            err.touch()
+            infile = None
+            if stdin is not None:
+                infile = Path(tmp, "stdin")
+                infile.write_text(stdin)
+            request = {"args": list(args), "cwd": str(cwd), "env": env, "stdout": str(out), "stderr": str(err),
+                       "stdin": str(infile) if infile else None}
+            try:
+                self._proc.stdin.write(json.dumps(request) + "\n")
+                self._proc.stdin.flush()
+            except (BrokenPipeError, OSError) as e:
+                raise ZygoteError(f"the zygote died: {e}") from None
+            pid = json.loads(self._read(60) or "{}").get("pid")
+            if pid is None:
+                raise ZygoteError("the zygote did not fork")
+            answer = self._read(timeout)
+            code: Optional[int]
+            if answer is None:  # past its deadline: the child's session goes, then its status comes
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                self._read(None)
+                code = None
+            else:
+                code = json.loads(answer)["status"]
+            return code, out.read_text(errors="replace"), err.read_text(errors="replace")
+
+    def close(self) -> None:
+        try:
+            self._proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self._proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+
+
+_zygote: Optional[Zygote] = None
+_starting = threading.Lock()
+
+
+def zygote() -> Optional[Zygote]:
+    """This process's zygote, started on first use (and again if it died);
+    None where it cannot start."""
+    global _zygote
+    with _starting:
+        if _zygote is None or not _zygote.alive():
+            try:
+                _zygote = Zygote()
+            except (ZygoteError, OSError):
+                _zygote = None
+            else:
+                atexit.register(_zygote.close)
+        return _zygote
+
+
+def run(args: Sequence[str], cwd: Optional[str] = None, env: Optional[dict] = None, timeout: Optional[float] = None,
+        python: str = sys.executable, input: Optional[str] = None) -> subprocess.CompletedProcess:
+    """``subprocess.run([python, *args], capture_output=True, text=True)``,
+    warm where the run is what a fresh process would do; a timeout raises
+    ``subprocess.TimeoutExpired`` as there."""
+    env = dict(os.environ if env is None else env)
+    cwd = str(cwd or os.getcwd())
+    warm = python == sys.executable and not os.environ.get(COLD) and not env.get(COLD)
+    z = zygote() if warm else None
+    if z is not None and z.fits(env):
+        try:
+            code, out, err = z.run(args, cwd, env, timeout, input)
+        except ZygoteError:
+            pass
+        else:
+            if code is None:
+                raise subprocess.TimeoutExpired([python, *args], timeout, out, err)
+            return subprocess.CompletedProcess([python, *args], code, out, err)
+    return subprocess.run([python, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env,
+                          input=input, start_new_session=True)

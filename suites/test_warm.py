@@ -1,0 +1,116 @@
+"""``harness.warm``: a script run in a child forked from a torch-importing
+zygote is the script run by a fresh ``python``: the same exit status for
+every way a script ends, the same ``sys.argv``, ``sys.path``, working folder,
+environment and streams; a timeout takes the child's session; a run a fork
+cannot make (an import-time variable changed) runs cold."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from harness import warm
+
+pytestmark = pytest.mark.unit
+
+SCRIPT = textwrap.dedent('''
+    import json, os, sys
+    how = sys.argv[1]
+    print(json.dumps({"argv": sys.argv, "path0": sys.path[0], "cwd": os.getcwd(), "env": os.environ.get("WARM_TEST"),
+                      "main": __name__, "pythonpath": [p for p in sys.path if p.endswith("extra")]}))
+    sys.stdout.flush()
+    if how == "raise":
+        raise ValueError("boom")
+    if how == "exit":
+        sys.exit(int(sys.argv[2]))
+    if how == "message":
+        sys.exit("a message")
+    if how == "abort":
+        os.abort()
+    if how == "hook":  # a repro's own hook: an error before its check is exit 2
+        sys.excepthook = lambda *a: (print("hooked", flush=True), os._exit(2))
+        raise KeyError("x")
+    if how == "stdin":
+        print(sys.stdin.read().upper())
+    if how == "atexit":
+        import atexit
+        atexit.register(lambda: print("at exit"))
+    if how == "sleep":
+        import subprocess, time
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        time.sleep(60)
+''')
+
+ENDINGS = [("plain", [], 0), ("raise", [], 1), ("exit", ["0"], 0), ("exit", ["5"], 5), ("message", [], 1),
+           ("abort", [], -6), ("hook", [], 2), ("atexit", [], 0)]
+
+
+def _both(tmp_path, *args: str, **kwargs):
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT)
+    hot = warm.run([str(script), *args], **kwargs)
+    cold = warm.run([str(script), *args], **{**kwargs, "env": {**kwargs.get("env", os.environ), warm.COLD: "1"}})
+    return hot, cold
+
+
+@pytest.mark.parametrize("how, args, code", ENDINGS, ids=[f"{h}{''.join(a)}" for h, a, _ in ENDINGS])
+def test_every_ending_is_the_fresh_interpreters(tmp_path, how, args, code):
+    hot, cold = _both(tmp_path, how, *args, cwd=str(tmp_path))
+    assert hot.returncode == cold.returncode == code, (hot, cold)
+    assert hot.stdout == cold.stdout
+    # the same last line on stderr: the traceback or the message
+    assert hot.stderr.strip().splitlines()[-1:] == cold.stderr.strip().splitlines()[-1:]
+
+
+def test_argv_path_folder_and_environment_are_the_runs_own(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**os.environ, "WARM_TEST": "yes", "PYTHONPATH": str(tmp_path / "extra")}
+    hot, cold = _both(tmp_path, "plain", "x y", cwd=str(elsewhere), env=env)
+    assert hot.stdout == cold.stdout
+    seen = __import__("json").loads(hot.stdout)
+    assert seen["argv"][1:] == ["plain", "x y"] and seen["path0"] == str(tmp_path) and seen["cwd"] == str(elsewhere)
+    assert seen["env"] == "yes" and seen["main"] == "__main__" and seen["pythonpath"] == [str(tmp_path / "extra")]
+
+
+def test_a_module_and_a_command_run_as_with_dash_m_and_dash_c(tmp_path):
+    (tmp_path / "mod.py").write_text("import sys\nprint(sys.argv[1:], __name__)\nsys.exit(3)\n")
+    for args in (["-m", "mod", "a"], ["-c", "import sys\nprint(sys.argv[1:], __name__)\nsys.exit(3)", "a"]):
+        hot = warm.run(args, cwd=str(tmp_path))
+        cold = warm.run(args, cwd=str(tmp_path), env={**os.environ, warm.COLD: "1"})
+        assert hot.returncode == cold.returncode == 3 and hot.stdout == cold.stdout == "['a'] __main__\n", (hot, cold)
+
+
+def test_input_reaches_stdin(tmp_path):
+    hot, cold = _both(tmp_path, "stdin", input="abc")
+    assert hot.stdout == cold.stdout and hot.stdout.endswith("ABC\n")
+
+
+def test_a_timeout_raises_and_takes_the_session_down(tmp_path):
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT)
+    started = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        warm.run([str(script), "sleep"], timeout=2)
+    assert time.monotonic() - started < 10
+    time.sleep(0.5)
+    sleepers = subprocess.run(["pgrep", "-f", "time.sleep\\(60\\)"], capture_output=True, text=True).stdout.split()
+    assert not sleepers, "the timed-out script's child lives on"
+    assert warm.run([str(script), "plain"]).returncode == 0  # the zygote goes on serving
+
+
+def test_the_run_is_forked_warm_and_an_import_time_variable_runs_cold(tmp_path):
+    """Warm: torch is in sys.modules before the script imports it; a
+    variable torch reads at import makes a fresh interpreter instead."""
+    script = tmp_path / "t.py"
+    script.write_text("import sys\nprint('torch' in sys.modules)\n")
+    assert warm.run([str(script)]).stdout == "True\n"
+    assert warm.run([str(script)], env={**os.environ, "TORCH_LOGS": "+dynamo"}).stdout == "False\n"
+    other = tmp_path / "python"  # another interpreter (here the same one under another name): its own process
+    other.symlink_to(sys.executable)
+    assert warm.run([str(script)], python=str(other)).stdout == "False\n"
