@@ -32,8 +32,9 @@ from harness import torch_config
 from generators.doors import DOORS, assign, in_share, with_door
 from harness.capabilities import has, unavailable
 from harness.doors import available as door_names
-from campaigns.pool import Lost, Pool
+from campaigns.pool import Lost, Pool, start_forkserver
 from harness.backend_capabilities import probe, probe_isolated, program_mode, remember, resolve_mode, unfit
+from harness.backends import resolve
 from oracles.registry import DOOR_ORACLES, ORACLES, REPLAY_ORACLES, run_config
 
 from reports import coverage_report, feedback
@@ -52,6 +53,8 @@ from .worker_start import covered_paths
 BATCH = 25  # programs drawn per Hypothesis seed
 # --feedback: off; edges (count the edges the plain draw reaches, for an A/B); steer (campaigns.steer)
 FEEDBACK = ("off", "edges", "steer")
+# What a worker's forkserver imports once for every worker (campaigns.pool): torch, and the worker itself.
+WORKER_PRELOAD = ("torch", "torch._dynamo", "campaigns.worker")
 SAMPLE_KNOWN = 8  # one distinct known-issue finding in this many has its repro run (Campaign.follows_up)
 @dataclass(frozen=True)
 class Options:
@@ -133,13 +136,18 @@ def check_options(o: Options) -> tuple[tuple[str, ...], tuple]:
     if missing:
         raise ValueError(f"--corpus: no such folder: {', '.join(missing)}")
     patch = torch_config.parse(o.config)
-    # last, being slow: resolves the backend and asks what it can do, in a child process (it may abort or
-    # hang), with the deadline of a confirmed hang of one program; a resumed campaign goes on with what its
-    # first run learned
+    resolve(o.backend)  # a bad name is one line before anything starts
+    return names, patch
+
+
+def probe_backend(o: Options) -> None:
+    """What the backend can do, asked in a child process (it may abort or
+    hang), with the deadline of a confirmed hang of one program; a resumed
+    campaign goes on with what its first run learned. Slow: after every
+    other check."""
     remember(o.backend, o.out / CAPABILITIES if o.resume else None)
     probe_isolated(o.backend, timeout=min(300.0, max(20.0, 3 * o.timeout)))
     resolve_mode(o.backend, o.mode)
-    return names, patch
 
 
 def _batch(seed: int, batch: int, strategy, offset: int) -> list[Program]:
@@ -534,6 +542,9 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
                              f"{previous.get('seed')} shard {'/'.join(map(str, previous.get('shard') or (0, 1)))}; "
                              f"resume it with the same --backend, --seed and --shard")
     oracles, patch = check_options(replace(options, resume=resume))
+    if not options.coverage:  # the workers' server imports torch while the backend is probed
+        start_forkserver(WORKER_PRELOAD)
+    probe_backend(replace(options, resume=resume))
     ledger = prepare(out, resume)
     allocation = read_allocation()
     workers = options.workers or default_workers(allocation)
@@ -572,11 +583,14 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
         watched = watched_files(options.watch or WATCHED)
         campaign.steering = steering(options, ledger, source, torch.__version__)
         campaign.log_skipped()
-    # coverage starts before the worker module imports torch
+    # coverage starts before the worker module imports torch: then each worker is spawned and imports it
+    # itself; otherwise they are forked from a server that imported it once (a lost worker's successor is
+    # ready at once)
     campaign.pool = pool = Pool(workers, "campaigns.worker:handle", out / "workers",
                                 init=("campaigns.worker_start:init", "campaigns.worker:init"),
                                 init_arg={"coverage": coverage_file, "feedback": watched}, timeout=options.timeout,
-                                memory_mb=memory_mb, worker_env=lambda index: worker_env(allocation, index))
+                                memory_mb=memory_mb, worker_env=lambda index: worker_env(allocation, index),
+                                preload=None if options.coverage else WORKER_PRELOAD)
     last_report = time.time()
     # The last part of the budget runs the repros nobody has run yet.
     verify_from = deadline - (min(30.0, 0.2 * (deadline - started)) if options.verify_repros else 0.0)

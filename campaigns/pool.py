@@ -9,6 +9,11 @@ its own process group, so a kill also takes any compile subprocesses it spawned.
 
 Tasks and results are plain picklable values; what a task means is the
 handler's business (``package.module:function``).
+
+Workers are spawned (a fresh interpreter each), or, given modules to
+``preload``, forked from a multiprocessing forkserver that imported them
+once: a worker replacing one the compiler took down is then ready in a
+fraction of a second instead of importing torch again.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from multiprocessing import get_context
 from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
+
+from harness.warm import same_at_import
 
 
 # Signals a scheduler stops a job with (Slurm signals every process of the job, workers too).
@@ -70,7 +77,9 @@ def _serve(conn, handler: str, init: Union[str, tuple[str, ...], None], init_arg
            env: Optional[dict] = None) -> None:
     """A worker's life: own process group, its own environment (before any
     import reads it: CUDA_VISIBLE_DEVICES), log to a file, init once, then tasks."""
-    os.environ.update(env or {})
+    if env is not None:
+        os.environ.clear()
+        os.environ.update(env)
     os.setpgrp()
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crash should not spend seconds writing a core file
     with open(log, "a", buffering=1) as sink:
@@ -123,22 +132,51 @@ def _tail(path: Path, lines: int = 300) -> str:
     return "\n".join(text[text.rfind("--- task"):].splitlines()[:lines])
 
 
+_server_env: Optional[dict] = None  # the environment the forkserver imported torch in
+
+
+def start_forkserver(preload: tuple[str, ...]):
+    """The forkserver context, its server started now (importing ``preload``
+    while the caller goes on), unless it runs already; the first call of a
+    process decides what it preloads."""
+    global _server_env
+    from multiprocessing import forkserver
+
+    ctx = get_context("forkserver")
+    if _server_env is None:
+        ctx.set_forkserver_preload(list(preload))
+        forkserver.ensure_running()
+        _server_env = dict(os.environ)
+    return ctx
+
+
+def _context(preload: Optional[tuple[str, ...]]):
+    """Spawn, or fork from the forkserver where what it imported is what a
+    spawned worker would import now (no import-time variable changed since)."""
+    if preload is not None:
+        ctx = start_forkserver(preload)
+        if same_at_import(dict(os.environ), _server_env, emulated=()):
+            return ctx
+    return get_context("spawn")
+
+
 class Pool:
     """``size`` workers running ``handler(task) -> result``; ``init(init_arg)``
     runs once per worker (a tuple of inits: each in turn, so one can start
     what must precede the next one's imports). Tasks time out after
     ``timeout`` seconds unless ``submit`` says otherwise; a worker above
-    ``memory_mb`` is killed."""
+    ``memory_mb`` is killed. ``preload``: modules a forkserver imports once
+    for every worker (None: each worker is spawned and imports its own)."""
 
     def __init__(self, size: int, handler: str, log_dir: Path, init: Union[str, tuple[str, ...], None] = None,
                  init_arg: Any = None, timeout: float = 120.0, memory_mb: float = 8192.0,
-                 worker_env: Optional[Callable[[int], dict]] = None):
+                 worker_env: Optional[Callable[[int], dict]] = None, preload: Optional[tuple[str, ...]] = None):
         self.handler, self.init, self.init_arg = handler, init, init_arg
         self.worker_env = worker_env or (lambda index: {})
         self.timeout, self.memory_mb = timeout, memory_mb
         self.log_dir = log_dir
         log_dir.mkdir(parents=True, exist_ok=True)
-        self._ctx = get_context("spawn")
+        self._ctx = _context(preload)
         self._queue: collections.deque = collections.deque()
         self._started = 0
         self._failed_starts = 0
@@ -149,8 +187,9 @@ class Pool:
         self._started += 1
         ours, theirs = self._ctx.Pipe()
         log = self.log_dir / f"worker-{index}-{self._started}.log"
+        # this process's environment as it is now, as a spawned worker would inherit it
         process = self._ctx.Process(target=_serve, args=(theirs, self.handler, self.init, self.init_arg, str(log),
-                                          self.worker_env(index)),
+                                                         {**os.environ, **self.worker_env(index)}),
                                     daemon=True)
         process.start()
         theirs.close()

@@ -244,14 +244,18 @@ def probe_isolated(spec: str, timeout: float = 300.0) -> BackendCapabilities:
     import subprocess
     import sys
 
+    from . import warm
+
     if spec in _PROBED:
         return _PROBED[spec]
-    resolve(spec)  # a bad name is the caller's one line, without a child
+    stated = declared(resolve(spec))  # a bad name is the caller's one line, without a child
+    if stated is not None:  # nothing to probe: torch's own, or a backend that says what it can do
+        _PROBED[spec] = stated
+        return stated
     code = "import sys; from harness.backend_capabilities import probe_json; probe_json(sys.argv[1])"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     try:
-        done = subprocess.run([sys.executable, "-c", code, spec], capture_output=True, text=True, timeout=timeout,
-                              env=env)
+        done = warm.run(["-c", code, spec], timeout=timeout, env=env)
         answer = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 and done.stdout.strip() else None
         why = f"the probe exited {done.returncode}"
     except subprocess.TimeoutExpired:

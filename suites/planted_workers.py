@@ -38,5 +38,6 @@ def handle(task: dict):
         time.sleep(10)
     if what == "env":  # held a second, so the next task goes to the other worker
         time.sleep(1)
-        return {"pid": os.getpid(), "env": os.environ.get("CUDA_VISIBLE_DEVICES")}
+        return {"pid": os.getpid(), "env": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                "later": os.environ.get("DEDUP_WORKER_TEST")}
     return {"pid": os.getpid(), "echo": task.get("id")}

@@ -1,4 +1,5 @@
-"""The worker pool survives what a compiler under test can do to a process."""
+"""The worker pool survives what a compiler under test can do to a process,
+its workers spawned or forked from a forkserver that imported their modules."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from campaigns.pool import Lost, Pool, PoolError
 pytestmark = pytest.mark.unit
 
 HANDLER = "suites.planted_workers:handle"
+# How workers start: spawned, or forked from the forkserver (campaigns.pool.start_forkserver; its preload
+# is the first one asked for in this process: a campaign's when one ran here before).
+STARTS = pytest.mark.parametrize("preload", [None, ("suites.planted_workers",)], ids=["spawn", "forkserver"])
 
 
 def _drain(pool: Pool, n: int, limit: float = 60.0) -> dict:
@@ -21,8 +25,10 @@ def _drain(pool: Pool, n: int, limit: float = 60.0) -> dict:
     return got
 
 
-def test_crashes_hangs_and_memory_are_lost_tasks_and_workers_are_replaced(tmp_path):
-    pool = Pool(2, HANDLER, tmp_path, init="suites.planted_workers:init", timeout=3, memory_mb=300)
+@STARTS
+def test_crashes_hangs_and_memory_are_lost_tasks_and_workers_are_replaced(tmp_path, preload):
+    # the memory limit above what a worker forked from a server that imported torch holds by sharing
+    pool = Pool(2, HANDLER, tmp_path, init="suites.planted_workers:init", timeout=3, memory_mb=800, preload=preload)
     plan = ["echo", "abort", "echo", "segfault", "hang", "memory", "raise", "restart", "echo", "echo"]
     try:
         for i, what in enumerate(plan):
@@ -33,7 +39,7 @@ def test_crashes_hangs_and_memory_are_lost_tasks_and_workers_are_replaced(tmp_pa
     assert set(got) == set(range(len(plan)))
     lost = {i: (r.kind, r.detail) for i, r in got.items() if isinstance(r, Lost)}
     assert lost == {1: ("signal", "SIGABRT"), 3: ("signal", "SIGSEGV"), 4: ("hang", "no result after 3 s"),
-                    5: lost[5]} and lost[5][0] == "memory" and "over the 300 MB limit" in lost[5][1]
+                    5: lost[5]} and lost[5][0] == "memory" and "over the 800 MB limit" in lost[5][1]
     # faulthandler's stack of the aborting task, and of the hung one (asked before the kill)
     assert "planted_workers.py" in got[1].log_tail and "in handle" in got[4].log_tail
     assert got[6][0] == "error" and "planted handler error" in got[6][1]
@@ -51,11 +57,18 @@ def test_a_handler_that_cannot_load_is_one_error(tmp_path):
             pool.close(now=True)
 
 
-def test_a_worker_stopped_from_outside_is_not_a_crash_and_each_worker_gets_its_gpu(tmp_path):
+@STARTS
+def test_a_worker_stopped_from_outside_is_not_a_crash_and_each_worker_gets_its_gpu(tmp_path, preload, monkeypatch):
     from campaigns.allocation import Allocation, worker_env
 
+    from campaigns.pool import start_forkserver
+
     allocation = Allocation(cpus=2, memory_mb=None, gpus=("2", "3"))
-    pool = Pool(2, HANDLER, tmp_path, timeout=30, worker_env=lambda index: worker_env(allocation, index))
+    if preload:
+        start_forkserver(preload)
+    monkeypatch.setenv("DEDUP_WORKER_TEST", "set after the server started")  # a worker sees it, as spawned
+    pool = Pool(2, HANDLER, tmp_path, timeout=30, worker_env=lambda index: worker_env(allocation, index),
+                preload=preload)
     try:
         for i, what in enumerate(["env", "env", "terminated"]):
             pool.submit({"id": i, "do": what})
@@ -66,3 +79,5 @@ def test_a_worker_stopped_from_outside_is_not_a_crash_and_each_worker_gets_its_g
     # each worker sees one GPU of the two, its own (on a loaded machine one worker may take both tasks)
     by_pid = {got[i]["pid"]: got[i]["env"] for i in (0, 1)}
     assert set(by_pid.values()) <= {"2", "3"} and len(set(by_pid.values())) == len(by_pid)
+    # and the rest of this process's environment as it is when the worker starts
+    assert got[0]["later"] == got[1]["later"] == "set after the server started"
