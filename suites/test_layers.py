@@ -8,6 +8,7 @@ loaded by name ("package.module:callable" specs, ``importlib.import_module``).
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -65,6 +66,7 @@ def missing(root: Path, packages=FLOORS) -> list[str]:
     import left stale by a move fails only when its function runs."""
     files = {_module(p, root): p for pkg in packages for p in sorted((root / pkg).glob("*.py"))}
 
+    @functools.cache  # asked once per name imported from the module
     def defined(module: str) -> set[str]:
         names = set()
         for node in ast.parse(files[module].read_text()).body:
