@@ -48,13 +48,11 @@ from .folder import CAPABILITIES, prepare, slug, write_reports
 from .steer import Steering
 from .upstream import EnvCapture, describe_finding
 from .worker import config_from, config_to, lost_finding
-from .worker_start import covered_paths
+from .worker_start import WORKER_PRELOAD, covered_paths
 
 BATCH = 25  # programs drawn per Hypothesis seed
 # --feedback: off; edges (count the edges the plain draw reaches, for an A/B); steer (campaigns.steer)
 FEEDBACK = ("off", "edges", "steer")
-# What a worker's forkserver imports once for every worker (campaigns.pool): torch, and the worker itself.
-WORKER_PRELOAD = ("torch", "torch._dynamo", "campaigns.worker")
 SAMPLE_KNOWN = 8  # one distinct known-issue finding in this many has its repro run (Campaign.follows_up)
 @dataclass(frozen=True)
 class Options:

@@ -250,8 +250,22 @@ def _fuzz(args) -> int:
         print(f"shard {shard[0]}/{shard[1]} ({out}): {e}", file=sys.stderr)
         return 0
 
-    from campaigns.pool import PoolError
+    from campaigns.pool import PoolError, start_forkserver, stop_forkserver
+    from campaigns.worker_start import WORKER_PRELOAD
+
+    if not args.coverage:  # the workers' server imports torch while this process does (campaigns.pool)
+        start_forkserver(WORKER_PRELOAD)
+    try:
+        return _campaign(args, out, until, claims, shard)
+    except BaseException:
+        stop_forkserver()
+        raise
+
+
+def _campaign(args, out: Path, until, claims, shard) -> int:
     from campaigns.campaign import Options, run
+    from campaigns.budget import NotStarted
+    from campaigns.pool import PoolError
 
     # torch's notice that one subgraph got several backward graphs: expected, not a finding.
     warnings.filterwarnings("ignore", message="invoke_subgraph traced multiple backward graphs")

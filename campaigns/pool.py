@@ -150,6 +150,25 @@ def start_forkserver(preload: tuple[str, ...]):
     return ctx
 
 
+def stop_forkserver() -> None:
+    """Stop the forkserver this process started, at once: a command that
+    fails its checks must not leave it importing torch. (multiprocessing has
+    no public way; without these attributes it ends with this process.)"""
+    global _server_env
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver
+    pid = getattr(server, "_forkserver_pid", None)
+    if pid is None or not hasattr(server, "_stop"):
+        return
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    server._stop()
+    _server_env = None
+
+
 def _context(preload: Optional[tuple[str, ...]]):
     """Spawn, or fork from the forkserver where what it imported is what a
     spawned worker would import now (no import-time variable changed since)."""

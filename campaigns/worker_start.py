@@ -12,6 +12,10 @@ from harness.branches import site_root  # stdlib only: torch stays unimported
 COVERED = ("torch/_dynamo/graph_region_tracker.py", "torch/_dynamo/graph_deduplication.py",
            "torch/_dynamo/graph_utils.py", "torch/_higher_order_ops/invoke_subgraph.py")
 
+# What the workers' forkserver imports once for all of them (campaigns.pool.start_forkserver): torch, and
+# the worker itself; without --coverage, which must start before torch is imported (then each is spawned).
+WORKER_PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx", "campaigns.worker")
+
 _coverage: Any = None
 
 
