@@ -99,6 +99,25 @@ def abort_or_hang(gm: torch.fx.GraphModule, example_inputs):
     return gm.forward
 
 
+# It says what it can do, so a campaign on it starts without a probe (whose graph it would hang on):
+# how a probe that hangs or aborts is survived is suites/test_backend_capabilities.py's.
+abort_or_hang.dedup_harness_capabilities = {}
+
+
+def hangs(gm: torch.fx.GraphModule, example_inputs):
+    """A backend that never returns: its probe must time out, not the campaign."""
+    import time
+
+    time.sleep(3600)
+
+
+def aborts(gm: torch.fx.GraphModule, example_inputs):
+    """A backend that takes its process down on every graph: its probe's child dies, not the campaign."""
+    import os
+
+    os.abort()
+
+
 
 def abort_on_subgraph_calls(gm: torch.fx.GraphModule, example_inputs):
     """A backend that aborts its process on any graph with a subgraph call."""

@@ -14,18 +14,20 @@ from harness import warm
 
 pytestmark = pytest.mark.unit
 
-PLANTED = ["--backend", "suites.planted:abort_or_hang", "--timeout", "5", "--seed", "1", "--oracles", "differential",
-           "--minimize-seconds", "0"]
+# Seed 1 meets an abort on its second program and a hang on its sixth: a campaign of eight programs meets
+# both (a hang is a 3 s deadline, then 9 s to confirm it)
+PLANTED = ["--backend", "suites.planted:abort_or_hang", "--timeout", "3", "--seed", "1", "--oracles", "differential",
+           "--minimize-seconds", "0", "--programs", "8"]
 
 
 def _harness(*args: str, cwd, timeout: int = 400) -> subprocess.CompletedProcess:
     return warm.run(["-m", "harness", *args], timeout=timeout, cwd=cwd)
 
 
-@pytest.mark.long(seconds=90)
+@pytest.mark.long(seconds=30)
 def test_a_campaign_survives_an_aborting_and_hanging_backend_and_reports(tmp_path, request):
     out, root = tmp_path / "run", request.config.rootpath
-    done = _harness("fuzz", *PLANTED, "--budget", "75", "--workers", "2", "--out", str(out), cwd=root)
+    done = _harness("fuzz", *PLANTED, "--budget", "120", "--workers", "2", "--out", str(out), cwd=root)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     events = [json.loads(line) for line in (out / "findings.jsonl").read_text().splitlines()]
