@@ -227,8 +227,14 @@ def _run_companions(outcome: Outcome, module: ModuleType) -> None:
         elif name not in outcome.companions:  # a program companion may have run it already
             outcome.companions[name] = run_compiled(module, outcome.program,
                                                     replace(COMPANIONS[name](config, outcome.program, outcome.capture), companions=()),
-                                                    known=outcome.capture if name == "dedup_off" else None)
+                                                    known=_known(outcome) if name == "dedup_off" else None)
         outcome.seconds[name] = time.perf_counter() - t
+
+
+def _known(outcome: Outcome) -> Capture | None:
+    """What the run without deduplication may lean on: the capture with it,
+    where its first call ran (harness.recall: needless and sampled-out calls)."""
+    return outcome.capture if outcome.compiled.failure is None else None
 
 
 def spared(config: RunConfig, compiled: Execution, capture: Capture, program: Program | None = None) -> str:
@@ -335,7 +341,7 @@ def _run_program_companion(outcome: Outcome, module: ModuleType, name: str) -> N
             outcome.spared["dedup_off"] = reason
         outcome.companions["dedup_off"] = (outcome.compiled, outcome.capture) if reason else \
             run_compiled(module, program, replace(COMPANIONS["dedup_off"](config, program, outcome.capture), companions=()),
-                         known=outcome.capture)
+                         known=_known(outcome))
     # The twins are other programs: no changed re-calls, no pass recorder.
     plain = replace(config, companions=(), variants=0, record_structure=False)
     sides = [("", outcome.compiled, plain)]

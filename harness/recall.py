@@ -129,10 +129,31 @@ def needless(run: Optional[VariantRun], same_guards: bool) -> str:
     return ""
 
 
+# Without deduplication, a changed call that can tell something is compared
+# with its call with deduplication (oracles.guards: the same recompiles, the
+# same new guards) in one program in OFF_CALLS_EVERY (by seed), where the first
+# call with deduplication ran. That comparison is the costliest rarely decisive
+# part of a run (a fifth of its compile time) and it has never failed on a
+# real torch; no planted fault is first found by it. Where the first call with
+# deduplication failed, the calls without it are the guard oracles' only ones:
+# always made.
+OFF_CALLS_EVERY = 4
+
+
+def sampled_out(program: Program, known: Optional[Capture]) -> str:
+    """Why this run without deduplication makes no changed call ("": it
+    makes them); ``known`` is None where the first call with it failed."""
+    if known is None or program.seed % OFF_CALLS_EVERY == 0:
+        return ""
+    return (f"compared with the calls with deduplication in one program in {OFF_CALLS_EVERY} "
+            "(harness.recall.OFF_CALLS_EVERY)")
+
+
 def run_variants(bench: Workbench, config: RunConfig, capture: Capture, known: Optional[Capture] = None) -> None:
     """Run the selected variants; results go to ``capture.variants``.
     ``known``: the same program's capture with deduplication on, when this
-    run is without it: changes that can tell nothing are skipped (``needless``)."""
+    run is without it: changes that can tell nothing are skipped (``needless``),
+    and all of them outside the sample (``sampled_out``)."""
     original = bench.original_entry(capture)
     if capture.original_accepts_original is None:
         # The called frame has no cache entry (Dynamo skipped it: it runs eagerly), so the frames it calls compile
@@ -155,7 +176,8 @@ def run_variants(bench: Workbench, config: RunConfig, capture: Capture, known: O
     # programs that recompile without end, not about this many deliberate changes.
     name = recompile_limit_name()  # cache_size_limit in torch 2.6
     limit = getattr(torch._dynamo.config, name) + len(chosen)
-    whys = [needless(before.get(str(v.to_dict())), same_guards) for v in chosen]
+    out_of_sample = sampled_out(bench.program, known)
+    whys = [out_of_sample or needless(before.get(str(v.to_dict())), same_guards) for v in chosen]
     # A recompile is history for every later one: automatic dynamic makes a
     # value that changed in it symbolic in the next (an int argument changed
     # to a float is guarded by its type from then on). A change that

@@ -7,6 +7,7 @@ backend sees. Each program is run with every companion compiled
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from pathlib import Path
 
@@ -33,6 +34,15 @@ class _More:
 MORE = _More()
 
 
+FULL = replace(run_config("aot_eager"), spare=False)
+
+
+@functools.lru_cache(maxsize=None)
+def _full(program):
+    """The program with every companion compiled: the first two tests read the same runs."""
+    return run_program(program, FULL)
+
+
 def _same_values(a, b) -> list[str]:
     """Every difference between two runs' outputs, state and gradients, to the bit."""
     return [str(v) for v in compare_runs("spared", a, b, None, exact=("output", "state", "grad")) if v.failed]
@@ -45,14 +55,14 @@ def _stable(guards_: list[str]) -> list[str]:
 
 @pytest.mark.long(seconds=40)
 def test_a_run_grouping_nothing_is_its_own_run_without_the_pass():
-    config = replace(run_config("aot_eager"), spare=False)
+    config = FULL
     grouped_nothing = grouped = 0
     # SAMPLE, then more until both kinds are there: which programs a seed draws moves with the constants in
     # this project's code (Hypothesis draws integers among the local modules' literals too)
     for program in MORE:
         if grouped_nothing >= 2 and grouped >= 3:
             break
-        outcome = run_program(program, config)
+        outcome = _full(program)
         reason = spared(replace(config, spare=True), outcome.compiled, outcome.capture)
         if not reason:
             grouped += outcome.compiled.failure is None
@@ -79,10 +89,9 @@ def test_a_needless_change_without_dedup_repeats_what_it_did_with_it():
     recompile grouped nothing, does the same without deduplication."""
     from harness.recall import needless
 
-    config = replace(run_config("aot_eager"), spare=False)
     checked = 0
     for program in SAMPLE[:10]:
-        outcome = run_program(program, config)
+        outcome = _full(program)
         off_run0, off = outcome.companions["dedup_off"]
         if outcome.compiled.failure is not None or _same_values(outcome.compiled, off_run0):
             continue  # the oracle compares the changed calls only where the first calls agree to the bit
@@ -99,6 +108,7 @@ def test_a_needless_change_without_dedup_repeats_what_it_did_with_it():
 
 
 @pytest.mark.nightly  # 20 s; the gate keeps test_a_needless_change_without_dedup_repeats_what_it_did_with_it
+@pytest.mark.usefixtures("every_off_call")
 def test_skipping_needless_changes_leaves_the_guard_verdicts_as_they_were():
     for program in SAMPLE[:6]:
         full = run_program(program, replace(run_config("aot_eager"), spare=False))
@@ -171,6 +181,7 @@ def test_without_dedup_reuses_the_dedup_off_compile():
         assert not any(r.skipped for r in fresh.capture.variants)
 
 
+@pytest.mark.usefixtures("every_off_call")
 def test_a_change_served_by_an_earlier_changes_entry_keeps_that_recompile_without_dedup():
     """Found by a campaign: CONFIG replaced by a new object recompiles; CONFIG
     replaced again, by another of its kind, is served by that entry. Without
@@ -191,6 +202,31 @@ def test_a_change_served_by_an_earlier_changes_entry_keeps_that_recompile_withou
         assert (a.status, a.kind, a.where) == (b.status, b.kind, b.where) and not b.failed, (a, b)
 
 
+@pytest.fixture
+def every_off_call(monkeypatch):
+    """The changed calls without deduplication made for every program, not a
+    sample (harness.recall.OFF_CALLS_EVERY): what the needless rule keeps."""
+    from harness import recall
+
+    monkeypatch.setattr(recall, "OFF_CALLS_EVERY", 1)
+
+
+def test_outside_the_sample_no_changed_call_is_made_without_dedup_unless_the_first_call_failed():
+    from harness.recall import OFF_CALLS_EVERY, sampled_out
+
+    ran = [p for p in SAMPLE if _main(p)[0].failure is None]
+    program = next(p for p in ran if p.seed % OFF_CALLS_EVERY and not spared(run_config("aot_eager"), *_main(p), p))
+    outcome = run_program(program, run_config("aot_eager"))
+    off = outcome.companions["dedup_off"][1].variants
+    assert off and all(r.skipped.startswith("compared with the calls with deduplication in one program in")
+                       for r in off), [r.skipped for r in off]
+    assert guards.check(outcome).status.value != "fail" and guards.check_recompiles(outcome).status.value != "fail"
+    # in the sample, or where the first call with deduplication failed (None), they are made
+    assert sampled_out(replace(program, seed=OFF_CALLS_EVERY * 7), outcome.capture) == ""
+    assert sampled_out(program, None) == ""
+
+
+@pytest.mark.usefixtures("every_off_call")
 def test_a_recompile_a_later_change_builds_on_is_kept_without_dedup():
     """Found by a campaign (seed 19): the argument p0 changed 2 -> 0.5
     recompiles, and automatic dynamic guards p0 by its type in every later
