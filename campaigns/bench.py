@@ -434,7 +434,12 @@ def campaign_in_process(options: Options, label: str) -> tuple[dict | None, floa
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+    from campaigns.pool import start_forkserver
+    from campaigns.worker_start import WORKER_PRELOAD
+
+    # its workers' server starts before the process imports torch, as the command line starts it
+    server = {} if options.coverage else {"initializer": start_forkserver, "initargs": (WORKER_PRELOAD,)}
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), **server) as pool:
         return pool.submit(_campaign_process, options, label).result()
 
 
