@@ -30,7 +30,8 @@ MARKERS = (
     "gpu: needs CUDA",
     "models: the model zoo (tiny transformers models; pytest suites/ -m models)",
     "backends: third-party backends (the backends extra); skips with a clear reason when absent",
-    "long(seconds): runs for minutes on the 2-core CI machine; scheduled first (suites/conftest.py)",
+    "long(seconds): takes more than suites/budget.py's TEST_SECONDS: its share of the gate, measured; "
+    "scheduled first (suites/conftest.py)",
     "nightly: a long search rather than a check: runs in the nightly tier (make nightly), deselected from the CI gate",
 )
 BACKEND_HELP = ("run the property suites' programs on SPEC instead of their own backends, and the known "
@@ -69,8 +70,19 @@ def checked(spec: str):
         raise pytest.UsageError(f"--backend: {e}") from None
 
 
+def pytest_addoption(parser):
+    parser.getgroup("dedup-harness", "graph deduplication suites (dedup-harness)").addoption(
+        "--gate-budget", dest="gate_budget", metavar="SCALE", type=float, default=None,
+        help="fail a test past its share of the CI gate's time and the run if a suite is past its figure "
+             "(suites/budget.py), each times SCALE (1 on the machine they were measured on)")
+
+
 def pytest_configure(config):
     global _chosen
+    if getattr(config.option, "gate_budget", None):
+        from suites.budget import GateBudget
+
+        config.pluginmanager.register(GateBudget(config.option.gate_budget), "dedup-gate-budget")
     for line in MARKERS:
         config.addinivalue_line("markers", line)
     spec = getattr(config.option, "dedup_backend", None)

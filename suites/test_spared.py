@@ -160,7 +160,9 @@ def test_a_run_that_groups_or_fails_spares_nothing():
     pytest.fail("no program of the sample grouped anything")
 
 
+@functools.lru_cache(maxsize=None)
 def _main(program):
+    """The program's main compile alone (what ``spared`` reads), once per program."""
     outcome = run_program(program, replace(run_config("aot_eager"), companions=(), variants=0))
     return outcome.compiled, outcome.capture
 

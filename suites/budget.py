@@ -1,0 +1,91 @@
+"""The CI gate's time, shared out: what each suite, and each test, may spend.
+
+``pytest suites/`` (``make test``, what CI runs) must stay within six minutes
+of pytest on the 2-core machine these figures were measured on, so that CI's
+2-core machines, half again as slow, stay within ten. The two xdist workers
+give the gate about twice its wall time in test-seconds; ``SUITES`` shares
+out less than that (collection, start-up and the uneven end of two lanes take
+the rest). A suite's figure is the seconds of its tests in the gate (setup,
+call and teardown, both workers together). A test's own share is its
+``long(seconds=...)`` mark (which also schedules it first: suites/conftest.py),
+or ``TEST_SECONDS`` when it has none.
+
+``make nightly`` runs the gate with ``--gate-budget`` first: a test past its
+share fails with its measured time, and a suite past its figure fails the run
+with its total. To add a test, fit it in its suite's figure, or take seconds
+from another suite by making that one cheaper; a search that needs minutes
+belongs to the nightly tier (``@pytest.mark.nightly``, with the reason beside
+it), not to the gate.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+GATE_SECONDS = 360  # pytest's own wall time, on the measuring machine
+WORKERS = 2
+TEST_SECONDS = 8.0  # an unmarked test's share
+
+# Test-seconds per suite in the gate, measured on the measuring machine with a
+# margin for noise: suites/test_budget.py checks they fit in the gate and that
+# every suite has one.
+SUITES: dict[str, float] = {}
+
+
+def share(item) -> tuple[float, str]:
+    """A test's share of the gate, and where it comes from."""
+    mark = item.get_closest_marker("long")
+    if mark:
+        return float(mark.kwargs.get("seconds", 60)), "its long(seconds=...) mark"
+    return TEST_SECONDS, "the share of a test not marked long (suites/budget.py TEST_SECONDS)"
+
+
+def suite_of(nodeid: str) -> str:
+    return Path(nodeid.split("::")[0]).name
+
+
+class GateBudget:
+    """The ``--gate-budget SCALE`` check: every share and figure times SCALE
+    (1 on the measuring machine; 1.5 on one half again as slow)."""
+
+    def __init__(self, scale: float):
+        self.scale = scale
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        report = yield
+        if call.when == "call" and report.passed:
+            limit, why = share(item)
+            if report.duration > limit * self.scale:
+                report.outcome = "failed"
+                report.longrepr = (f"{item.nodeid} took {report.duration:.1f} s: past its share of the gate, "
+                                   f"{limit:g} s ({why}) x {self.scale:g}. Make it cheaper, mark it long with its "
+                                   f"measured seconds taken from its suite's figure, or move it to the nightly tier.")
+        return report
+
+    def pytest_runtest_logreport(self, report):
+        self.seconds[suite_of(report.nodeid)] += report.duration
+
+    def over(self) -> list[tuple[str, float, float]]:
+        """(suite, measured, allowed) of each suite past its figure."""
+        return [(name, spent, SUITES.get(name, 0.0) * self.scale) for name, spent in sorted(self.seconds.items())
+                if spent > SUITES.get(name, 0.0) * self.scale]
+
+    def pytest_sessionfinish(self, session):
+        if not hasattr(session.config, "workerinput") and self.over():
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if hasattr(terminalreporter.config, "workerinput"):
+            return
+        terminalreporter.section(f"gate budget (suites/budget.py, x {self.scale:g})")
+        for name, spent in sorted(self.seconds.items(), key=lambda kv: -kv[1]):
+            allowed = SUITES.get(name, 0.0) * self.scale
+            flag = "  OVER" if spent > allowed else ""
+            terminalreporter.write_line(f"{spent:7.1f} s of {allowed:6.1f}  {name}{flag}")
+        terminalreporter.write_line(f"{sum(self.seconds.values()):7.1f} s of "
+                                    f"{sum(SUITES.values()) * self.scale:6.1f}  all suites")
