@@ -434,11 +434,11 @@ def campaign_in_process(options: Options, label: str) -> tuple[dict | None, floa
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    from campaigns.pool import start_forkserver
     from campaigns.worker_start import WORKER_PRELOAD
+    from harness.warm import forkserver
 
     # its workers' server starts before the process imports torch, as the command line starts it
-    server = {} if options.coverage else {"initializer": start_forkserver, "initargs": (WORKER_PRELOAD,)}
+    server = {} if options.coverage else {"initializer": forkserver, "initargs": (WORKER_PRELOAD,)}
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), **server) as pool:
         return pool.submit(_campaign_process, options, label).result()
 

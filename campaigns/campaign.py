@@ -32,9 +32,10 @@ from harness import torch_config
 from generators.doors import DOORS, assign, in_share, with_door
 from harness.capabilities import has, unavailable
 from harness.doors import available as door_names
-from campaigns.pool import Lost, Pool, start_forkserver
+from campaigns.pool import Lost, Pool
 from harness.backend_capabilities import probe, probe_isolated, program_mode, remember, resolve_mode, unfit
 from harness.backends import resolve
+from harness.warm import forkserver
 from oracles.registry import DOOR_ORACLES, ORACLES, REPLAY_ORACLES, run_config
 
 from reports import coverage_report, feedback
@@ -541,7 +542,7 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
                              f"resume it with the same --backend, --seed and --shard")
     oracles, patch = check_options(replace(options, resume=resume))
     if not options.coverage:  # the workers' server imports torch while the backend is probed
-        start_forkserver(WORKER_PRELOAD)
+        forkserver(WORKER_PRELOAD)
     probe_backend(replace(options, resume=resume))
     ledger = prepare(out, resume)
     allocation = read_allocation()

@@ -250,11 +250,11 @@ def _fuzz(args) -> int:
         print(f"shard {shard[0]}/{shard[1]} ({out}): {e}", file=sys.stderr)
         return 0
 
-    from campaigns.pool import PoolError, start_forkserver, stop_forkserver
     from campaigns.worker_start import WORKER_PRELOAD
+    from harness.warm import forkserver, stop_forkserver
 
-    if not args.coverage:  # the workers' server imports torch while this process does (campaigns.pool)
-        start_forkserver(WORKER_PRELOAD)
+    if not args.coverage:  # the workers' server imports torch while this process does (harness.warm)
+        forkserver(WORKER_PRELOAD)
     try:
         return _campaign(args, out, until, claims, shard)
     except BaseException:

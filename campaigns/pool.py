@@ -12,8 +12,8 @@ handler's business (``package.module:function``).
 
 Workers are spawned (a fresh interpreter each), or, given modules to
 ``preload``, forked from a multiprocessing forkserver that imported them
-once: a worker replacing one the compiler took down is then ready in a
-fraction of a second instead of importing torch again.
+once (``harness.warm.forkserver``): a worker replacing one the compiler took
+down is then ready in a fraction of a second instead of importing torch again.
 """
 
 from __future__ import annotations
@@ -28,12 +28,11 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass
-from multiprocessing import get_context
 from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
-from harness.warm import same_at_import
+from harness.warm import forked_context
 
 
 # Signals a scheduler stops a job with (Slurm signals every process of the job, workers too).
@@ -132,53 +131,6 @@ def _tail(path: Path, lines: int = 300) -> str:
     return "\n".join(text[text.rfind("--- task"):].splitlines()[:lines])
 
 
-_server_env: Optional[dict] = None  # the environment the forkserver imported torch in
-
-
-def start_forkserver(preload: tuple[str, ...]):
-    """The forkserver context, its server started now (importing ``preload``
-    while the caller goes on), unless it runs already; the first call of a
-    process decides what it preloads."""
-    global _server_env
-    from multiprocessing import forkserver
-
-    ctx = get_context("forkserver")
-    if _server_env is None:
-        ctx.set_forkserver_preload(list(preload))
-        forkserver.ensure_running()
-        _server_env = dict(os.environ)
-    return ctx
-
-
-def stop_forkserver() -> None:
-    """Stop the forkserver this process started, at once: a command that
-    fails its checks must not leave it importing torch. (multiprocessing has
-    no public way; without these attributes it ends with this process.)"""
-    global _server_env
-    from multiprocessing import forkserver
-
-    server = forkserver._forkserver
-    pid = getattr(server, "_forkserver_pid", None)
-    if pid is None or not hasattr(server, "_stop"):
-        return
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    server._stop()
-    _server_env = None
-
-
-def _context(preload: Optional[tuple[str, ...]]):
-    """Spawn, or fork from the forkserver where what it imported is what a
-    spawned worker would import now (no import-time variable changed since)."""
-    if preload is not None:
-        ctx = start_forkserver(preload)
-        if same_at_import(dict(os.environ), _server_env, emulated=()):
-            return ctx
-    return get_context("spawn")
-
-
 class Pool:
     """``size`` workers running ``handler(task) -> result``; ``init(init_arg)``
     runs once per worker (a tuple of inits: each in turn, so one can start
@@ -195,7 +147,7 @@ class Pool:
         self.timeout, self.memory_mb = timeout, memory_mb
         self.log_dir = log_dir
         log_dir.mkdir(parents=True, exist_ok=True)
-        self._ctx = _context(preload)
+        self._ctx = forked_context(preload)
         self._queue: collections.deque = collections.deque()
         self._started = 0
         self._failed_starts = 0

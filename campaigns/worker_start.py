@@ -12,7 +12,7 @@ from harness.branches import site_root  # stdlib only: torch stays unimported
 COVERED = ("torch/_dynamo/graph_region_tracker.py", "torch/_dynamo/graph_deduplication.py",
            "torch/_dynamo/graph_utils.py", "torch/_higher_order_ops/invoke_subgraph.py")
 
-# What the workers' forkserver imports once for all of them (campaigns.pool.start_forkserver): torch, and
+# What the workers' forkserver imports once for all of them (harness.warm.forkserver): torch, and
 # the floors the worker stands on (campaigns.worker itself would name this module's importer); without
 # --coverage, which must start before torch is imported (then each is spawned).
 WORKER_PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx", "oracles.registry", "reports.triage",

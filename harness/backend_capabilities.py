@@ -238,12 +238,9 @@ def probe(spec: str) -> BackendCapabilities:
 def probe_isolated(spec: str, timeout: float = 300.0) -> BackendCapabilities:
     """``probe`` in a child process: a backend that aborts or hangs on the
     probe takes down the child, not the campaign. Such a backend is taken as
-    it presents itself (training, full precision), which the oracles then judge."""
-    import json
-    import os
-    import subprocess
-    import sys
-
+    it presents itself (training, full precision), which the oracles then judge.
+    The child is forked from this process's forkserver (harness.warm), which
+    a campaign has started already with torch imported."""
     from . import warm
 
     if spec in _PROBED:
@@ -252,14 +249,23 @@ def probe_isolated(spec: str, timeout: float = 300.0) -> BackendCapabilities:
     if stated is not None:  # nothing to probe: torch's own, or a backend that says what it can do
         _PROBED[spec] = stated
         return stated
-    code = "import sys; from harness.backend_capabilities import probe_json; probe_json(sys.argv[1])"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    ctx = warm.forked_context()
+    ours, theirs = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_probe_child, args=(spec, theirs), daemon=True)
+    child.start()
+    theirs.close()
     try:
-        done = warm.run(["-c", code, spec], timeout=timeout, env=env)
-        answer = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 and done.stdout.strip() else None
-        why = f"the probe exited {done.returncode}"
-    except subprocess.TimeoutExpired:
-        answer, why = None, f"the probe ran past {timeout:.0f} s"
+        answer = ours.recv() if ours.poll(timeout) else None
+    except EOFError:  # it died before answering
+        answer = None
+    child.join(0 if answer is None else 10)
+    if child.is_alive():
+        child.kill()
+        child.join()
+        why = f"the probe ran past {timeout:.0f} s"
+    else:
+        why = f"the probe exited {child.exitcode}"
+    ours.close()
     if answer is not None and "error" in answer:
         raise BackendError(answer["error"])
     if answer is None:
@@ -281,15 +287,14 @@ def remember(spec: str, path) -> None:
             _PROBED[spec] = BackendCapabilities.from_dict(answer)
 
 
-def probe_json(spec: str) -> None:
-    """The child side of ``probe_isolated``: one JSON line on stdout."""
-    import json
+def _probe_child(spec: str, conn) -> None:
+    """The child side of ``probe_isolated``: the capabilities as a dict, or the error."""
     from dataclasses import asdict
 
     try:
-        print(json.dumps(asdict(probe(spec))))
+        conn.send(asdict(probe(spec)))
     except BackendError as e:
-        print(json.dumps({"error": str(e)}))
+        conn.send({"error": str(e)})
 
 
 def _probe(spec: str) -> BackendCapabilities:

@@ -15,12 +15,18 @@ What a fork cannot give is a fresh import: a run whose environment differs
 from the zygote's in a variable torch reads at import (``IMPORT_TIME``), a
 run of another interpreter, or ``DEDUP_HARNESS_COLD=1`` runs cold, through
 ``subprocess`` as before.
+
+Functions (a campaign's workers, the backend probe) run in processes forked
+from multiprocessing's forkserver with ``PRELOAD`` (and what the caller adds)
+imported: ``forkserver`` starts it, ``forked_context`` hands it out where it
+imported what a fresh process would.
 """
 
 from __future__ import annotations
 
 import atexit
 import json
+import multiprocessing
 import os
 import select
 import signal
@@ -130,6 +136,54 @@ def same_at_import(env: dict, other: dict, emulated: tuple[str, ...] = EMULATED)
     """Whether a process started with ``other`` imported torch as one started with ``env`` would."""
     keys = set(env) | set(other)
     return all(env.get(k) == other.get(k) for k in keys if k.startswith(IMPORT_TIME) and k not in emulated)
+
+
+_server_env: Optional[dict] = None  # the environment the forkserver imported torch in
+
+
+def forkserver(preload: Sequence[str] = PRELOAD):
+    """The forkserver context, its server started now (importing ``preload``
+    while the caller goes on), unless it runs already; the first call of a
+    process decides what it preloads."""
+    global _server_env
+    from multiprocessing import forkserver as server
+
+    ctx = multiprocessing.get_context("forkserver")
+    if _server_env is None:
+        ctx.set_forkserver_preload(list(preload))
+        server.ensure_running()
+        _server_env = dict(os.environ)
+    return ctx
+
+
+def stop_forkserver() -> None:
+    """Stop the forkserver this process started, at once: a command that
+    fails its checks must not leave it importing torch. (multiprocessing has
+    no public way; without these attributes it ends with this process.)"""
+    global _server_env
+    from multiprocessing import forkserver as server
+
+    state = server._forkserver
+    pid = getattr(state, "_forkserver_pid", None)
+    if pid is None or not hasattr(state, "_stop"):
+        return
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    state._stop()
+    _server_env = None
+
+
+def forked_context(preload: Optional[Sequence[str]] = PRELOAD):
+    """The forkserver's context where what it imported is what a spawned
+    process would import now (no import-time variable changed since it
+    started); else spawn. ``preload`` None: spawn."""
+    if preload is not None:
+        ctx = forkserver(preload)
+        if same_at_import(dict(os.environ), _server_env, emulated=()):
+            return ctx
+    return multiprocessing.get_context("spawn")
 
 
 class ZygoteError(RuntimeError):

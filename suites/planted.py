@@ -135,3 +135,6 @@ def raises_on_seven(gm: torch.fx.GraphModule, example_inputs):
     if len(gm.graph.nodes) % 7 == 0:
         raise RuntimeError("planted: cannot compile a graph of a multiple of 7 nodes")
     return gm.forward
+
+
+raises_on_seven.dedup_harness_capabilities = {}  # the shards start without a probe

@@ -107,16 +107,18 @@ def test_a_fault_of_the_backend_alone_is_blamed_on_the_backend():
     assert where.summary().startswith("layer backend:")
 
 
-@pytest.mark.parametrize("backend, why", [("hangs", "the probe ran past 3 s"), ("aborts", "the probe exited -6")])
-def test_a_backend_that_hangs_or_aborts_on_the_probe_takes_down_its_child_not_the_caller(backend, why):
+def test_a_backend_that_aborts_or_hangs_on_the_probe_takes_down_its_child_not_the_caller():
     """It is taken as it presents itself (training, full precision), saying
-    why it was not probed; the oracles then judge what it does."""
+    why it was not probed; the oracles then judge what it does. (The abort
+    first: its child waits for the forkserver to import torch, if no campaign
+    started it; the hang's deadline then counts the probe alone.)"""
     from harness.backend_capabilities import _PROBED, probe_isolated
 
-    spec = f"suites.planted:{backend}"
-    caps = probe_isolated(spec, timeout=3)
-    _PROBED.pop(spec)
-    assert caps.training and not caps.precision and caps.how_precision == f"not probed: {why}", caps
+    for backend, timeout, why in (("aborts", 120, "the probe exited -6"), ("hangs", 3, "the probe ran past 3 s")):
+        spec = f"suites.planted:{backend}"
+        caps = probe_isolated(spec, timeout=timeout)
+        _PROBED.pop(spec)
+        assert caps.training and not caps.precision and caps.how_precision == f"not probed: {why}", caps
 
 
 @pytest.mark.parametrize("args, says", [

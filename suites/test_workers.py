@@ -12,7 +12,7 @@ from campaigns.pool import Lost, Pool, PoolError
 pytestmark = pytest.mark.unit
 
 HANDLER = "suites.planted_workers:handle"
-# How workers start: spawned, or forked from the forkserver (campaigns.pool.start_forkserver; its preload
+# How workers start: spawned, or forked from the forkserver (harness.warm.forkserver; its preload
 # is the first one asked for in this process: a campaign's when one ran here before).
 STARTS = pytest.mark.parametrize("preload", [None, ("suites.planted_workers",)], ids=["spawn", "forkserver"])
 
@@ -64,11 +64,11 @@ def test_a_handler_that_cannot_load_is_one_error(tmp_path):
 def test_a_worker_stopped_from_outside_is_not_a_crash_and_each_worker_gets_its_gpu(tmp_path, preload, monkeypatch):
     from campaigns.allocation import Allocation, worker_env
 
-    from campaigns.pool import start_forkserver
+    from harness.warm import forkserver
 
     allocation = Allocation(cpus=2, memory_mb=None, gpus=("2", "3"))
     if preload:
-        start_forkserver(preload)
+        forkserver(preload)
     monkeypatch.setenv("DEDUP_WORKER_TEST", "set after the server started")  # a worker sees it, as spawned
     pool = Pool(2, HANDLER, tmp_path, timeout=30, worker_env=lambda index: worker_env(allocation, index),
                 preload=preload)
