@@ -254,17 +254,16 @@ def probe_isolated(spec: str, timeout: float = 300.0) -> BackendCapabilities:
     child = ctx.Process(target=_probe_child, args=(spec, theirs), daemon=True)
     child.start()
     theirs.close()
+    answered = ours.poll(timeout)  # an answer, or the end of the pipe: the child died first
     try:
-        answer = ours.recv() if ours.poll(timeout) else None
-    except EOFError:  # it died before answering
+        answer = ours.recv() if answered else None
+    except EOFError:
         answer = None
-    child.join(0 if answer is None else 10)
+    child.join(30 if answered else 0)  # the forkserver reports a child's end a moment after its pipe closes
     if child.is_alive():
         child.kill()
         child.join()
-        why = f"the probe ran past {timeout:.0f} s"
-    else:
-        why = f"the probe exited {child.exitcode}"
+    why = f"the probe exited {child.exitcode}" if answered else f"the probe ran past {timeout:.0f} s"
     ours.close()
     if answer is not None and "error" in answer:
         raise BackendError(answer["error"])
