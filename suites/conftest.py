@@ -25,6 +25,8 @@ import pytest
 import torch
 from hypothesis import HealthCheck, Phase, settings
 
+from suites.budget import TEST_SECONDS
+
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 # CI fails at once on a new finding, printing its program and repro: no shrink
 # phase (Hypothesis spent 5+ minutes shrinking one failure, past the suite's
@@ -64,9 +66,11 @@ def _fresh_torch_state():
 # --- scheduling: the long tests first, one lane per xdist worker ---------------
 # Under ``--dist worksteal`` worker i starts with the next len(pending) // (n - i)
 # tests in order and later steals from the end of the longest queue; a test
-# marked ``long(seconds=...)`` (measured on the 2-core CI machine) is put at the
-# head of the lightest lane, so the long tests run side by side from the start
-# instead of one of them starting last and running alone.
+# marked ``long(seconds=...)`` (its share of the gate: suites/budget.py) is put
+# at the head of the lightest lane, so the long tests run side by side from the
+# start instead of one of them starting last and running alone. Tests marked
+# ``shares(name)`` read one cache (a module's runs of the same programs): they
+# go to one lane together, so the second reads what the first computed.
 def pytest_collection_modifyitems(config, items):
     if PROFILE not in NIGHTLY_PROFILES:  # the CI gate: long searches wait for the nightly tier
         nightly = [i for i in items if i.get_closest_marker("nightly")]
@@ -88,14 +92,26 @@ def _schedule(config, items):
         mark = item.get_closest_marker("long")
         return float(mark.kwargs.get("seconds", 60)) if mark else 0.0
 
-    long = sorted((i for i in items if seconds(i)), key=seconds, reverse=True)
-    rest = [i for i in items if not seconds(i)]
+    def shared(item) -> str:
+        mark = item.get_closest_marker("shares")
+        return mark.args[0] if mark else ""
+
+    groups: dict[str, list] = {}
+    for item in items:
+        if shared(item):
+            groups.setdefault(shared(item), []).append(item)
+    # units placed first, longest first: each long test alone, each shared group whole
+    units = [[i] for i in items if seconds(i) and not shared(i)] + list(groups.values())
+    weight = {id(u): sum(seconds(i) or TEST_SECONDS for i in u) for u in units}
+    units.sort(key=lambda u: weight[id(u)], reverse=True)
+    placed = {id(i) for u in units for i in u}
+    rest = [i for i in items if id(i) not in placed]
     lanes: list[list] = [[] for _ in range(workers)]
     loads = [0.0] * workers
-    for item in long:
+    for unit in units:
         lane = loads.index(min(loads))
-        lanes[lane].append(item)
-        loads[lane] += seconds(item)
+        lanes[lane] += unit
+        loads[lane] += weight[id(unit)]
     ordered, remaining = [], len(items)
     for k, lane in enumerate(lanes):
         size = remaining // (workers - k)  # how many worksteal hands worker k first

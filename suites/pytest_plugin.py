@@ -33,6 +33,7 @@ MARKERS = (
     "long(seconds): takes more than suites/budget.py's TEST_SECONDS: its share of the gate, measured; "
     "scheduled first (suites/conftest.py)",
     "nightly: a long search rather than a check: runs in the nightly tier (make nightly), deselected from the CI gate",
+    "shares(name): reads a cache other tests marked with the same name fill: scheduled on one xdist worker together",
 )
 BACKEND_HELP = ("run the property suites' programs on SPEC instead of their own backends, and the known "
                 "issues recorded or known on SPEC (or on 'all'); SPEC is a backend name (built in, a "

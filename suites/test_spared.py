@@ -21,6 +21,8 @@ from oracles.registry import run_config
 from campaigns.bench import draw_programs
 
 SAMPLE = draw_programs(14, seed=3)
+# the module's runs of SAMPLE (_full, _main) are cached: its tests go to one xdist worker
+pytestmark = pytest.mark.shares("spared")
 
 
 class _More:

@@ -5,8 +5,6 @@ way, so ``git bisect run`` stops at the commit that changed *this* failure."""
 from __future__ import annotations
 
 import fnmatch
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -179,15 +177,11 @@ def test_structural_repros_name_only_their_own_difference(tmp_path):
         "one-float": (one, "aot_eager", flt, 3),
         "planted-int": (FLOAT_AND_INT, "suites.planted_pass:ints_ignored__aot_eager", integer, 1),
     }
-    procs = {}
-    for name, (program, backend, expect, _) in runs.items():
+    for name, (program, backend, expect, status) in runs.items():
         path = tmp_path / f"{name}.py"
         path.write_text(planted_pass.render_planted(program, backend, "regions", expect_difference=expect))
-        procs[name] = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                       text=True, cwd=str(ROOT))
-    for name, proc in procs.items():
-        out, _ = proc.communicate(timeout=300)
-        assert proc.returncode == runs[name][3], (name, proc.returncode, out[-3000:])
+        done = warm.run([str(path)], cwd=str(ROOT), timeout=300)
+        assert done.returncode == status, (name, done.returncode, (done.stdout + done.stderr)[-3000:])
     assert flt == "region_identity:constant:float" and grad == "graph_validity:ambient:grad:region"
     assert regions_expectation("graph_validity", "ambient:grad:switch") == "graph_validity:ambient:grad:op"
 

@@ -42,7 +42,11 @@ def _findings(i: int, learned: dict | None = None) -> dict:
     return _run(task)
 
 
-@pytest.mark.parametrize("i", [*SAMPLE, *REST])
+# the three tests of program 27 read its one run (_first): on one xdist worker
+SHARES_27 = pytest.mark.shares("verdicts-27")
+
+
+@pytest.mark.parametrize("i", [pytest.param(i, marks=SHARES_27) if i == 27 else i for i in SAMPLE] + REST)
 def test_the_recorded_findings_are_found_again(i):
     result = _first(i)
     assert "invalid" not in result
@@ -50,6 +54,7 @@ def test_the_recorded_findings_are_found_again(i):
     assert result["program"]["verdicts"].get("fail", 0) == RECORDED["programs"][i]["fail"]
 
 
+@SHARES_27
 def test_a_recalled_re_hit_gets_the_signature_full_triage_gives(monkeypatch):
     from campaigns.worker import Recall
 
@@ -62,6 +67,7 @@ def test_a_recalled_re_hit_gets_the_signature_full_triage_gives(monkeypatch):
     assert sum(bool(f.get("recalled")) for f in again["findings"]) == len(learned)
 
 
+@SHARES_27
 def test_a_sampled_re_hit_is_triaged_in_full_and_says_where_its_fingerprint_was_wrong(monkeypatch):
     from campaigns.worker import Recall
 
