@@ -28,10 +28,11 @@ needs_transformers = pytest.mark.skipif(not HAS_TRANSFORMERS, reason=NO_TRANSFOR
 # Decoder-only, encoder-only, encoder-decoder and vision. t5_eager_attention
 # is left to `python -m harness zoo`: its KI-001 is T5's too, and it costs
 # four times as much. The CI gate runs one architecture of each kind (T5 for
-# its model-scoped known issue); the nightly tier runs the rest.
+# its model-scoped known issue; OPT for the decoders, 11 s where llama takes 20);
+# the nightly tier runs the rest.
 FAMILIES = ("llama", "mistral", "qwen2", "gemma", "phi3", "opt", "gpt2", "bert", "bart", "t5", "vit", "convnext",
             "resnet")
-CI_FAMILIES = ("llama", "t5")  # bert, vit and the rest: the nightly tier
+CI_FAMILIES = ("opt", "t5")  # llama, bert, vit and the rest: the nightly tier
 MODEL_ISSUES = sorted(MODEL_ROOT.glob("*/repro.py"))
 
 
@@ -51,7 +52,7 @@ def assert_named(result: dict) -> None:
 
 
 @needs_transformers
-@pytest.mark.long(seconds=25)
+@pytest.mark.long(seconds=15)
 @pytest.mark.parametrize("family", [f if f in CI_FAMILIES else pytest.param(f, marks=pytest.mark.nightly)
                                     for f in FAMILIES])
 def test_a_zoo_model_is_right_in_every_mode_or_fails_on_a_known_issue(family):
