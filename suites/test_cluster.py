@@ -349,10 +349,13 @@ def _check_against_single(tmp_path, shards: int, jobs, single, requeued: set):
     return merged
 
 
-# The gate's: two shards preempted, requeued and merged, minimizing their root cause once; their merge
-# against one campaign of the same programs run beside them (half again the work) is the nightly tier's.
-@pytest.mark.parametrize("single", [pytest.param(True, marks=pytest.mark.nightly, id="equal_one_campaign"),
-                                    pytest.param(False, id="merged")])
+# Nightly, both: two shards preempted, requeued and merged, minimizing their root cause once (35 s: three
+# cold jobs through submitit), and their merge against one campaign of the same programs run beside them
+# (half again the work). The gate keeps their parts: the shards' streams (test_shards_of_one_seed_...), a
+# killed invocation resumed (test_a_killed_invocation_...), root-cause claims across shards
+# (test_one_shard_claims_...) and merge --watch of shard folders (test_merge_watch_...).
+@pytest.mark.nightly
+@pytest.mark.parametrize("single", [pytest.param(True, id="equal_one_campaign"), pytest.param(False, id="merged")])
 @pytest.mark.long(seconds=45)
 def test_two_shards_through_submitit_preempted_requeued_and_merged(tmp_path, single):
     launcher, jobs, single = _array(tmp_path, 2, single)

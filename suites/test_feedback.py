@@ -233,8 +233,8 @@ def test_a_steered_campaign_records_mutants_findings_resumes_and_merges(tmp_path
     monkeypatch.setattr(steer.Steering, "_arm", lambda self: f"{MUTATE}:duplicate_call" if self.corpus.entries
                         else DRAW)
     out = tmp_path / "run"
-    options = Options(backend=backend, budget=150, workers=1, out=out, oracles=("differential",), programs=4,
-                      feedback="steer", corpus=(shared,), minimize_seconds=10, door_share=0, lint_share=0,
+    options = Options(backend=backend, budget=150, workers=1, out=out, oracles=("differential",), programs=3,
+                      feedback="steer", corpus=(shared,), minimize_seconds=4, door_share=0, lint_share=0,
                       coverage=True)
     first = campaign.run(options)
     # --coverage and --feedback share one tracer: both see the pass run
@@ -259,7 +259,7 @@ def test_a_steered_campaign_records_mutants_findings_resumes_and_merges(tmp_path
     assert first["feedback"]["sources"][f"{MUTATE}:duplicate_call"]["programs"] == len(ran)
 
     # resumed: the corpus is read back (nothing skipped), mutant ids go on
-    resumed = campaign.run(replace(options, resume=True, programs=2, corpus=(), minimize_seconds=0, coverage=False))
+    resumed = campaign.run(replace(options, resume=True, programs=1, corpus=(), minimize_seconds=0, coverage=False))
     events = [json.loads(line) for line in (out / "findings.jsonl").read_text().splitlines()]
     ids = [e["id"] for e in events if e["event"] == "program"]
     assert len(ids) == len(set(ids)) > len(ran)

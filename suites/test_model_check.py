@@ -5,12 +5,14 @@ model from its factory."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from harness.model import FactoryError, run_model
+from harness.model import FactoryError, model_config, run_model
+from harness.outcome import RunConfig
 from oracles.registry import judge
 from harness.model import MODEL_ORACLES
 from harness import warm
@@ -32,7 +34,8 @@ def test_a_model_with_repeated_layers_passes_every_oracle_and_is_deduplicated():
 
 
 def test_keyword_inputs_made_by_a_callable_run_too():
-    outcome = run_model("suites.model_factories:stack_kwargs")
+    # the compile alone (1 s, not 9 with every companion and change): what reads keyword inputs is the call
+    outcome = run_model("suites.model_factories:stack_kwargs", RunConfig(backend="aot_eager", companions=(), variants=0))
     assert outcome.compiled.failure is None and outcome.compiled.outputs
 
 
@@ -68,6 +71,7 @@ def test_a_planted_backend_fault_is_a_finding_whose_repro_rebuilds_the_model(tmp
     assert "(none)" not in (tmp_path / "report.md").read_text()
 
 
+@pytest.mark.long(seconds=12)
 def test_a_factory_file_by_path_writes_a_report_page(tmp_path):
     done = _cli("suites/model_factories.py:stack", "--out", str(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -92,8 +96,11 @@ def test_a_factory_file_by_path_writes_a_report_page(tmp_path):
     assert dumped.stdout.count('class="change"') == len(MODEL_CHANGES)
 
 
+@pytest.mark.long(seconds=16)
 def test_a_model_that_changes_its_own_state_recompiles_without_a_finding(monkeypatch):
-    outcome = run_model("suites.model_factories:labelled")
+    # the changed calls alone: what the recompile oracle reads (no companions: 6 s, not 13)
+    config = replace(model_config(), companions=())
+    outcome = run_model("suites.model_factories:labelled", config)
     again = next(r for r in outcome.capture.variants if r.variant["kind"] == "model:again")
     assert again.recompiled and "problem_type" in again.variant["explained"]
     assert judge(outcome, ["recompiles"])[0].status.value == "pass"
@@ -101,7 +108,7 @@ def test_a_model_that_changes_its_own_state_recompiles_without_a_finding(monkeyp
     import harness.model
 
     monkeypatch.setattr(harness.model, "own_state_changes", lambda model, args, kwargs: [])
-    verdict = judge(run_model("suites.model_factories:labelled"), ["recompiles"])[0]
+    verdict = judge(run_model("suites.model_factories:labelled", config), ["recompiles"])[0]
     assert verdict.failed and verdict.kind == "recompile" and "model:again" in verdict.where
 
 
@@ -123,6 +130,7 @@ def test_the_zoo_table_names_each_mode_and_fails_on_a_planted_fault():
     assert done.stdout.splitlines()[-1].startswith("| stack | suites.planted_pass:") and "| NEW |" in done.stdout
 
 
+@pytest.mark.long(seconds=16)
 def test_a_planted_pass_that_merges_nothing_is_a_completeness_finding(tmp_path):
     planted = "suites.planted_pass:regions_dropped__aot_eager"  # the tracker finds no region
     done = _cli("suites.model_factories:stack", "--backend", planted, "--out", str(tmp_path))

@@ -52,15 +52,17 @@ def assert_named(result: dict) -> None:
 
 
 @needs_transformers
-@pytest.mark.long(seconds=15)
+@pytest.mark.long(seconds=18)
 @pytest.mark.parametrize("family", [f if f in CI_FAMILIES else pytest.param(f, marks=pytest.mark.nightly)
                                     for f in FAMILIES])
 def test_a_zoo_model_is_right_in_every_mode_or_fails_on_a_known_issue(family):
     assert_named(zoo.run(f"{zoo.ZOO}:{family}", "aot_eager"))
 
 
-# The two slowest model repros (about 18 s each: KI-041's dynamic llama, KI-046's inductor) run nightly.
-NIGHTLY_REPROS = ("KI-041", "KI-046")
+# The slowest model repros run nightly (KI-041's dynamic llama and KI-046's inductor, about 18 s each; KI-001's
+# and KI-043's, 10 to 12 s): on the pinned torch they change only with the repro template, whose model path
+# KI-045's repro keeps in the gate (3 s).
+NIGHTLY_REPROS = ("KI-001", "KI-041", "KI-043", "KI-046")
 
 
 @pytest.mark.known_issue

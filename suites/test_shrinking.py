@@ -29,6 +29,9 @@ def _fails(program, backend: str, dedup: bool = True) -> bool:
     return differential.check(run_program(program, RunConfig(backend=backend, dedup=dedup, backward=False))).failed
 
 
+# Nightly: a search of up to 300 programs and Hypothesis's shrink of what it finds (24 s). The gate keeps
+# the campaign's own reducer on KI-001 and on drawn programs (test_minimize.py) and this module's cuts.
+@pytest.mark.nightly
 @pytest.mark.property
 def test_planted_invoke_subgraph_fault_is_found_and_shrunk():
     def caught(program) -> bool:

@@ -55,14 +55,14 @@ def _stable(guards_: list[str]) -> list[str]:
     return extra
 
 
-@pytest.mark.long(seconds=40)
+@pytest.mark.long(seconds=20)
 def test_a_run_grouping_nothing_is_its_own_run_without_the_pass():
     config = FULL
     grouped_nothing = grouped = 0
     # SAMPLE, then more until both kinds are there: which programs a seed draws moves with the constants in
     # this project's code (Hypothesis draws integers among the local modules' literals too)
     for program in MORE:
-        if grouped_nothing >= 2 and grouped >= 3:
+        if grouped_nothing >= 2 and grouped >= 1:
             break
         outcome = _full(program)
         reason = spared(replace(config, spare=True), outcome.compiled, outcome.capture)
@@ -83,9 +83,10 @@ def test_a_run_grouping_nothing_is_its_own_run_without_the_pass():
         # and the oracles that read the spared companions pass either way
         for check in (dedup_toggle.check, determinism.check, guards.check, guards.check_recompiles):
             assert check(outcome).status.value in ("pass", "inconclusive"), check(outcome)
-    assert grouped_nothing >= 2 and grouped >= 3, (grouped_nothing, grouped)  # the sample has both kinds
+    assert grouped_nothing >= 2 and grouped >= 1, (grouped_nothing, grouped)  # the sample has both kinds
 
 
+@pytest.mark.long(seconds=12)
 def test_a_needless_change_without_dedup_repeats_what_it_did_with_it():
     """``harness.recall.needless``: a change that reached no guard, or whose
     recompile grouped nothing, does the same without deduplication."""

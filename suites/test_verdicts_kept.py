@@ -46,6 +46,7 @@ def _findings(i: int, learned: dict | None = None) -> dict:
 SHARES_27 = pytest.mark.shares("verdicts-27")
 
 
+@pytest.mark.long(seconds=16)
 @pytest.mark.parametrize("i", [pytest.param(i, marks=SHARES_27) if i == 27 else i for i in SAMPLE] + REST)
 def test_the_recorded_findings_are_found_again(i):
     result = _first(i)
@@ -67,6 +68,9 @@ def test_a_recalled_re_hit_gets_the_signature_full_triage_gives(monkeypatch):
     assert sum(bool(f.get("recalled")) for f in again["findings"]) == len(learned)
 
 
+# Nightly (13 s: program 27 triaged in full once more): the gate keeps the recalled re-hit above, and the
+# full triage every found-again program gets
+@pytest.mark.nightly
 @SHARES_27
 def test_a_sampled_re_hit_is_triaged_in_full_and_says_where_its_fingerprint_was_wrong(monkeypatch):
     from campaigns.worker import Recall

@@ -29,6 +29,7 @@ def _drain(pool: Pool, n: int, limit: float = 60.0) -> dict:
 # the gate spawns workers in test_feedback's campaign under --coverage.
 @pytest.mark.parametrize("preload", [pytest.param(None, marks=pytest.mark.nightly), ("suites.planted_workers",)],
                          ids=["spawn", "forkserver"])
+@pytest.mark.long(seconds=12)
 def test_crashes_hangs_and_memory_are_lost_tasks_and_workers_are_replaced(tmp_path, preload):
     # the memory limit above what a worker forked from a server that imported torch holds by sharing
     pool = Pool(2, HANDLER, tmp_path, init="suites.planted_workers:init", timeout=3, memory_mb=800, preload=preload)
