@@ -434,12 +434,11 @@ def campaign_in_process(options: Options, label: str) -> tuple[dict | None, floa
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    from campaigns.worker_start import WORKER_PRELOAD
-    from harness.warm import forkserver
+    from campaigns.worker_start import start_worker_server
 
     # its workers' server starts before the process imports torch, as the command line starts it
-    server = {} if options.coverage else {"initializer": forkserver, "initargs": (WORKER_PRELOAD,)}
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), **server) as pool:
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"), initializer=start_worker_server,
+                             initargs=(options.coverage,)) as pool:
         return pool.submit(_campaign_process, options, label).result()
 
 

@@ -35,7 +35,6 @@ from harness.doors import available as door_names
 from campaigns.pool import Lost, Pool
 from harness.backend_capabilities import probe, probe_isolated, program_mode, remember, resolve_mode, unfit
 from harness.backends import resolve
-from harness.warm import forkserver
 from oracles.registry import DOOR_ORACLES, ORACLES, REPLAY_ORACLES, run_config
 
 from reports import coverage_report, feedback
@@ -49,7 +48,7 @@ from .folder import CAPABILITIES, prepare, slug, write_reports
 from .steer import Steering
 from .upstream import EnvCapture, describe_finding
 from .worker import config_from, config_to, lost_finding
-from .worker_start import WORKER_PRELOAD, covered_paths
+from .worker_start import covered_paths, start_worker_server, worker_preload
 
 BATCH = 25  # programs drawn per Hypothesis seed
 # --feedback: off; edges (count the edges the plain draw reaches, for an A/B); steer (campaigns.steer)
@@ -541,8 +540,7 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
                              f"{previous.get('seed')} shard {'/'.join(map(str, previous.get('shard') or (0, 1)))}; "
                              f"resume it with the same --backend, --seed and --shard")
     oracles, patch = check_options(replace(options, resume=resume))
-    if not options.coverage:  # the workers' server imports torch while the backend is probed
-        forkserver(WORKER_PRELOAD)
+    start_worker_server(options.coverage)  # it imports torch while the backend is probed
     probe_backend(replace(options, resume=resume))
     ledger = prepare(out, resume)
     allocation = read_allocation()
@@ -589,7 +587,7 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
                                 init=("campaigns.worker_start:init", "campaigns.worker:init"),
                                 init_arg={"coverage": coverage_file, "feedback": watched}, timeout=options.timeout,
                                 memory_mb=memory_mb, worker_env=lambda index: worker_env(allocation, index),
-                                preload=None if options.coverage else WORKER_PRELOAD)
+                                preload=worker_preload(options.coverage))
     last_report = time.time()
     # The last part of the budget runs the repros nobody has run yet.
     verify_from = deadline - (min(30.0, 0.2 * (deadline - started)) if options.verify_repros else 0.0)

@@ -250,11 +250,10 @@ def _fuzz(args) -> int:
         print(f"shard {shard[0]}/{shard[1]} ({out}): {e}", file=sys.stderr)
         return 0
 
-    from campaigns.worker_start import WORKER_PRELOAD
-    from harness.warm import forkserver, stop_forkserver
+    from campaigns.worker_start import start_worker_server
+    from harness.warm import stop_forkserver
 
-    if not args.coverage:  # the workers' server imports torch while this process does (harness.warm)
-        forkserver(WORKER_PRELOAD)
+    start_worker_server(args.coverage)  # it imports torch while this process does (harness.warm)
     try:
         return _campaign(args, out, until, claims, shard)
     except BaseException:

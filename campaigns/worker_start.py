@@ -4,9 +4,10 @@ body) of the measured files would count as never reached."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from harness.branches import site_root  # stdlib only: torch stays unimported
+from harness.warm import forkserver  # stdlib only too
 
 # The torch files whose coverage a campaign measures (--coverage).
 COVERED = ("torch/_dynamo/graph_region_tracker.py", "torch/_dynamo/graph_deduplication.py",
@@ -17,6 +18,19 @@ COVERED = ("torch/_dynamo/graph_region_tracker.py", "torch/_dynamo/graph_dedupli
 # --coverage, which must start before torch is imported (then each is spawned).
 WORKER_PRELOAD = ("torch", "torch._dynamo", "torch._inductor.compile_fx", "oracles.registry", "reports.triage",
                   "reports.repro", "harness.doors")
+
+
+def worker_preload(coverage: bool) -> Optional[tuple[str, ...]]:
+    """What the workers' forkserver preloads; None under --coverage (each worker spawned)."""
+    return None if coverage else WORKER_PRELOAD
+
+
+def start_worker_server(coverage: bool) -> None:
+    """Start the workers' forkserver now, importing torch while the caller
+    goes on (a no-op under --coverage, or once it runs)."""
+    preload = worker_preload(coverage)
+    if preload is not None:
+        forkserver(preload)
 
 _coverage: Any = None
 

@@ -5,8 +5,8 @@ model from its factory."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
