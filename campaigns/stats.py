@@ -197,6 +197,7 @@ def report(programs_json: list[str], measured: list[Measured] | None) -> tuple[l
     from generators.ir import Program
     from generators.variants import variants
     from reports import door_coverage, semantic
+    from reports.known_issues import crash_issue
 
     n = len(programs_json)
     counts: Counter = Counter()
@@ -258,6 +259,14 @@ def report(programs_json: list[str], measured: list[Measured] | None) -> tuple[l
         lines.append(f"run in eager without error: {eager_ok}/{n} = {eager_ok / n:.1%} (target {EAGER_TARGET:.0%})")
         lines.append(f"produce >= 1 region group:  {regions}/{n} = {regions / n:.1%} (target {REGION_TARGET:.0%})")
         lines.append(f"produce invoke_subgraph:    {subgraphs}/{n} = {subgraphs / n:.1%}")
+        # the first compile stopped by a recorded crash: what a campaign must judge again without its trigger
+        stopped = Counter(i.id for i in (crash_issue(m.compile_error) for m in measured if m.compile_error) if i)
+        summary["masked"] = {"programs": n, "stopped": sum(stopped.values()),
+                             "share": round(sum(stopped.values()) / n, 4), "by_issue": dict(stopped.most_common())}
+        lines.append(f"first compile stopped by a known crash: {sum(stopped.values())}/{n} = "
+                     f"{sum(stopped.values()) / n:.1%} (" + (", ".join(f"{i} {k}" for i, k in stopped.most_common())
+                                                            or "none") + "); a campaign judges these again without "
+                     "the crash's trigger, and reports what stays masked")
         for msg, k in eager_errors.most_common(5):
             lines.append(f"  eager error x{k}: {msg}")
         for msg, k in compile_errors.most_common(5):

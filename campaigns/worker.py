@@ -45,6 +45,7 @@ from reports.known_issues import match
 from reports.repro import driver_for, regions_expectation, render_repro
 from reports.signature import normalize
 from reports.triage import Finding, alike, known_issue, shared_reruns, spellings, triage, triage_replay
+from reports import masked
 from reports.unmask import unmasked_runs
 
 from .localize import localize
@@ -111,27 +112,34 @@ def _run(task: dict) -> dict:
                        changed=[r.variant["kind"] for r in ran], recompiled=[r.variant["kind"] for r in ran if r.recompiled])
         summary["semantic"] = differences.coverage(program, summary["changed"])
         recall = Recall(task.get("learned") or {}, task["id"])
-        crashes = _judge(outcome, oracles, verdicts, result["findings"], recall=recall)
-        # A known crash whose trigger can be taken away: judge the rest of the program without it.
-        for trigger, p, c in unmasked_runs(program, config, crashes):
+        main = tuple(n for n in oracles if n in ORACLES)
+        known = _judge(outcome, main, verdicts, result["findings"], recall=recall)
+        masks = _masks(known)
+        # A known issue whose trigger can be taken away: a crash's, the rest of the program judged
+        # without it; a wrong value's, the failing oracle again (reports.unmask).
+        for trigger, p, c, names in unmasked_runs(program, config, known, main):
             t = time.perf_counter()
-            _judge(rerun(outcome, p, c), oracles, verdicts, result["findings"], trigger, recall)
+            again = _judge(rerun(outcome, p, _needing(c, names)), names, verdicts, result["findings"], trigger, recall)
             summary["stages"][f"unmasked:{trigger}"] = round(time.perf_counter() - t, 3)
             summary.setdefault("unmasked", []).append(trigger)
+            _unmask(masks, names, again)
+        summary["masked"] = {"main": masked.event({n: masks.get(n) for n in main})}
     if any(n in REPLAY_ORACLES for n in oracles) and draws_random(program):
         summary["cudagraphs"] = "not run: random ops (graph-safe RNG under CUDA graphs draws unlike eager)"
     elif any(n in REPLAY_ORACLES for n in oracles):
         replay = run_replay(program, default_plan(program), config.backend, device=task.get("device", "cuda"),
                             dedup=config.dedup, config=config.torch_config)
         summary["stages"] = {**summary["stages"], "replay": round(replay.seconds, 3)}
-        for verdict in judge_replay(replay, oracles):
-            verdicts.append(verdict)
-            if verdict.oracle == cudagraph.ENGAGED:  # engaged, or why not: counted per campaign
-                summary["cudagraphs"] = f"{verdict.kind or 'engaged'}: {verdict.where}".rstrip(": ")
-            if verdict.failed:
-                finding = triage_replay(replay, verdict)
-                result["findings"].append({**_describe(finding, [], config.dedup, replay=finding.extra),
-                                           "minimizable": False})
+        judged = tuple(n for n in oracles if n in REPLAY_ORACLES)
+        known = _judge_replay(replay, judged, config.dedup, verdicts, result["findings"], summary)
+        masks = _masks(known)
+        for trigger, p, c, names in unmasked_runs(program, config, known, judged):
+            t = time.perf_counter()
+            again = run_replay(p, default_plan(p), c.backend, device=task.get("device", "cuda"), dedup=c.dedup,
+                               config=c.torch_config)
+            _unmask(masks, names, _judge_replay(again, names, c.dedup, verdicts, result["findings"], {}, trigger))
+            summary["stages"][f"unmasked:replay:{trigger}"] = round(time.perf_counter() - t, 3)
+        summary.setdefault("masked", {})["replay"] = masked.event({n: masks.get(n) for n in judged})
     if door and any(n in DOOR_ORACLES for n in oracles):
         _door(with_door(program, door), replace(config, backend=task.get("door_backend") or config.backend), oracles,
               verdicts, result, outcome if any(n in ORACLES for n in oracles) else None)
@@ -175,11 +183,82 @@ def _door(program: Program, config: RunConfig, oracles: tuple, verdicts: list, r
     summary["door"] = door_coverage.event(run.door, outcome, run.invoke_subgraph, run.backend)
     stage = "door:inductor" if run.backend == "inductor" else "door"  # the inductor share, timed apart
     summary["stages"] = {**summary["stages"], stage: round(time.perf_counter() - t, 3)}
+    names = tuple(n for n in oracles if n in DOOR_ORACLES)
+    known = _judged_door(run, judged, verdicts, result["findings"], plain)
+    masks = _masks(known)
+    # a known crash of the door run (the pass, a decorator) hides the door's own bugs: judged without its trigger
+    for trigger, p, c, again in unmasked_runs(program, config, known, names):
+        t = time.perf_counter()
+        rerun_ = run_door(p, c)
+        _unmask(masks, again, _judged_door(rerun_, judge_door(rerun_, again), verdicts, result["findings"], plain,
+                                           trigger, {"program": to_dict(p), "config": config_to(c)}))
+        summary["stages"][f"unmasked:door:{trigger}"] = round(time.perf_counter() - t, 3)
+    summary.setdefault("masked", {})["door"] = masked.event({n: masks.get(n) for n in names})
+
+
+def _judged_door(run, judged: list, verdicts: list, findings: list, plain, unmasked: str = "",
+                 where: dict | None = None) -> list:
+    """A door run's verdicts triaged into ``findings`` (``unmasked``: the trigger
+    the run is without, ``where``: its program and config); the known issues met."""
+    known = []
+    seen = {f["signature"] for f in findings}
     for verdict in judged:
         verdicts.append(verdict)
+        if not verdict.failed:
+            continue
+        finding = triage_door(run, verdict, plain)
+        issue = known_issue(finding)
+        if issue is not None:
+            known.append((issue, verdict.oracle, verdict.kind == "crash"))
+        if finding.signature in seen:
+            continue
+        seen.add(finding.signature)
+        described = {**_describe(finding, [], run.config.dedup), "minimizable": True}
+        findings.append({**described, "unmasked": unmasked, "run": where} if unmasked else described)
+    return known
+
+
+def _judge_replay(replay, names: tuple, dedup: bool, verdicts: list, findings: list, summary: dict,
+                  unmasked: str = "") -> list:
+    """A replay's verdicts triaged into ``findings``; the known issues met."""
+    known = []
+    for verdict in judge_replay(replay, names):
+        verdicts.append(verdict)
+        if verdict.oracle == cudagraph.ENGAGED and not unmasked:  # engaged, or why not: counted per campaign
+            summary["cudagraphs"] = f"{verdict.kind or 'engaged'}: {verdict.where}".rstrip(": ")
         if verdict.failed:
-            finding = triage_door(run, verdict, plain)
-            result["findings"].append({**_describe(finding, [], config.dedup), "minimizable": True})
+            finding = triage_replay(replay, verdict)
+            issue = known_issue(finding)
+            if issue is not None:
+                known.append((issue, verdict.oracle, verdict.kind == "crash"))
+            findings.append({**_describe(finding, [], dedup, replay=finding.extra), "minimizable": False,
+                             **({"unmasked": unmasked} if unmasked else {})})
+    return known
+
+
+def _masks(known: list) -> dict:
+    """oracle -> the known issue whose crash kept it from judging."""
+    masks: dict = {}
+    for issue, oracle, crash in known:
+        if crash:
+            masks.setdefault(oracle, issue.id)
+    return masks
+
+
+def _unmask(masks: dict, names: tuple, again: list) -> None:
+    """The oracles a run without a trigger judged, unless a known crash stopped them there too."""
+    stopped = _masks(again)
+    for name in names:
+        if name in masks and name not in stopped:
+            masks[name] = None
+
+
+def _needing(config: RunConfig, names: tuple) -> RunConfig:
+    """A run for ``names`` alone: only the companions, changed calls and recorder they read."""
+    chosen = [ORACLES[n] for n in names]
+    return replace(config, companions=tuple(dict.fromkeys(c for o in chosen for c in o.needs)),
+                   variants=config.variants if any(o.variants for o in chosen) else 0,
+                   record_structure=config.record_structure and any(o.structure for o in chosen))
 
 
 # One re-hit in this many (by program and fingerprint) is triaged in full
@@ -220,8 +299,8 @@ class Recall:
 def _judge(outcome, oracles: tuple, verdicts: list, findings: list, unmasked: str = "",
            recall: Optional[Recall] = None) -> list:
     """Judge one run, triage its failures into ``findings`` (each once per
-    signature); return the known issues among its crashes."""
-    crashes = []
+    signature); return the known issues met: (issue, oracle, as a crash)."""
+    crashes: list = []
     seen = {f["signature"] for f in findings}
     recall = recall or Recall({}, "")
     judged = judge(outcome, oracles)
@@ -234,11 +313,11 @@ def _judge(outcome, oracles: tuple, verdicts: list, findings: list, unmasked: st
 
 
 def _triaged(outcome, verdict, recall: Recall, crashes: list, seen: set, findings: list, unmasked: str) -> None:
-    """One failure triaged into ``findings`` (once per signature); a known crash goes to ``crashes``."""
+    """One failure triaged into ``findings`` (once per signature); a known issue met goes to ``crashes``."""
     finding, how = recall.triage(outcome, verdict)
     known = known_issue(finding)
-    if verdict.kind == "crash" and known is not None:
-        crashes.append(known)
+    if known is not None:
+        crashes.append((known, verdict.oracle, verdict.kind == "crash"))
     if finding.signature not in seen:
         seen.add(finding.signature)
         described = {**_describe(finding, outcome.capture.graphs, _repro_dedup(outcome, verdict)), **how}

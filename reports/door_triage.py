@@ -22,7 +22,8 @@ from oracles.registry import DOOR_ORACLES, ORACLES
 from oracles.verdict import Verdict
 
 from .signature import normalize
-from .triage import Finding, alike, tags, triage
+from .triage import Finding, alike, triage
+from .triggers import claimed, tags
 
 # Doors whose compiled side runs no torch.compile backend: no backend rung.
 NO_BACKEND = ("export:strict", "export:non_strict", "export:unflatten")
@@ -82,7 +83,7 @@ def triage_door(run: DoorOutcome, verdict: Verdict, plain=None) -> Finding:
         signature, culprit, extra = _TRIAGED[fp]
         return Finding(signature, verdict, run.program, run.config, culprit, "", run.source,
                        {**extra, "recalled": True})
-    finding = _triage_door(run, verdict, plain)
+    finding = claimed(_triage_door(run, verdict, plain))
     if fp:
         _TRIAGED[fp] = (finding.signature, finding.culprit, dict(finding.extra))
     return finding

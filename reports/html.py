@@ -75,6 +75,7 @@ def render_html(summary: dict, out: Path) -> str:
         doors=door_coverage.rows(s["door_coverage"]) if s.get("door_coverage") is not None else [],
         door_columns=door_coverage.COLUMNS,
         cudagraphs=list((s.get("cudagraphs") or {}).items()),
+        masked=s.get("masked"),
         features=generator, never_drawn=sum(1 for _, v in generator if not v),
         sections=[_finding_section(f, out) for f in _ordered(findings)],
         known_met=known_met(findings),

@@ -57,9 +57,12 @@ class KnownIssue:
     repro: str = "differential"  # what repro.py checks (reports.repro.DRIVERS)
     variant: Optional[dict] = None  # the change a "guard" repro makes (generators.variants.Variant)
     dedup: bool = True  # whether the repro compiles with graph deduplication
-    # What the crash needs, each alone enough to avoid it ("dedup": the pass,
-    # "compile_region": the decorator): a program that hits it is judged again
-    # without it (reports.unmask), so one known crash hides no other bug.
+    # What the bug needs, each taken away alone enough to avoid it ("dedup":
+    # the pass, "compile_region": the decorator, "mutation": in-place writes,
+    # ...: reports.triggers.TRIGGERS; "a|b": one of the two). A run that meets
+    # it is judged again without each (reports.unmask), so one known crash
+    # hides no other bug; a failure matching it in a run without one is not
+    # it (reports.triggers.claimed), so it claims only what it explains.
     triggers: tuple[str, ...] = ()
     # The backends it is known on; empty: any. A broad signature (a wrong
     # gradient) stays new on every other backend.
@@ -134,7 +137,8 @@ class KnownIssue:
         return self.backend not in BUILTIN
 
     def matches(self, signature: str) -> bool:
-        return matches(signature, self.patterns)
+        """``unexplained:<issue>:...``: a failure in a run without one of an issue's triggers, no issue's."""
+        return not signature.startswith("unexplained:") and matches(signature, self.patterns)
 
     def program(self) -> Program:
         return Program.from_json((self.folder / "program.json").read_text())
@@ -201,6 +205,18 @@ def match(signature: str, backend: Optional[str] = None) -> Optional[KnownIssue]
     base = backend.rsplit("__", 1)[-1] if backend and "__" in backend else backend
     return next((i for i in load() if i.matches(signature)
                  and (not i.backends or base is None or base in i.backends)), None)
+
+
+def crash_issue(message: str) -> Optional[KnownIssue]:
+    """The known crash a "Type: message" is, by the issues' ``crash`` globs
+    (no triage: what a first compile's error says, for ``stats``)."""
+    import fnmatch
+
+    from .signature import normalize
+
+    text = normalize(message)
+    return next((i for i in load() if i.crash and (fnmatch.fnmatchcase(text, i.crash)
+                                                   or fnmatch.fnmatchcase(text, i.crash + "*"))), None)
 
 
 def record(

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from . import door_coverage, feedback, semantic
+from . import door_coverage, feedback, masked, semantic
 from .schema import root_causes, thin
 
 LOG = "findings.jsonl"
@@ -42,6 +42,7 @@ class Ledger:
     semantic: dict = field(default_factory=dict)  # call-difference entry -> Counter of "<where>:<outcome>"
     cudagraphs: Counter = field(default_factory=Counter)  # replay runs: engaged, or skipped and why
     doors: dict = field(default_factory=dict)  # door -> Counter (reports.door_coverage)
+    masked: dict = field(default_factory=dict)  # stage -> Counter of judgments and masked ones (reports.masked)
     feedback: dict = field(default_factory=feedback.new_state)  # a steered campaign's books (reports.feedback)
     lost: Counter = field(default_factory=Counter)
     errors: Counter = field(default_factory=Counter)  # invalid programs, harness errors
@@ -85,6 +86,7 @@ class Ledger:
             if e.get("cudagraphs"):
                 self.cudagraphs[e["cudagraphs"]] += 1
             door_coverage.fold(self.doors, e.get("door"))
+            masked.fold(self.masked, e.get("masked"))
             feedback.fold(self.feedback, e, self.started)
         elif kind == "lost":
             self.done.add(e["id"])
@@ -194,6 +196,7 @@ class Ledger:
             "semantic_coverage": {name: dict(c) for name, c in self.semantic.items()},
             "cudagraphs": dict(self.cudagraphs.most_common()),
             "door_coverage": {name: dict(c) for name, c in self.doors.items()},
+            "masked": masked.summary(self.masked),
             "feedback": feedback.summary(self.feedback),
             "coverage": {},
             "aborted": self.aborted,

@@ -17,8 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
 from generators.check import check as well_formed
-from generators.check import draws_random, mutates
-from generators.ir import MalformedProgram, Program, ambient_state, respelled, spelled
+from generators.ir import MalformedProgram, Program, respelled, spelled
 from generators.variation import equalize
 from harness.outcome import Execution, Outcome, RunConfig
 from harness.pipeline import InvalidProgram, region_twins, run_fresh, run_program, without_dedup
@@ -30,6 +29,7 @@ from oracles.verdict import Status, Verdict
 
 from .known_issues import match
 from .signature import normalize
+from .triggers import claimed, tags
 
 
 @dataclass
@@ -42,30 +42,6 @@ class Finding:
     trigger: str  # for wrong values: the arg types that must differ; else ""
     source: str = ""
     extra: dict = field(default_factory=dict)
-
-
-def tags(program: Program) -> list[str]:
-    """Program features that make a class of wrong values of their own, so a
-    known bug in one class cannot hide a new one elsewhere: in-place writes
-    (the pass must keep mutations in order), default-dtype changes
-    (factories must follow the dtype in force when they run), random ops
-    (each region must draw what eager draws), nested_compile_region
-    (a body traced once and reused) and function instances (each repeat
-    calls its own function object made by one factory: one code object,
-    its own closure cells)."""
-    out = []
-    if any(mutates(b) for b in program.blocks()) or any(s.write for s in program.sections):
-        out.append("mutation")
-    # a change of the default dtype: set_default_dtype(float32), the dtype in force, changes nothing
-    if any(ambient_state(c.context)["default_dtype"] != "float32" for _, c in program.repeats()):
-        out.append("default_dtype")
-    if draws_random(program):
-        out.append("random")
-    if any(b.compile_region for b in program.blocks()):
-        out.append("compile_region")
-    if any(b.kind == "function" and b.attrs for b in program.blocks()):
-        out.append("fn_instances")
-    return out
 
 
 def spellings(program: Program) -> list[str]:
@@ -176,7 +152,12 @@ def triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> F
     """``learned``: fingerprint -> signature of earlier hits; a wrong-value
     hit whose fingerprint is there takes that signature without the re-runs
     (``Finding.extra["recalled"]``). Every wrong-value finding carries its
-    fingerprint in ``extra``."""
+    fingerprint in ``extra``. A signature a known issue matches in a run
+    lacking one of its triggers is that issue's no more (reports.triggers)."""
+    return claimed(_triage(outcome, verdict, learned))
+
+
+def _triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> Finding:
     program = outcome.program
     oracle = ORACLES[verdict.oracle]
     # Re-runs pay only for what this oracle reads: no changed re-calls or
@@ -449,7 +430,7 @@ def triage_replay(replay: ReplayOutcome, verdict: Verdict) -> Finding:
     extra = {"plan": plan.to_dict(), "plain": replay.plain, "device": replay.device}
     if culprit != "cudagraphs":
         extra.update(_equivalent(replay, verdict))
-    return Finding(signature, verdict, program, config, culprit, "", replay.source, extra)
+    return claimed(Finding(signature, verdict, program, config, culprit, "", replay.source, extra))
 
 
 def _equivalent(replay: ReplayOutcome, verdict: Verdict) -> dict:
@@ -470,7 +451,9 @@ def _equivalent(replay: ReplayOutcome, verdict: Verdict) -> dict:
 
 def known_issue(finding: Finding):
     """The known issue a finding is, by its signature or by the equivalent
-    signature of the oracle whose bug it is (``Finding.extra["equivalent"]``)."""
+    signature of the oracle whose bug it is (``Finding.extra["equivalent"]``);
+    none for a failure in a run lacking the trigger of the issue it matches
+    (reports.triggers.claimed)."""
     backend = finding.config.backend
     return match(finding.signature, backend) or (
         match(finding.extra["equivalent"], backend) if "equivalent" in finding.extra else None)

@@ -145,11 +145,18 @@ def test_twins_remove_and_move_the_decorator():
 def test_known_crashes_are_unmasked_by_their_triggers():
     issues = {i.id: i for i in load()}
     p, config = _program(), RunConfig()
-    runs = unmasked_runs(p, config, [issues["KI-003"]])
-    assert [(t, marked(q), c.dedup) for t, q, c in runs] == [("dedup", ["attn"], False), ("compile_region", [], True)]
+    oracles = ("differential", "guards")
+    runs = unmasked_runs(p, config, [(issues["KI-003"], "differential", True)], oracles)
+    assert [(t, marked(q), c.dedup, o) for t, q, c, o in runs] == [("dedup", ["attn"], False, oracles),
+                                                                 ("higher_order", [], True, oracles)]
     # a trigger the run does not have is not taken away again
-    assert unmasked_runs(without_regions(p), replace(config, dedup=False), [issues["KI-003"]]) == []
-    assert unmasked_runs(p, config, [issues["KI-008"]]) == []  # wrong values mask nothing
+    assert unmasked_runs(without_regions(p), replace(config, dedup=False), [(issues["KI-003"], "differential", True)],
+                         oracles) == []
+    # a known wrong value is judged again without its trigger by the oracle that failed only
+    claimed = unmasked_runs(p, config, [(issues["KI-022"], "guards", False)], oracles)
+    assert [(t, o) for t, _, _, o in claimed] == [("compile_region", ("guards",))]
+    # the pass is taken away by triage itself, for every wrong value
+    assert unmasked_runs(p, config, [(issues["KI-065"], "differential", False)], oracles) == []
 
 
 def test_strategy_draws_the_hierarchy():

@@ -28,33 +28,35 @@ pytestmark = pytest.mark.property
 def assert_only_known_findings(program, backend: str, variants: int | None = None, **config_kwargs) -> None:
     config = run_config(backend, variants=variants, **config_kwargs)
     outcome = run_program(program, config)
-    crashes = _judge_known(outcome)
-    # A known crash with triggers hides nothing: the program is judged again without each (the compile
-    # without deduplication the run made already serves as the run without the pass, as in a campaign).
-    for _, unmasked, unmasked_config in unmasked_runs(program, config, crashes):
-        _judge_known(rerun(outcome, unmasked, unmasked_config))
+    known = _judge_known(outcome)
+    # A known crash with triggers hides nothing, and a known wrong value claims only what its trigger explains:
+    # the program is judged again without each (the compile without deduplication the run made already serves
+    # as the run without the pass, as in a campaign); a failure there that the issue still matches is new.
+    for trigger, unmasked, unmasked_config, names in unmasked_runs(program, config, known, tuple(ORACLES)):
+        _judge_known(rerun(outcome, unmasked, unmasked_config), names)
 
 
-def _judge_known(outcome) -> list:
-    """Judge one run; fail on a finding the baseline does not list; return the known crashes."""
+def _judge_known(outcome, names: tuple[str, ...] | None = None) -> list:
+    """Judge one run (by ``names``; all oracles: None); fail on a finding the baseline does not list
+    (one that matches an issue whose trigger the run lacks among them); return the known issues met, as
+    unmasked_runs takes them."""
     program = outcome.program
-    crashes = []
-    for verdict in judge(outcome):
+    known = []
+    for verdict in judge(outcome, names):
         if not verdict.failed:
             continue
         finding = triage(outcome, verdict)
         issue = known_issue(finding)  # also by an equivalent signature the finding carries
         if issue is not None:
             record_known_hit(issue.id, finding.signature)
-            if verdict.kind == "crash":
-                crashes.append(issue)
+            known.append((issue, verdict.oracle, verdict.kind == "crash"))
         else:
             check, variant = driver_for(verdict.details, ORACLES[verdict.oracle].severity, verdict.oracle, verdict.kind)
             repro = render_repro(program, outcome.config, finding.signature, check, variant)
             raise AssertionError(
                 f"new finding {finding.signature}\n{verdict}\nlocalization: {localize(finding).summary()}"
                 f"\n\nprogram.json: {program.to_json()}\n\nrepro.py:\n{repro}")
-    return crashes
+    return known
 
 
 def _on(default: str) -> str:

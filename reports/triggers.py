@@ -1,0 +1,133 @@
+"""What a known issue needs, and the run without it.
+
+A known issue names its triggers (``KnownIssue.triggers``), each alone enough
+to avoid it: the deduplication pass, the ``nested_compile_region``
+decorator, a tensor subclass argument, in-place writes, random ops, a
+default-dtype change, function instances, a grad-mode switch. Two uses:
+
+- a failure that matches an issue in a run *without* one of its triggers is
+  not that issue (``claimed``): it is named ``unexplained:<issue>:...``, a
+  finding of its own (a new cause, or an issue whose record is wrong), so a
+  known issue claims only what its trigger explains;
+- a run that meets an issue is run again without each trigger it has
+  (reports.unmask), so what the issue hid, or claimed, is judged.
+
+Tags are program features that make a class of wrong values of their own,
+carried into signatures (triage), so a known bug in one class cannot hide a
+new one elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable, Optional
+
+from generators.check import draws_random, mutates
+from generators.ir import Program, ambient_state
+from generators.regions import marked, without_regions
+from generators.variation import equalize
+from generators.without import (without_default_dtype, without_fn_instances, without_grad_mode, without_random,
+                                without_writes)
+from harness.outcome import RunConfig
+
+from .known_issues import KnownIssue, match
+
+UNEXPLAINED = "unexplained"
+SUBCLASS = "type:tensor_subclass"  # generators.forms: the primary passed as a torch.Tensor subclass instance
+
+
+def tags(program: Program) -> list[str]:
+    """Program features that make a class of wrong values of their own: in-place writes
+    (the pass must keep mutations in order), default-dtype changes
+    (factories must follow the dtype in force when they run), random ops
+    (each region must draw what eager draws), nested_compile_region
+    (a body traced once and reused) and function instances (each repeat
+    calls its own function object made by one factory: one code object,
+    its own closure cells)."""
+    out = []
+    if any(mutates(b) for b in program.blocks()) or any(s.write for s in program.sections):
+        out.append("mutation")
+    # a change of the default dtype: set_default_dtype(float32), the dtype in force, changes nothing
+    if any(ambient_state(c.context)["default_dtype"] != "float32" for _, c in program.repeats()):
+        out.append("default_dtype")
+    if draws_random(program):
+        out.append("random")
+    if any(b.compile_region for b in program.blocks()):
+        out.append("compile_region")
+    if any(b.kind == "function" and b.attrs for b in program.blocks()):
+        out.append("fn_instances")
+    return out
+
+
+Removal = Callable[[Program, RunConfig], tuple[Optional[Program], RunConfig]]
+
+
+def _program_only(f: Callable[[Program], Optional[Program]]) -> Removal:
+    return lambda p, c: (f(p), c)
+
+
+def _tagged(tag: str) -> Callable[[Program, RunConfig], bool]:
+    return lambda p, c: tag in tags(p)
+
+
+def _grad_mode(p: Program, c: RunConfig) -> bool:
+    return any(call.context.grad is not None or call.context.inference is not None for _, call in p.repeats())
+
+
+# Door families whose operator is a higher-order op around the program's calls (as a decorated block is).
+HIGHER_ORDER_DOORS = ("checkpoint", "control_flow")
+
+
+def _higher_order(p: Program, c: RunConfig) -> bool:
+    return bool(marked(p)) or p.options.door.split(":")[0] in HIGHER_ORDER_DOORS
+
+
+def _without_higher_order(p: Program) -> Optional[Program]:
+    """The decorators gone; a door's own higher-order op stays (the door run is judged for it)."""
+    return without_regions(p) if p.options.door.split(":")[0] not in HIGHER_ORDER_DOORS else None
+
+
+# trigger -> (does this run have it?, the run without it: None where no valid program is left)
+TRIGGERS: dict[str, tuple[Callable[[Program, RunConfig], bool], Removal]] = {
+    "dedup": (lambda p, c: c.dedup, lambda p, c: (p, replace(c, dedup=False))),
+    "compile_region": (lambda p, c: bool(marked(p)), _program_only(without_regions)),
+    "tensor_subclass": (lambda p, c: any(call.how == SUBCLASS for _, call in p.repeats()),
+                        _program_only(lambda p: equalize(p, [f"how:{SUBCLASS}"]))),
+    "mutation": (_tagged("mutation"), _program_only(without_writes)),
+    "random": (lambda p, c: draws_random(p), _program_only(without_random)),
+    "default_dtype": (_tagged("default_dtype"), _program_only(without_default_dtype)),
+    "fn_instances": (_tagged("fn_instances"), _program_only(without_fn_instances)),
+    "grad_mode": (_grad_mode, _program_only(without_grad_mode)),
+    "higher_order": (_higher_order, _program_only(_without_higher_order)),
+}
+
+
+def present(trigger: str, program: Program, config: RunConfig) -> bool:
+    """Whether a run has a trigger; ``a|b``: either (an issue that needs one of two things)."""
+    return any(TRIGGERS[t][0](program, config) for t in trigger.split("|"))
+
+
+def removed(trigger: str, program: Program, config: RunConfig) -> tuple[Optional[Program], RunConfig]:
+    """The run without a trigger (``a|b``: without both); None for the program where none is valid."""
+    p: Optional[Program] = program
+    c = config
+    for t in trigger.split("|"):
+        if p is not None and TRIGGERS[t][0](p, c):
+            p, c = TRIGGERS[t][1](p, c)
+    return p, c
+
+
+def explains(issue: KnownIssue, program: Program, config: RunConfig) -> bool:
+    """Whether the run has every trigger the issue needs."""
+    return all(present(t, program, config) for t in issue.triggers)
+
+
+def claimed(finding):
+    """A finding (reports.triage.Finding) as triage names it: where its
+    signature matches an issue whose trigger the run lacks, renamed
+    ``unexplained:<issue>:<signature>`` and no longer that issue's."""
+    issue = match(finding.signature, finding.config.backend)
+    if issue is None or explains(issue, finding.program, finding.config):
+        return finding
+    return replace(finding, signature=f"{UNEXPLAINED}:{issue.id}:{finding.signature}",
+                   extra={**finding.extra, UNEXPLAINED: issue.id})
