@@ -305,16 +305,18 @@ class Campaign:
         else:
             reached = result["program"].pop("edges", [])
             steered = self._steer(task, program, reached, result["program"].get("seconds", 0.0),
-                                  bool(result["program"].get("deduplicated")))
+                                  bool(result["program"].get("deduplicated")), bool(result["program"].get("known_crashes")))
             self.log.write({"event": "program", "id": pid, **result["program"], **steered})
             for finding in result["findings"]:
                 self._finding(pid, finding, program, task)
 
-    def _steer(self, task: dict, program: dict, reached: list, seconds: float, deduplicated: bool = False) -> dict:
+    def _steer(self, task: dict, program: dict, reached: list, seconds: float, deduplicated: bool = False,
+               known_crash: bool = False) -> dict:
         """Feedback from one program (campaigns.steer): what its event records."""
         if self.steering is None or "origin" not in task:
             return {}
-        new = self.steering.observe(task["id"], from_dict(program), task["origin"], reached, seconds, deduplicated)
+        new = self.steering.observe(task["id"], from_dict(program), task["origin"], reached, seconds, deduplicated,
+                                    known_crash)
         return {"origin": _logged_origin(task["origin"]), "new_edges": len(new),
                 "new_by_file": dict(Counter(feedback.edge_file(e) for e in new))}
 

@@ -32,6 +32,7 @@ class Entry:
     deduplicated: bool = False  # the pass made invoke_subgraph calls of it
     picks: int = 0  # times it was a mutation's parent
     paid: int = 0  # of those, mutants that reached something new
+    known_crash: bool = False  # its run met a recorded crash: its mutants lose a trigger first (steer)
 
     @property
     def weight(self) -> float:
@@ -41,7 +42,7 @@ class Entry:
         likely (every entry gets its turn)."""
         semantic = sum(1 for e in self.edges if ".py:" not in e)
         return ((1 + len(self.edges) + 20 * semantic) ** 0.5 * (1 + self.paid) / (1 + self.picks)
-                * (3 if self.deduplicated else 1))
+                * (3 if self.deduplicated else 1) / (3 if self.known_crash else 1))
 
 
 @dataclass
@@ -53,14 +54,16 @@ class Corpus:
     skipped: dict[str, str] = field(default_factory=dict)  # file -> why it was not loaded
     read: set = field(default_factory=set)  # files read already (loaded or skipped): a rescan reads only new ones
 
-    def add(self, pid: str, program: Program, origin: dict, edges: list[str], deduplicated: bool = False) -> Entry:
-        entry = self.entries[pid] = Entry(pid, program, origin, sorted(edges), deduplicated)
+    def add(self, pid: str, program: Program, origin: dict, edges: list[str], deduplicated: bool = False,
+            known_crash: bool = False) -> Entry:
+        entry = self.entries[pid] = Entry(pid, program, origin, sorted(edges), deduplicated, known_crash=known_crash)
         if self.folder is not None:
             self.folder.mkdir(parents=True, exist_ok=True)
             path = self.folder / f"{pid}.json"
             tmp = path.with_suffix(".tmp")
             tmp.write_text(json.dumps({"id": pid, "torch": self.torch, "backend": self.backend, "origin": origin,
                                        "edges": entry.edges, "deduplicated": deduplicated,
+                                       **({"known_crash": True} if known_crash else {}),
                                        "program": to_dict(program)}))
             os.replace(tmp, path)  # a reader never sees half an entry
         return entry
@@ -98,7 +101,8 @@ class Corpus:
         except MalformedProgram as e:
             return None, f"corrupt: not a valid program: {str(e)[:120]}"
         return Entry(str(d.get("id") or path.stem), program, dict(d.get("origin") or {}),
-                     [str(e) for e in d["edges"]], bool(d.get("deduplicated"))), ""
+                     [str(e) for e in d["edges"]], bool(d.get("deduplicated")),
+                     known_crash=bool(d.get("known_crash"))), ""
 
     def edges(self) -> set[str]:
         return {e for entry in self.entries.values() for e in entry.edges}

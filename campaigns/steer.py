@@ -34,6 +34,7 @@ from generators.mutate import OPERATORS, mutate
 from .corpus import Corpus, Entry
 
 DRAW, SWARM, MUTATE = "draw", "swarm", "mutate"
+UNTRIGGER = "untrigger"  # generators.mutate: one feature a known issue needs taken away
 DISCOUNT = 0.97  # an arm's sums shrink by this at each of its results
 FLOOR = 0.03  # every operator's least share of the mutants
 # Each family's least share of the programs once the corpus holds one: mutants
@@ -150,8 +151,13 @@ class Steering:
         for _ in range(TRIES):
             parent = self._parent()
             other = self._parent() if operator == "splice" else None
-            mutant = mutate(parent.program, operator, self.rng, other.program if other else None)
-            ops = [operator]
+            base, ops = parent.program, [operator]
+            if parent.known_crash:  # a parent that met a recorded crash: its descendants lose a trigger first
+                base = mutate(parent.program, UNTRIGGER, self.rng)
+                if base is None:
+                    continue
+                ops = [UNTRIGGER, operator]
+            mutant = mutate(base, operator, self.rng, other.program if other else None)
             while mutant is not None and len(ops) <= HAVOC_MAX and self.rng.random() < HAVOC:
                 extra = self.rng.choice([o for o in OPERATORS if o != "splice"])
                 again = mutate(mutant, extra, self.rng)
@@ -172,21 +178,24 @@ class Steering:
     # -- learning ----------------------------------------------------------------
 
     def observe(self, pid: str, program: Program, origin: dict, reached: list[str], seconds: float,
-                deduplicated: bool = False) -> list[str]:
+                deduplicated: bool = False, known_crash: bool = False) -> list[str]:
         """A program's result: the edges it reached that no program had
         reached before (it joins the corpus if there are any); its arm and
         its parent are paid by them. ``deduplicated``: the pass made
-        invoke_subgraph calls of it (such parents are picked more)."""
+        invoke_subgraph calls of it (such parents are picked more).
+        ``known_crash``: its run met a recorded crash first: a reward of a
+        known bug's doing pays nobody, and it joins the corpus as a parent
+        whose mutants lose a trigger first (``untrigger``)."""
         new = sorted(set(reached) - self.edges)
         self.edges |= set(new)
         arm = self.arms.get(origin.get("arm", DRAW))
         if arm is not None:
-            arm.paid(len(new), seconds)
+            arm.paid(0 if known_crash else len(new), seconds)
         parent = self.corpus.entries.get(origin.get("parent", ""))
-        if parent is not None and new:
+        if parent is not None and new and not known_crash:
             parent.paid += 1
         if new:
-            self.corpus.add(pid, program, origin, new, deduplicated)
+            self.corpus.add(pid, program, origin, new, deduplicated, known_crash)
         return new
 
     def arms_summary(self) -> dict:

@@ -115,6 +115,7 @@ def _run(task: dict) -> dict:
         main = tuple(n for n in oracles if n in ORACLES)
         known = _judge(outcome, main, verdicts, result["findings"], recall=recall)
         masks = _masks(known)
+        stopped = dict(masks)
         # A known issue whose trigger can be taken away: a crash's, the rest of the program judged
         # without it; a wrong value's, the failing oracle again (reports.unmask).
         for trigger, p, c, names in unmasked_runs(program, config, known, main):
@@ -123,7 +124,8 @@ def _run(task: dict) -> dict:
             summary["stages"][f"unmasked:{trigger}"] = round(time.perf_counter() - t, 3)
             summary.setdefault("unmasked", []).append(trigger)
             _unmask(masks, names, again)
-        summary["masked"] = {"main": masked.event({n: masks.get(n) for n in main})}
+        summary["masked"] = {"main": masked.event({n: masks.get(n) for n in main}, stopped)}
+        summary["known_crashes"] = sorted(set(stopped.values()))  # steering pays nothing for a known bug's doing
     if any(n in REPLAY_ORACLES for n in oracles) and draws_random(program):
         summary["cudagraphs"] = "not run: random ops (graph-safe RNG under CUDA graphs draws unlike eager)"
     elif any(n in REPLAY_ORACLES for n in oracles):
@@ -133,13 +135,14 @@ def _run(task: dict) -> dict:
         judged = tuple(n for n in oracles if n in REPLAY_ORACLES)
         known = _judge_replay(replay, judged, config.dedup, verdicts, result["findings"], summary)
         masks = _masks(known)
+        stopped = dict(masks)
         for trigger, p, c, names in unmasked_runs(program, config, known, judged):
             t = time.perf_counter()
             again = run_replay(p, default_plan(p), c.backend, device=task.get("device", "cuda"), dedup=c.dedup,
                                config=c.torch_config)
             _unmask(masks, names, _judge_replay(again, names, c.dedup, verdicts, result["findings"], {}, trigger))
             summary["stages"][f"unmasked:replay:{trigger}"] = round(time.perf_counter() - t, 3)
-        summary.setdefault("masked", {})["replay"] = masked.event({n: masks.get(n) for n in judged})
+        summary.setdefault("masked", {})["replay"] = masked.event({n: masks.get(n) for n in judged}, stopped)
     if door and any(n in DOOR_ORACLES for n in oracles):
         _door(with_door(program, door), replace(config, backend=task.get("door_backend") or config.backend), oracles,
               verdicts, result, outcome if any(n in ORACLES for n in oracles) else None)
@@ -186,6 +189,7 @@ def _door(program: Program, config: RunConfig, oracles: tuple, verdicts: list, r
     names = tuple(n for n in oracles if n in DOOR_ORACLES)
     known = _judged_door(run, judged, verdicts, result["findings"], plain)
     masks = _masks(known)
+    stopped = dict(masks)
     # a known crash of the door run (the pass, a decorator) hides the door's own bugs: judged without its trigger
     for trigger, p, c, again in unmasked_runs(program, config, known, names):
         t = time.perf_counter()
@@ -193,7 +197,7 @@ def _door(program: Program, config: RunConfig, oracles: tuple, verdicts: list, r
         _unmask(masks, again, _judged_door(rerun_, judge_door(rerun_, again), verdicts, result["findings"], plain,
                                            trigger, {"program": to_dict(p), "config": config_to(c)}))
         summary["stages"][f"unmasked:door:{trigger}"] = round(time.perf_counter() - t, 3)
-    summary.setdefault("masked", {})["door"] = masked.event({n: masks.get(n) for n in names})
+    summary.setdefault("masked", {})["door"] = masked.event({n: masks.get(n) for n in names}, stopped)
 
 
 def _judged_door(run, judged: list, verdicts: list, findings: list, plain, unmasked: str = "",
@@ -352,8 +356,9 @@ def expected_crash(finding: Finding, check: str = "differential") -> str | None:
         return None
     if v.kind != "crash":
         return ""
-    # the backend's name in a BackendCompilerFailed is the repro's own (a guard repro counts compiles through a wrapper)
-    return re.sub(r"backend=\\?'[^']*\\?'", "backend=*", glob.escape(normalize(v.message)))
+    # the backend's name in a BackendCompilerFailed is the repro's own (a guard repro counts compiles through a
+    # wrapper): named alike on both sides before normalize cuts the message to its length, so both cut alike
+    return glob.escape(normalize(re.sub(r"backend='[^']*'", "backend=*", v.message))).replace("backend=[*]", "backend=*")
 
 
 def _describe(finding: Finding, graphs: list[str], dedup: bool, layer: str = "", replay: dict | None = None) -> dict:

@@ -472,9 +472,19 @@ def splice(p: Program, rng: random.Random, other: Optional[Program] = None) -> O
     return _fix_loops(_fix_structures(replace(p, sections=tuple(sections)), p.block.kind))
 
 
+def untrigger(p: Program, rng: random.Random, other=None) -> Optional[Program]:
+    """Take away one feature a known issue needs (generators.without): a parent that met a known crash gets
+    descendants that reach past it."""
+    from .without import REMOVALS
+
+    removals = list(REMOVALS.values())
+    rng.shuffle(removals)
+    return next((q for q in (f(p) for f in removals) if q is not None and q.to_json() != p.to_json()), None)
+
+
 OPERATORS: dict[str, Operator] = {op.__name__: Operator(op.__name__, op, (op.__doc__ or "").split("\n")[0]) for op in (
     cut, duplicate_call, vary_call, change_call, change_value, free_value, swap_op, respell, repeat_stmt, insert_stmt,
-    write_input, toggle_region, reshape_section, write_between, repack, compile_options, reseed, splice)}
+    write_input, toggle_region, reshape_section, write_between, repack, compile_options, reseed, splice, untrigger)}
 
 
 def mutate(program: Program, operator: str, rng: random.Random, other: Optional[Program] = None) -> Optional[Program]:

@@ -16,6 +16,10 @@ from .check import check
 from .ir import MalformedProgram, Program, Ref, Stmt
 from .ops import OPS, W
 from .reduce import _bypass, _tidy, _tidy_sub, _with_block
+from .regions import marked, without_regions
+from .variation import equalize
+
+SUBCLASS = "type:tensor_subclass"  # generators.forms: the primary passed as a torch.Tensor subclass instance
 
 
 def _checked(program: Program) -> Optional[Program]:
@@ -82,3 +86,22 @@ def without_grad_mode(program: Program) -> Optional[Program]:
 
     sections = tuple(replace(s, calls=tuple(plain(c) for c in s.calls)) for s in program.sections)
     return _checked(replace(program, sections=sections))
+
+
+def without_subclass(program: Program) -> Optional[Program]:
+    """The primary passed as a plain tensor, where a call passed a torch.Tensor subclass instance."""
+    if not any(call.how == SUBCLASS for _, call in program.repeats()):
+        return None
+    return equalize(program, [f"how:{SUBCLASS}"])
+
+
+def without_decorators(program: Program) -> Optional[Program]:
+    return without_regions(program) if marked(program) else None
+
+
+# Every feature a known issue can need that a program can lose (what generators.mutate.untrigger draws from).
+REMOVALS: dict[str, Callable[[Program], Optional[Program]]] = {
+    "compile_region": without_decorators, "tensor_subclass": without_subclass, "mutation": without_writes,
+    "random": without_random, "default_dtype": without_default_dtype, "fn_instances": without_fn_instances,
+    "grad_mode": without_grad_mode,
+}

@@ -25,15 +25,13 @@ from typing import Callable, Optional
 from generators.check import draws_random, mutates
 from generators.ir import Program, ambient_state
 from generators.regions import marked, without_regions
-from generators.variation import equalize
-from generators.without import (without_default_dtype, without_fn_instances, without_grad_mode, without_random,
-                                without_writes)
+from generators.without import (SUBCLASS, without_default_dtype, without_fn_instances, without_grad_mode,
+                                without_random, without_subclass, without_writes)
 from harness.outcome import RunConfig
 
 from .known_issues import KnownIssue, match
 
 UNEXPLAINED = "unexplained"
-SUBCLASS = "type:tensor_subclass"  # generators.forms: the primary passed as a torch.Tensor subclass instance
 
 
 def tags(program: Program) -> list[str]:
@@ -92,7 +90,7 @@ TRIGGERS: dict[str, tuple[Callable[[Program, RunConfig], bool], Removal]] = {
     "dedup": (lambda p, c: c.dedup, lambda p, c: (p, replace(c, dedup=False))),
     "compile_region": (lambda p, c: bool(marked(p)), _program_only(without_regions)),
     "tensor_subclass": (lambda p, c: any(call.how == SUBCLASS for _, call in p.repeats()),
-                        _program_only(lambda p: equalize(p, [f"how:{SUBCLASS}"]))),
+                        _program_only(without_subclass)),
     "mutation": (_tagged("mutation"), _program_only(without_writes)),
     "random": (lambda p, c: draws_random(p), _program_only(without_random)),
     "default_dtype": (_tagged("default_dtype"), _program_only(without_default_dtype)),

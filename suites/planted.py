@@ -138,3 +138,17 @@ def raises_on_seven(gm: torch.fx.GraphModule, example_inputs):
 
 
 raises_on_seven.dedup_harness_capabilities = {}  # the shards start without a probe
+
+
+def known_crash_under_dedup(gm: torch.fx.GraphModule, example_inputs):
+    """Under graph deduplication, raises the crash a recorded issue names
+    (KI-066's, whose trigger is the pass); without it, runs with one output
+    element off: a fault that a known crash on every deduplicated run hides,
+    until the run is judged again without the crash's trigger."""
+    if torch._dynamo.config.use_graph_deduplication:
+        raise RuntimeError("s0 (<class 'torch.SymInt'>, 2)is not tracked with proxy for "
+                           "<torch.fx.experimental.proxy_tensor.PythonKeyTracer object at 0x1>")
+    return _wrap(_bump_one)(gm, example_inputs)
+
+
+known_crash_under_dedup.dedup_harness_capabilities = {}  # no probe: the probe runs without the pass

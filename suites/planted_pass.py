@@ -154,7 +154,9 @@ def mutation_reordered():
     return _after_dedup(_mutation_reordered)
 
 
-_ENTERED: list = []
+# fault name -> its context, entered once per process: resolving the backend again (every compile of a
+# campaign's worker does) must not stack the patch on itself (a swap applied twice is no swap)
+_ENTERED: dict = {}
 
 
 def fault_backend(name: str, faults: dict):
@@ -166,9 +168,11 @@ def fault_backend(name: str, faults: dict):
     found = faults.get(fault) if sep else None
     if found is None:
         raise AttributeError(name)
-    context = found()
-    context.__enter__()
-    _ENTERED.append(context)  # a context manager left to the collector exits, and would undo the fault
+    key = f"{getattr(found, '__module__', '')}.{fault}"
+    if key not in _ENTERED:
+        context = found()
+        context.__enter__()
+        _ENTERED[key] = context  # a context manager left to the collector exits, and would undo the fault
     from torch._dynamo.backends.registry import lookup_backend
 
     return lookup_backend(backend)

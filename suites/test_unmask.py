@@ -1,0 +1,129 @@
+"""Nothing hides behind a known issue (reports.unmask, reports.triggers):
+a known crash on every run of a stage hides no fault behind it, a known
+wrong value claims only what its trigger explains, and what the runs
+without a trigger find minimizes and reproduces standalone."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from campaigns.worker import _run, config_to
+from generators.doors import with_door
+from generators.ir import Const, Ref, TensorSpec, from_dict, to_dict
+from harness import warm
+from oracles.registry import run_config
+
+from .test_structural_oracles import _program, _stmts
+
+pytestmark = pytest.mark.unit
+
+# a block with an in-place write (tagged "mutation", which KI-008 claims) and two external inputs
+WRITES = _program(body=_stmts(("v0", "sin", (Ref("x"),)), ("v1", "mul_", (Ref("v0"), Const(2.0))),
+                              ("v2", "mul", (Ref("v1"), Ref("y0"))), ("v3", "cos", (Ref("v2"),))),
+                  inputs=(("x", TensorSpec((3, 4)),), ("y0", TensorSpec((3, 4)))), block_inputs=("x", "y0"),
+                  result="v3")
+
+
+def _task(program, backend: str, oracles: tuple[str, ...]) -> dict:
+    """A worker's task on ``backend``, named, not resolved here (a planted pass fault would enter this process)."""
+    return {"id": "unmask", "program": to_dict(program), "oracles": list(oracles),
+            "config": {**config_to(run_config("aot_eager", oracles)), "backend": backend}, "learned": {}}
+
+
+# A planted pass fault stays entered in the process that resolves it: the worker's run and minimization
+# run in a process of their own, which prints what they returned.
+_UNDER_FAULT = """
+import json, sys
+from campaigns.worker import _minimize, _run
+task = json.loads(sys.stdin.read())
+result = _run(task)
+new = [f for f in result["findings"] if f.get("unmasked") and not f["known_issue"]]
+done = _minimize({"program": new[0]["run"]["program"], "config": new[0]["run"]["config"], "oracle": new[0]["oracle"],
+                  "signature": new[0]["signature"], "seconds": 20, "ladder_upto": task["config"]["backend"],
+                  "repro_timeout": 120}) if new else {}
+for f in result["findings"] + [done]:
+    f.pop("files", None)
+print(json.dumps({"findings": result["findings"], "minimized": done}))
+"""
+
+
+@pytest.mark.long(seconds=14)
+def test_a_pass_fault_in_a_program_that_writes_in_place_is_new_not_the_known_write_bug(request):
+    """A planted fault in the pass's rewiring (a region's arguments swapped)
+    on a program that writes in place: its signature says "mutation", which
+    KI-008 claims; judged again without the write, the failure stays, so it
+    is a new finding. Minimized from its own run, its repro reproduces."""
+    task = _task(WRITES, "suites.planted_pass:arguments_swapped__aot_eager", ("differential",))
+    done = warm.run(["-c", _UNDER_FAULT], cwd=request.config.rootpath, input=json.dumps(task), timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    claimed = {f["signature"]: f for f in out["findings"]}
+    assert claimed["differential:mismatch:dedup:identical-repeats:mutation"]["known_issue"] == "KI-008"
+    new = claimed.get("differential:mismatch:dedup:identical-repeats")
+    assert new is not None and new["known_issue"] is None and new["unmasked"] == "mutation", list(claimed)
+    assert "mul_" not in from_dict(new["run"]["program"]).to_json()  # minimized from the run without the write
+    minimized = out["minimized"]
+    assert minimized["signature"] == new["signature"] and minimized["repro_exit"] == 1, minimized
+    # the honest pass: the program meets KI-008 at most, nothing new
+    honest = _run(_task(WRITES, "aot_eager", ("differential",)))
+    assert all(f["known_issue"] for f in honest["findings"]), [f["signature"] for f in honest["findings"]]
+
+
+def test_a_known_crash_on_every_door_run_hides_no_door_fault_behind_it():
+    """A backend that meets a recorded crash (KI-066, the pass its trigger)
+    on every deduplicated compile and is wrong otherwise: the door run is
+    judged again without the pass and the door finds the fault; the masked
+    share counts the door's judgments stopped, and none left masked."""
+    backend = "suites.planted:known_crash_under_dedup"
+    program = with_door(_program(inputs=(("x", TensorSpec((3, 4), "float32", True)),)), "dynamic:mark")
+    result = _run(_task(program, backend, ("differential", "door")))
+    found = {f["signature"]: f for f in result["findings"]}
+    door = [f for f in found.values() if f["oracle"] == "door"]
+    assert any(f["known_issue"] == "KI-066" for f in door), list(found)
+    behind = [f for f in door if f.get("unmasked") == "dedup" and not f["known_issue"]]
+    assert behind and behind[0]["kind"] != "crash", list(found)
+    masked = result["program"]["masked"]
+    assert masked["door"] == {"judgments": 1, "masked": {}, "stopped": 1}, masked
+    assert masked["main"]["stopped"] == 1 and masked["main"]["masked"] == {}, masked
+    assert "unmasked:door:dedup" in result["program"]["stages"]
+
+
+def test_a_failure_an_issue_matches_in_a_run_without_its_trigger_is_not_that_issue():
+    """KI-008 needs in-place writes: a mismatch of a program without any,
+    signed like KI-008, is named unexplained and is no known issue."""
+    from harness.outcome import RunConfig
+    from oracles.verdict import Status, Verdict
+    from reports.triage import Finding, known_issue
+    from reports.triggers import claimed
+
+    plain = _program()
+    verdict = Verdict("differential", Status.FAIL, "mismatch", "output[0]", "")
+    signed = Finding("differential:mismatch:dedup:identical-repeats:mutation", verdict, plain,
+                     RunConfig(backend="aot_eager"), "dedup", "")
+    renamed = claimed(signed)
+    assert renamed.signature == "unexplained:KI-008:differential:mismatch:dedup:identical-repeats:mutation"
+    assert known_issue(renamed) is None
+    assert known_issue(claimed(Finding(signed.signature, verdict, WRITES, signed.config, "dedup", ""))).id == "KI-008"
+
+
+def test_steering_pays_nothing_for_a_known_crash_and_mutates_past_its_trigger(tmp_path):
+    """A program whose run met a recorded crash pays its arm nothing; it joins
+    the corpus as a parent whose mutants lose a trigger first (``untrigger``),
+    kept from one campaign to the next."""
+    from campaigns.corpus import Corpus
+    from campaigns.steer import MUTATE, UNTRIGGER
+
+    from .test_feedback import _steering
+
+    s = _steering(tmp_path)
+    arm = f"{MUTATE}:duplicate_call"
+    before = s.arms[arm].reward
+    s.observe("crashed", WRITES, {"arm": arm}, ["e1", "e2"], 1.0, known_crash=True)
+    assert s.arms[arm].reward <= before  # discounted, not paid
+    assert s.corpus.entries["crashed"].known_crash
+    assert Corpus(tmp_path / "corpus", s.corpus.torch, "aot_eager").load(tmp_path / "corpus")[0].known_crash
+    made = s._mutant("duplicate_call")
+    assert made is not None and made[2]["operators"][:2] == [UNTRIGGER, "duplicate_call"]
+    assert "mul_" not in made[1].to_json()  # WRITES' only trigger-bearing feature is its write
