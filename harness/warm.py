@@ -198,18 +198,25 @@ class Zygote:
         self._lock = threading.Lock()
         self._proc = subprocess.Popen([sys.executable, "-c", _MAIN, json.dumps(list(preload))], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, text=True, start_new_session=True, env=self.env)
+        self._fd, self._pending = self._proc.stdout.fileno(), ""
         if self._read(start_timeout) != "ready":
             self.close()
             raise ZygoteError("the zygote did not start")
 
     def _read(self, timeout: Optional[float]) -> Optional[str]:
-        """One answer line; None when none came before ``timeout``."""
-        ready, _, _ = select.select([self._proc.stdout], [], [], timeout)
-        if not ready:
-            return None
-        line = self._proc.stdout.readline()
-        if not line:
-            raise ZygoteError("the zygote died")
+        """One answer line; None when none came before ``timeout``. Read from
+        the descriptor into a buffer of our own: a run that ends at once sends
+        its pid and status lines together, and a buffered file's readline
+        would keep the second where select cannot see it (a wait for ever)."""
+        while "\n" not in self._pending:
+            ready, _, _ = select.select([self._fd], [], [], timeout)
+            if not ready:
+                return None
+            chunk = os.read(self._fd, 1 << 16)
+            if not chunk:
+                raise ZygoteError("the zygote died")
+            self._pending += chunk.decode()
+        line, self._pending = self._pending.split("\n", 1)
         return line.strip()
 
     def alive(self) -> bool:

@@ -68,7 +68,7 @@ SUITES: dict[str, float] = {
     "test_profiles.py": 5,
     "test_localize.py": 5,
     "test_backends.py": 5,
-    "test_warm.py": 5,
+    "test_warm.py": 8,
     "test_hierarchy.py": 4,
     "test_layers.py": 5,
     "test_unmask.py": 17,

@@ -114,3 +114,26 @@ def test_the_run_is_forked_warm_and_an_import_time_variable_runs_cold(tmp_path):
     other = tmp_path / "python"  # another interpreter (here the same one under another name): its own process
     other.symlink_to(sys.executable)
     assert warm.run([str(script)], python=str(other)).stdout == "False\n"
+
+
+def test_a_run_that_ends_at_once_is_answered_at_once(tmp_path):
+    """The zygote answers a run's pid and its exit status on two lines; a run
+    that ends at once sends both before the caller reads the first. Both must
+    be read (a buffered readline kept the second out of select's sight: the
+    caller waited out its timeout, then for ever)."""
+    import json
+    import time
+
+    z = warm.Zygote(preload=())
+    try:
+        out = tmp_path / "out"
+        out.touch()
+        request = {"args": ["-c", "pass"], "cwd": str(tmp_path), "env": dict(os.environ), "stdout": str(out),
+                   "stderr": str(out), "stdin": None}
+        z._proc.stdin.write(json.dumps(request) + "\n")
+        z._proc.stdin.flush()
+        time.sleep(2)  # both lines are written by now
+        assert "pid" in json.loads(z._read(5))
+        assert json.loads(z._read(5) or "{}").get("status") == 0
+    finally:
+        z.close()
