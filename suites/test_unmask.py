@@ -41,7 +41,7 @@ task = json.loads(sys.stdin.read())
 result = _run(task)
 new = [f for f in result["findings"] if f.get("unmasked") and not f["known_issue"]]
 done = _minimize({"program": new[0]["run"]["program"], "config": new[0]["run"]["config"], "oracle": new[0]["oracle"],
-                  "signature": new[0]["signature"], "seconds": 20, "ladder_upto": task["config"]["backend"],
+                  "signature": new[0]["signature"], "seconds": 8, "ladder_upto": task["config"]["backend"],
                   "repro_timeout": 120}) if new else {}
 for f in result["findings"] + [done]:
     f.pop("files", None)
