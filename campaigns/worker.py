@@ -114,13 +114,14 @@ def _run(task: dict) -> dict:
         recall = Recall(task.get("learned") or {}, task["id"])
         main = tuple(n for n in oracles if n in ORACLES)
         known = _judge(outcome, main, verdicts, result["findings"], recall=recall)
-        masks = _masks(known)
+        masks = _masks(known, main)
         stopped = dict(masks)
         # A known issue whose trigger can be taken away: a crash's, the rest of the program judged
         # without it; a wrong value's, the failing oracle again (reports.unmask).
         for trigger, p, c, names in unmasked_runs(program, config, known, main):
             t = time.perf_counter()
-            again = _judge(rerun(outcome, p, _needing(c, names)), names, verdicts, result["findings"], trigger, recall)
+            again = _judge(rerun(outcome, p, _needing(c, names)), names, verdicts, result["findings"], trigger, recall,
+                           tuple(known))
             summary["stages"][f"unmasked:{trigger}"] = round(time.perf_counter() - t, 3)
             summary.setdefault("unmasked", []).append(trigger)
             _unmask(masks, names, again)
@@ -134,7 +135,7 @@ def _run(task: dict) -> dict:
         summary["stages"] = {**summary["stages"], "replay": round(replay.seconds, 3)}
         judged = tuple(n for n in oracles if n in REPLAY_ORACLES)
         known = _judge_replay(replay, judged, config.dedup, verdicts, result["findings"], summary)
-        masks = _masks(known)
+        masks = _masks(known, judged)
         stopped = dict(masks)
         for trigger, p, c, names in unmasked_runs(program, config, known, judged):
             t = time.perf_counter()
@@ -188,7 +189,7 @@ def _door(program: Program, config: RunConfig, oracles: tuple, verdicts: list, r
     summary["stages"] = {**summary["stages"], stage: round(time.perf_counter() - t, 3)}
     names = tuple(n for n in oracles if n in DOOR_ORACLES)
     known = _judged_door(run, judged, verdicts, result["findings"], plain)
-    masks = _masks(known)
+    masks = _masks(known, names)
     stopped = dict(masks)
     # a known crash of the door run (the pass, a decorator) hides the door's own bugs: judged without its trigger
     for trigger, p, c, again in unmasked_runs(program, config, known, names):
@@ -240,21 +241,19 @@ def _judge_replay(replay, names: tuple, dedup: bool, verdicts: list, findings: l
     return known
 
 
-def _masks(known: list) -> dict:
-    """oracle -> the known issue whose crash kept it from judging."""
-    masks: dict = {}
-    for issue, oracle, crash in known:
-        if crash:
-            masks.setdefault(oracle, issue.id)
-    return masks
+def _masks(known: list, names: tuple) -> dict:
+    """oracle -> the known issue whose crash kept it from judging: every
+    oracle of a run that died on one (its other oracles pass on nothing)."""
+    crash = next((issue.id for issue, _, crashed in known if crashed), None)
+    return dict.fromkeys(names, crash) if crash else {}
 
 
 def _unmask(masks: dict, names: tuple, again: list) -> None:
-    """The oracles a run without a trigger judged, unless a known crash stopped them there too."""
-    stopped = _masks(again)
-    for name in names:
-        if name in masks and name not in stopped:
-            masks[name] = None
+    """The oracles a run without a trigger judged, unless a known crash stopped it too."""
+    if not any(crashed for _, _, crashed in again):
+        for name in names:
+            if masks.get(name):
+                masks[name] = None
 
 
 def _needing(config: RunConfig, names: tuple) -> RunConfig:
@@ -301,9 +300,10 @@ class Recall:
 
 
 def _judge(outcome, oracles: tuple, verdicts: list, findings: list, unmasked: str = "",
-           recall: Optional[Recall] = None) -> list:
+           recall: Optional[Recall] = None, first: tuple = ()) -> list:
     """Judge one run, triage its failures into ``findings`` (each once per
-    signature); return the known issues met: (issue, oracle, as a crash)."""
+    signature); return the known issues met: (issue, oracle, as a crash)
+    (``first``: those the first run met, for a run without a trigger)."""
     crashes: list = []
     seen = {f["signature"] for f in findings}
     recall = recall or Recall({}, "")
@@ -312,23 +312,34 @@ def _judge(outcome, oracles: tuple, verdicts: list, findings: list, unmasked: st
     failing = [v for v in judged if v.failed]
     with shared_reruns([ORACLES[v.oracle] for v in failing], outcome.config.variants):
         for verdict in failing:
-            _triaged(outcome, verdict, recall, crashes, seen, findings, unmasked)
+            _triaged(outcome, verdict, recall, crashes, seen, findings, unmasked, first)
     return crashes
 
 
-def _triaged(outcome, verdict, recall: Recall, crashes: list, seen: set, findings: list, unmasked: str) -> None:
-    """One failure triaged into ``findings`` (once per signature); a known issue met goes to ``crashes``."""
+def _triaged(outcome, verdict, recall: Recall, crashes: list, seen: set, findings: list, unmasked: str,
+             crashes_before: tuple = ()) -> None:
+    """One failure triaged into ``findings`` (once per signature); a known issue met goes to ``crashes``
+    (``crashes_before``: the known issues the first run met, for a run without a trigger)."""
     finding, how = recall.triage(outcome, verdict)
     known = known_issue(finding)
     if known is not None:
         crashes.append((known, verdict.oracle, verdict.kind == "crash"))
-    if finding.signature not in seen:
+    # A finding of the first run that a run without a crash's trigger shows again is kept in that run's
+    # form: the first run's program meets the crash, and so would a repro rendered from it.
+    earlier = next((k for k, f in enumerate(findings) if f["signature"] == finding.signature), None)
+    behind_crash = earlier is not None and unmasked and not findings[earlier].get("unmasked") and \
+        any(crashed for _, _, crashed in crashes_before)
+    if finding.signature not in seen or behind_crash:
         seen.add(finding.signature)
         described = {**_describe(finding, outcome.capture.graphs, _repro_dedup(outcome, verdict)), **how}
         # an unmasked run's program and config are not the task's: its minimization starts from them
-        findings.append({**described, "unmasked": unmasked, "run": {"program": to_dict(finding.program),
-                                                                     "config": config_to(outcome.config)}}
-                        if unmasked else described)
+        entry = ({**described, "unmasked": unmasked, "run": {"program": to_dict(finding.program),
+                                                             "config": config_to(outcome.config)}}
+                 if unmasked else described)
+        if behind_crash:
+            findings[earlier] = entry
+        else:
+            findings.append(entry)
 
 
 def _repro_dedup(outcome, verdict) -> bool:

@@ -25,8 +25,16 @@ def event(judged: dict[str, str | None], stopped: dict[str, str | None] | None =
             "stopped": sum(1 for i in (stopped if stopped is not None else judged).values() if i)}
 
 
+PROGRAMS = "programs"  # the state's count of programs (not a stage): met a known crash first, still masked
+
+
 def fold(into: dict, e: dict | None) -> None:
     """Add one program's stages (``{stage: event(...)}``) to the running totals."""
+    if e:
+        c = into.setdefault(PROGRAMS, Counter())
+        c["programs"] += 1
+        c["stopped"] += any(v.get("stopped") for v in e.values())
+        c["masked"] += any(v.get("masked") for v in e.values())
     for stage, counts in (e or {}).items():
         c = into.setdefault(stage, Counter())
         c["judgments"] += counts.get("judgments", 0)
@@ -39,7 +47,10 @@ def summary(state: dict) -> dict:
     """The figure: judgments and masked ones, overall, per stage, per issue (most
     first); ``stopped``: those the first run alone could not make."""
     by_stage, by_issue = {}, Counter()
+    programs = dict(state.get(PROGRAMS, {}))
     for stage, c in state.items():
+        if stage == PROGRAMS:
+            continue
         masked = {k.split(":", 1)[1]: n for k, n in c.items() if k.startswith("masked:")}
         by_issue.update(masked)
         n, m = c.get("judgments", 0), sum(masked.values())
@@ -50,6 +61,8 @@ def summary(state: dict) -> dict:
     stopped = sum(s["stopped"] for s in by_stage.values())
     return {"judgments": total, "masked": masked, "share": round(masked / total, 4) if total else 0.0,
             "stopped": stopped, "stopped_share": round(stopped / total, 4) if total else 0.0,
+            "programs": {"judged": programs.get("programs", 0), "stopped": programs.get("stopped", 0),
+                         "masked": programs.get("masked", 0)},
             "by_stage": dict(sorted(by_stage.items(), key=lambda kv: STAGES.index(kv[0]) if kv[0] in STAGES else 9)),
             "by_issue": {i: {"masked": n, "share": round(n / total, 4) if total else 0.0}
                          for i, n in by_issue.most_common()}}
@@ -65,7 +78,10 @@ def markdown(s: dict | None) -> list[str]:
     lines = ["## Masked by known issues", "",
              f"{s['masked']} of {s['judgments']} judgments (**{_pct(s['share'])}**) could not be made: the run died "
              "on a recorded crash first and no run without its trigger judged it instead "
-             f"({s.get('stopped', 0)} stopped in the first run, {_pct(s.get('stopped_share', 0.0))}).", "",
+             f"({s.get('stopped', 0)} stopped in the first run, {_pct(s.get('stopped_share', 0.0))}; programs whose "
+             f"first run met a known crash: {s.get('programs', {}).get('stopped', 0)} of "
+             f"{s.get('programs', {}).get('judged', 0)}, still masked somewhere: {s.get('programs', {}).get('masked', 0)}).",
+             "",
              "| stage | judgments | stopped in the first run | masked | share |", "|---|---|---|---|---|"]
     lines += [f"| {stage} | {v['judgments']} | {v.get('stopped', 0)} | {v['masked']} | {_pct(v['share'])} |"
               for stage, v in s["by_stage"].items()]

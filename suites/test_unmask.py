@@ -127,3 +127,36 @@ def test_steering_pays_nothing_for_a_known_crash_and_mutates_past_its_trigger(tm
     made = s._mutant("duplicate_call")
     assert made is not None and made[2]["operators"][:2] == [UNTRIGGER, "duplicate_call"]
     assert "mul_" not in made[1].to_json()  # WRITES' only trigger-bearing feature is its write
+
+
+def test_the_masked_share_is_counted_per_stage_and_issue_summed_across_shards_and_shown(tmp_path):
+    """What a worker reports per program folds into the figure the summary,
+    the Markdown and HTML reports and a merge of shards all show."""
+    from campaigns.folder import markdown
+    from reports import masked
+    from reports.html import render_html
+    from reports.ledger import Ledger
+
+    crashed = {"main": masked.event({"differential": "KI-016", "guards": "KI-016"}, {"differential": "KI-016",
+                                                                                   "guards": "KI-016"}),
+               "door": masked.event({"door": None}, {"door": "KI-003"})}
+    clean = {"main": masked.event({"differential": None, "guards": None})}
+    shards = []
+    for events in ([crashed, clean], [clean]):
+        ledger = Ledger()
+        for k, e in enumerate(events):
+            ledger.apply({"event": "program", "id": str(k), "masked": e})
+        shards.append(ledger)
+    merged = Ledger()
+    for e in ([crashed, clean] + [clean]):
+        merged.apply({"event": "program", "id": "x", "masked": e})
+    s = merged.summary()["masked"]
+    assert (s["judgments"], s["masked"], s["stopped"]) == (7, 2, 3)
+    assert s["by_stage"]["door"] == {"judgments": 1, "masked": 0, "share": 0.0, "stopped": 1}
+    assert s["by_issue"] == {"KI-016": {"masked": 2, "share": round(2 / 7, 4)}}
+    assert s["programs"] == {"judged": 3, "stopped": 1, "masked": 1}
+    assert sum(sh.summary()["masked"]["judgments"] for sh in shards) == s["judgments"]  # shards add up
+    summary = {**merged.summary(), "findings": []}
+    assert "## Masked by known issues" in markdown(summary) and "| KI-016 | 2 |" in markdown(summary)
+    page = render_html(summary, tmp_path)
+    assert 'id="masked-stages"' in page and "KI-016" in page

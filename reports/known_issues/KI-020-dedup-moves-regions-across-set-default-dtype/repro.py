@@ -209,14 +209,21 @@ def same(e, a):
 
 
 def main():
-    global DEDUP
+    global DEDUP, BITWISE
     DEDUP = False
     try:
         expected = run(compiled=True)
     except Exception:
         traceback.print_exc()
-        print("ERROR: the program fails to compile even without deduplication")
-        return 2
+        # another bug stops the backend without the pass: the program's own eager run is the reference
+        print("note: the program fails to compile without deduplication; its eager run is the reference")
+        BITWISE = False
+        try:
+            expected = run(compiled=False)
+        except Exception:
+            traceback.print_exc()
+            print("ERROR: the program fails in eager")
+            return 2
     DEDUP = True
     try:
         actual = run(compiled=True)
