@@ -62,7 +62,9 @@ def test_the_entry_point_is_named_as_its_module():
 @pytest.mark.parametrize("backend, fails", [
     ("suites.planted:perturb_one_element", True),  # a training backend with a wrong value
     ("suites.planted_backends:inference_only_wrong", True),  # an inference-only one: judged forward-only, still caught
-    ("suites.planted_backends:inference_only", False),  # inference-only and right: no gradient noise
+    # inference-only and right, no gradient noise (8 s): nightly; the gate judges inference-only runs forward-only
+    # in test_backend_capabilities and passes the right training backends through the property suites
+    pytest.param("suites.planted_backends:inference_only", False, marks=pytest.mark.nightly),
     pytest.param("aot_eager", False, marks=pytest.mark.nightly),  # the property suites pass it in the gate already
 ])
 def test_pyargs_runs_the_property_suite_on_the_backend_given_from_outside_a_checkout(tmp_path, backend, fails):
