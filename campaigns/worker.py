@@ -42,7 +42,7 @@ from oracles.registry import severity as oracle_severity
 from reports import door_coverage
 from reports.door_triage import triage_door
 from reports.known_issues import match
-from reports.repro import ORACLE_BACKENDS, driver_for, regions_expectation, render_repro
+from reports.repro import driver_for, regions_expectation, render_repro
 from reports.signature import normalize
 from reports.triage import Finding, alike, known_issue, shared_reruns, spellings, triage, triage_replay
 from reports import masked
@@ -393,8 +393,7 @@ def _describe(finding: Finding, graphs: list[str], dedup: bool, layer: str = "",
         "spellings": spellings(finding.program),
         "files": {
             "program.json": json.dumps(to_dict(finding.program), indent=2),
-            "repro.py": render_repro(finding.program, replace(finding.config, dedup=dedup, backend=ORACLE_BACKENDS.get(
-                                         finding.verdict.oracle, finding.config.backend)), finding.signature, check,
+            "repro.py": render_repro(finding.program, replace(finding.config, dedup=dedup), finding.signature, check,
                                      variant, replay=replay, expect_crash=expected_crash(finding, check),
                                      expect_difference=regions_expectation(finding.verdict.oracle,
                                                                            finding.verdict.details.get("label"))

@@ -54,10 +54,6 @@ def _low_precision(program: Program) -> bool:
 # the differential driver; guard findings re-make their change).
 ORACLE_DRIVERS = {"region_identity": "regions", "graph_validity": "regions", "rewrite": "toggle",
                   "dedup_toggle": "toggle"}
-# Oracles that judge the pass with no backend involved (the graphs before and after it run as they are):
-# their repro compiles on the eager backend, which runs Dynamo's graph as it is, so a bug of the run's
-# own backend (a crash that stops it with and without the pass) does not stand in the repro's way.
-ORACLE_BACKENDS = {"rewrite": "eager"}
 
 
 # What a repro checks, by the name an issue.json gives under "repro": its template.
