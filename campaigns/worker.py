@@ -114,18 +114,13 @@ def _run(task: dict) -> dict:
         recall = Recall(task.get("learned") or {}, task["id"])
         main = tuple(n for n in oracles if n in ORACLES)
         known = _judge(outcome, main, verdicts, result["findings"], recall=recall)
-        masks = _masks(known, main)
-        stopped = dict(masks)
-        # A known issue whose trigger can be taken away: a crash's, the rest of the program judged
-        # without it; a wrong value's, the failing oracle again (reports.unmask).
-        for trigger, p, c, names in unmasked_runs(program, config, known, main):
-            t = time.perf_counter()
-            again = _judge(rerun(outcome, p, _needing(c, names)), names, verdicts, result["findings"], trigger, recall,
-                           tuple(known))
-            summary["stages"][f"unmasked:{trigger}"] = round(time.perf_counter() - t, 3)
+
+        def again(trigger: str, p: Program, c: RunConfig, names: tuple) -> list:
             summary.setdefault("unmasked", []).append(trigger)
-            _unmask(masks, names, again)
-        summary["masked"] = {"main": masked.event({n: masks.get(n) for n in main}, stopped)}
+            return _judge(rerun(outcome, p, _needing(c, names)), names, verdicts, result["findings"], trigger, recall,
+                          tuple(known))
+
+        stopped = _unmasked("main", program, config, known, main, summary, again)
         summary["known_crashes"] = sorted(set(stopped.values()))  # steering pays nothing for a known bug's doing
     if any(n in REPLAY_ORACLES for n in oracles) and draws_random(program):
         summary["cudagraphs"] = "not run: random ops (graph-safe RNG under CUDA graphs draws unlike eager)"
@@ -135,15 +130,13 @@ def _run(task: dict) -> dict:
         summary["stages"] = {**summary["stages"], "replay": round(replay.seconds, 3)}
         judged = tuple(n for n in oracles if n in REPLAY_ORACLES)
         known = _judge_replay(replay, judged, config.dedup, verdicts, result["findings"], summary)
-        masks = _masks(known, judged)
-        stopped = dict(masks)
-        for trigger, p, c, names in unmasked_runs(program, config, known, judged):
-            t = time.perf_counter()
-            again = run_replay(p, default_plan(p), c.backend, device=task.get("device", "cuda"), dedup=c.dedup,
-                               config=c.torch_config)
-            _unmask(masks, names, _judge_replay(again, names, c.dedup, verdicts, result["findings"], {}, trigger))
-            summary["stages"][f"unmasked:replay:{trigger}"] = round(time.perf_counter() - t, 3)
-        summary.setdefault("masked", {})["replay"] = masked.event({n: masks.get(n) for n in judged}, stopped)
+
+        def replayed(trigger: str, p: Program, c: RunConfig, names: tuple) -> list:
+            run = run_replay(p, default_plan(p), c.backend, device=task.get("device", "cuda"), dedup=c.dedup,
+                             config=c.torch_config)
+            return _judge_replay(run, names, c.dedup, verdicts, result["findings"], {}, trigger)
+
+        _unmasked("replay", program, config, known, judged, summary, replayed)
     if door and any(n in DOOR_ORACLES for n in oracles):
         _door(with_door(program, door), replace(config, backend=task.get("door_backend") or config.backend), oracles,
               verdicts, result, outcome if any(n in ORACLES for n in oracles) else None)
@@ -189,16 +182,31 @@ def _door(program: Program, config: RunConfig, oracles: tuple, verdicts: list, r
     summary["stages"] = {**summary["stages"], stage: round(time.perf_counter() - t, 3)}
     names = tuple(n for n in oracles if n in DOOR_ORACLES)
     known = _judged_door(run, judged, verdicts, result["findings"], plain)
+
+    def again(trigger: str, p: Program, c: RunConfig, names: tuple) -> list:
+        rerun_ = run_door(p, c)
+        return _judged_door(rerun_, judge_door(rerun_, names), verdicts, result["findings"], plain, trigger,
+                            {"program": to_dict(p), "config": config_to(c)})
+
+    # a known crash of the door run (the pass, a decorator) hides the door's own bugs: judged without its trigger
+    _unmasked("door", program, config, known, names, summary, again)
+
+
+def _unmasked(stage: str, program: Program, config: RunConfig, known: list, names: tuple, summary: dict,
+              again) -> dict:
+    """A stage judged again by ``again(trigger, program, config, oracles)`` (the known issues it met
+    there) without each trigger of the known issues its first run met (reports.unmask), each timed as
+    ``unmasked:[<stage>:]<trigger>``; its masked-share event in ``summary``. Returns what the first run
+    alone left stopped: oracle -> known issue."""
     masks = _masks(known, names)
     stopped = dict(masks)
-    # a known crash of the door run (the pass, a decorator) hides the door's own bugs: judged without its trigger
-    for trigger, p, c, again in unmasked_runs(program, config, known, names):
+    for trigger, p, c, judged in unmasked_runs(program, config, known, names):
         t = time.perf_counter()
-        rerun_ = run_door(p, c)
-        _unmask(masks, again, _judged_door(rerun_, judge_door(rerun_, again), verdicts, result["findings"], plain,
-                                           trigger, {"program": to_dict(p), "config": config_to(c)}))
-        summary["stages"][f"unmasked:door:{trigger}"] = round(time.perf_counter() - t, 3)
-    summary.setdefault("masked", {})["door"] = masked.event({n: masks.get(n) for n in names}, stopped)
+        _unmask(masks, judged, again(trigger, p, c, judged))
+        key = f"unmasked:{trigger}" if stage == "main" else f"unmasked:{stage}:{trigger}"
+        summary["stages"][key] = round(time.perf_counter() - t, 3)
+    summary.setdefault("masked", {})[stage] = masked.event({n: masks.get(n) for n in names}, stopped)
+    return stopped
 
 
 def _judged_door(run, judged: list, verdicts: list, findings: list, plain, unmasked: str = "",
@@ -305,18 +313,17 @@ def _judge(outcome, oracles: tuple, verdicts: list, findings: list, unmasked: st
     signature); return the known issues met: (issue, oracle, as a crash)
     (``first``: those the first run met, for a run without a trigger)."""
     crashes: list = []
-    seen = {f["signature"] for f in findings}
     recall = recall or Recall({}, "")
     judged = judge(outcome, oracles)
     verdicts += judged
     failing = [v for v in judged if v.failed]
     with shared_reruns([ORACLES[v.oracle] for v in failing], outcome.config.variants):
         for verdict in failing:
-            _triaged(outcome, verdict, recall, crashes, seen, findings, unmasked, first)
+            _triaged(outcome, verdict, recall, crashes, findings, unmasked, first)
     return crashes
 
 
-def _triaged(outcome, verdict, recall: Recall, crashes: list, seen: set, findings: list, unmasked: str,
+def _triaged(outcome, verdict, recall: Recall, crashes: list, findings: list, unmasked: str,
              crashes_before: tuple = ()) -> None:
     """One failure triaged into ``findings`` (once per signature); a known issue met goes to ``crashes``
     (``crashes_before``: the known issues the first run met, for a run without a trigger)."""
@@ -329,8 +336,7 @@ def _triaged(outcome, verdict, recall: Recall, crashes: list, seen: set, finding
     earlier = next((k for k, f in enumerate(findings) if f["signature"] == finding.signature), None)
     behind_crash = earlier is not None and unmasked and not findings[earlier].get("unmasked") and \
         any(crashed for _, _, crashed in crashes_before)
-    if finding.signature not in seen or behind_crash:
-        seen.add(finding.signature)
+    if earlier is None or behind_crash:
         described = {**_describe(finding, outcome.capture.graphs, _repro_dedup(outcome, verdict)), **how}
         # an unmasked run's program and config are not the task's: its minimization starts from them
         entry = ({**described, "unmasked": unmasked, "run": {"program": to_dict(finding.program),
@@ -369,7 +375,8 @@ def expected_crash(finding: Finding, check: str = "differential") -> str | None:
         return ""
     # the backend's name in a BackendCompilerFailed is the repro's own (a guard repro counts compiles through a
     # wrapper): named alike on both sides before normalize cuts the message to its length, so both cut alike
-    return glob.escape(normalize(re.sub(r"backend='[^']*'", "backend=*", v.message))).replace("backend=[*]", "backend=*")
+    named = normalize(re.sub(r"backend='[^']*'", "backend=*", v.message))
+    return glob.escape(named).replace("backend=[*]", "backend=*")
 
 
 def _describe(finding: Finding, graphs: list[str], dedup: bool, layer: str = "", replay: dict | None = None) -> dict:

@@ -29,9 +29,7 @@ from generators.without import (SUBCLASS, without_default_dtype, without_fn_inst
                                 without_random, without_subclass, without_writes)
 from harness.outcome import RunConfig
 
-from .known_issues import KnownIssue, match
-
-UNEXPLAINED = "unexplained"
+from .known_issues import UNEXPLAINED, KnownIssue, match
 
 
 def tags(program: Program) -> list[str]:
