@@ -24,6 +24,7 @@ from reports.ledger import LOG, Ledger, read_events
 
 from .corpus import FOLDER as CORPUS, Corpus
 from .folder import prepare, slug, write_reports
+from .worker_start import covered_paths
 
 # What must be equal in every shard's first start event for their programs and findings to add up.
 SAME = ("backend", "seed", "torch", "mode")
@@ -128,7 +129,8 @@ def merge(runs: list[Path], out: Path, fresh: bool = True) -> dict:
         for d in cov_dirs:
             for p in d.glob(".coverage.*"):
                 shutil.copy(p, out / "coverage" / f"{p.name}.{d.parent.name}")
-        summary["coverage"] = coverage_report.combine(out / "coverage", None)
+        # the files a campaign reports (the data holds every file the tracer saw; analysing each took seconds)
+        summary["coverage"] = coverage_report.combine(out / "coverage", covered_paths())
     _merge_corpora(runs, out, summary)
     staging = out / f".reports.{os.getpid()}"
     staging.mkdir(exist_ok=True)

@@ -359,7 +359,7 @@ def _repro_dedup(outcome, verdict) -> bool:
 # The oracles each strict repro driver re-makes: exactly (their crash's own
 # message), or only crash versus wrong values ("*": any crash).
 STRICT_ORACLES = {"differential": "differential", "guard": "guards", "dedup_guards": "guards", "door": "door"}
-CRASH_OR_VALUES = {"toggle": ("rewrite", "dedup_toggle")}
+CRASH_OR_VALUES = {"toggle": ("rewrite", "dedup_toggle"), "rewrite": ("rewrite",)}
 
 
 def expected_crash(finding: Finding, check: str = "differential") -> str | None:

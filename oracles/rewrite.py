@@ -72,8 +72,9 @@ def check(outcome: Outcome) -> Verdict:
             if v.failed and v.kind == "mismatch" and v.where.startswith("grad[") \
                     and _summation_noise(pre.grads.get(v.where[5:-1]), post.grads.get(v.where[5:-1]), floor):
                 v = Verdict(NAME, Status.PASS, where=v.where)
+            details = {**(v.details or {}), "gradient": v.where.startswith("grad[")} if v.failed else v.details
             verdicts.append(Verdict(v.oracle, v.status, v.kind, f"{where}.{v.where}" if v.where else where,
-                                    v.message, v.details))
+                                    v.message, details))
     if not verdicts:
         return Verdict(NAME, Status.PASS, message="no graph was rewritten")
     return combine(NAME, verdicts)

@@ -31,5 +31,5 @@ def combine(folder: Path, paths: Optional[list[str]]) -> dict:
                     if numbers.n_branches else 100.0)
         short = path.split("site-packages/")[-1]
         out[short] = {"lines": round(lines, 1), "branches": round(branches, 1),
-                      "missing": cov.analysis2(path)[4], "statements": numbers.n_statements}
+                      "missing": analysis.missing_formatted(), "statements": numbers.n_statements}
     return out

@@ -113,7 +113,7 @@ class KnownIssue:
     @property
     def expect_crash(self) -> Optional[str]:
         """What a strict repro (differential, guard; toggle: crash or values) must see; None: any failure."""
-        if self.repro == "toggle":
+        if self.repro in ("toggle", "rewrite"):
             return "" if self.crash is None else "*"
         if self.repro not in ("differential", "guard", "door"):
             return None

@@ -52,12 +52,13 @@ def _low_precision(program: Program) -> bool:
 
 # Which driver checks a finding of each oracle (a crash is always re-raised by
 # the differential driver; guard findings re-make their change).
-ORACLE_DRIVERS = {"region_identity": "regions", "graph_validity": "regions", "rewrite": "toggle",
+ORACLE_DRIVERS = {"region_identity": "regions", "graph_validity": "regions", "rewrite": "rewrite",
                   "dedup_toggle": "toggle"}
 
 
 # What a repro checks, by the name an issue.json gives under "repro": its template.
 DRIVERS = {"differential": "differential.py.j2", "process": "process.py.j2", "toggle": "toggle.py.j2",
+           "rewrite": "toggle.py.j2",
            "regions": "regions.py.j2", "deduplicated": "deduplicated.py.j2", "guard": "guard.py.j2",
            "recompile": "guard.py.j2", "dedup_guards": "guard.py.j2", "replay": "replay.py.j2", "region_toggle": "region_toggle.py.j2",
            "door": "door.py.j2"}
@@ -85,6 +86,8 @@ def driver_for(details: dict, severity: str, oracle: str = "", kind: str = "") -
                                                                         "before": details.get("before", [])}
     if severity == "missed":
         return "deduplicated", None
+    if oracle == "rewrite" and kind != "crash":  # the pass alone: whether a gradient is what differs
+        return "rewrite", {"gradient": bool(details.get("gradient"))}
     return ("differential" if kind == "crash" else ORACLE_DRIVERS.get(oracle, "differential")), None
 
 
@@ -153,7 +156,14 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
 
         config = replace(config, backend=door_backend(DOORS[program.options.door], config))
         backend = resolve(config.backend)
+    backward = True
+    if check == "rewrite":  # as oracles.rewrite ran it: Dynamo's graphs as they are (a backend's own failure,
+        # a known crash of aot_eager on a tensor subclass, cannot stop it), forward alone unless a gradient differs
+        backward, variant = bool((variant or {}).get("gradient", True)), None
+        config = replace(config, backend="eager")
+        backend = resolve(config.backend)
     door = _door_fields(program, config, variant or {}) if check == "door" else {}
+    backward = door.pop("backward", backward)  # a door says whether its own run goes backward
     change = variant if variant and check != "door" else {"description": "nothing", "apply": (), "undo": ()}
     return template.render(
         title=title,
@@ -178,6 +188,7 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         compile_kwargs={**torch_compile_kwargs(program, config), **backend.options},
         tol=_floor_tolerance(program, config.precision),
         mode=config.mode,
+        backward=backward,
         needs="Needs only torch." if backend.name in BUILTIN or ":" in backend.repro_spec else
         f"Needs torch and the backend {backend.repro_spec!r} installed (a third-party backend's issue).",
         tolerances={str(dtype): t.atol for dtype, t in BY_DTYPE.items()},

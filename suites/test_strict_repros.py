@@ -235,3 +235,28 @@ def test_a_float64_program_s_repro_judges_at_float64_s_tolerance(tmp_path):
     path.write_text(text)
     done = warm.run([str(path)], timeout=300)
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def test_a_rewrite_finding_reproduces_where_the_backend_meets_a_known_crash(tmp_path):
+    """A campaign (issue 43's seed 1) found the pass merging a class
+    attribute's float (KI-001) in a program calling the block on a tensor
+    subclass, where aot_eager then crashes (KI-054's NotImplementedType): the
+    rewrite oracle runs Dynamo's graphs as they are, the toggle repro compiled
+    with the backend and exited 3 (unconfirmed). A rewrite finding's repro runs
+    the pass alone, on the eager backend, forward only unless a gradient differs."""
+    from generators.ir import Program
+    from oracles import rewrite
+    from reports.repro import driver_for
+
+    program = Program.from_json((ROOT / "suites" / "data" / "rewrite_behind_subclass_crash.json").read_text())
+    outcome = run_program(program, RunConfig(backend="aot_eager", dedup=True, companions=("dedup_off",)))
+    verdict = rewrite.check(outcome)
+    assert verdict.failed and verdict.kind == "mismatch", verdict
+    check, variant = driver_for(verdict.details, "wrong", verdict.oracle, verdict.kind)
+    assert (check, variant) == ("rewrite", {"gradient": False}), (check, variant)
+    path = tmp_path / "repro.py"
+    path.write_text(render_repro(program, RunConfig(backend="aot_eager", dedup=True), "rewrite", check, variant,
+                                 expect_crash=""))
+    done = warm.run([str(path)], timeout=300)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "BACKEND = 'eager'" in path.read_text()
