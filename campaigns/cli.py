@@ -99,7 +99,8 @@ def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     fuzz.add_argument("--variants", type=int, default=None,
                       help="changed re-calls per program for the guard oracles (default 3; -1: every one)")
     fuzz.add_argument("--config", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                      help="torch config while compiling, e.g. dynamo.graph_deduplication_lint=True (repeatable)")
+                      help="torch config while compiling, SECTION one of dynamo, inductor, functorch, e.g. "
+                           "functorch.cse=False (repeatable; it wins over a program's drawn settings)")
     fuzz.add_argument("--lint-share", type=float, default=0.25,
                       help="share of programs run with the pass's own graph_deduplication_lint (default 0.25)")
     fuzz.add_argument("--door-share", type=float, default=0.25,

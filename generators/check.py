@@ -50,6 +50,7 @@ from .ir import (
     with_call,
 )
 from .forms import FORMS, applies
+from .settings import SETTINGS
 from .spellings import KEEPS, instance_name, spelling
 from .values import Sub, base_value, typed_key
 from .ops import CALL_VIEWS, OPS, TT, D, Env, OpSpec, Reject, S, T, W, accepts, broadcast, slot_values
@@ -652,6 +653,11 @@ def check(program: Program) -> list[dict[str, TT]]:
         raise MalformedProgram("a chained block that draws random numbers must read its carried input")
     if program.outputs == "single" and any(s.flow == "fanout" for s in program.sections):
         raise MalformedProgram("a single output cannot return a fanout's results")
+    unknown = [n for n in program.options.settings if n not in SETTINGS]
+    families = [SETTINGS[n].family for n in program.options.settings if n in SETTINGS]
+    if unknown or len(set(families)) != len(families):
+        raise MalformedProgram(f"settings {list(program.options.settings)}: at most one of each family of "
+                               f"{', '.join(SETTINGS)}")
     for name, dim, _ in program.options.mark_dynamic:
         if name not in specs or not 0 <= dim < len(specs[name].shape) or specs[name].shape[dim] < 2:
             raise MalformedProgram(f"cannot mark {name} dim {dim} dynamic")

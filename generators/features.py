@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+from .settings import SETTINGS
 from .differences import DIFFERENCES, between_calls
 from .differences import reached as differences_reached
 from .interludes import INTERLUDES
@@ -55,6 +56,7 @@ def universe() -> list[str]:
     out += HIERARCHY + GUARDS
     out += [f"difference:{d.name}" for d in DIFFERENCES]
     out += [f"spelling:{k}" for k in drawn_kinds()]
+    out += [f"setting:{name}" for name in SETTINGS]
     return out
 
 
@@ -319,6 +321,7 @@ def features(program: Program) -> set[str]:
         out.add("dynamic:mark" if strict else "dynamic:maybe_mark")
     if program.options.fullgraph:
         out.add("fullgraph")
+    out |= {f"setting:{name}" for name in program.options.settings}
     out |= hierarchy_features(program) | guard_features(program)
     groups = program.identical_repeats()
     if any(len(g) > 1 for g in groups):

@@ -242,6 +242,7 @@ class Options:
     dynamic: Optional[bool] = None  # torch.compile(dynamic=...)
     mark_dynamic: tuple[tuple[str, int, bool], ...] = ()  # (input, dim, strict)
     door: str = ""  # how the program is reached (generators.doors; "": torch.compile(model)(inputs))
+    settings: tuple[str, ...] = ()  # torch config it is compiled under (generators.settings)
 
 
 @dataclass(frozen=True)
@@ -673,6 +674,7 @@ def to_dict(p: Program) -> dict:
             "dynamic": p.options.dynamic,
             "mark_dynamic": [list(m) for m in p.options.mark_dynamic],
             **({"door": p.options.door} if p.options.door else {}),
+            **({"settings": list(p.options.settings)} if p.options.settings else {}),
         },
         "seed": p.seed,
         "frees": [[f.name, enc_value(f.value), f.home] for f in p.frees],
@@ -712,6 +714,7 @@ def from_dict(d: Any) -> Program:
                 dynamic=o.get("dynamic"),
                 mark_dynamic=tuple((str(n), int(i), bool(s)) for n, i, s in o.get("mark_dynamic", [])),
                 door=str(o.get("door", "")),
+                settings=tuple(str(x) for x in o.get("settings", ())),
             ),
             seed=int(d.get("seed", 0)),
             frees=tuple(FreeVar(str(n), dec_value(v), str(h)) for n, v, h in d.get("frees", [])),

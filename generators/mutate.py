@@ -17,6 +17,7 @@ import random
 from dataclasses import dataclass, fields, replace
 from typing import Callable, Optional
 
+from .settings import SETTINGS
 from .check import check, checked
 from .forms import FORMS_LIST, applies
 from .ir import (CHILD, EXTRAS, FLOWS, HOLDERS, SETTABLE, WRITES, Arg, Block, Call, Const, Context, Free, FreeVar, Program,
@@ -430,10 +431,19 @@ def _fix_structures(p: Program, kind: str) -> Program:
 
 
 def compile_options(p: Program, rng: random.Random, other=None) -> Optional[Program]:
-    """Compile another way: fullgraph, dynamic shapes, a dynamic mark."""
+    """Compile another way: fullgraph, dynamic shapes, a dynamic mark, under
+    a torch setting (generators.settings: one added, or one taken away)."""
     o = p.options
-    what = rng.choice(("fullgraph", "dynamic", "mark"))
-    if what == "fullgraph":
+    what = rng.choice(("fullgraph", "dynamic", "mark", "settings"))
+    if what == "settings":
+        taken = {SETTINGS[n].family for n in o.settings}
+        fresh = [n for n in SETTINGS if SETTINGS[n].family not in taken]
+        if o.settings and (not fresh or rng.random() < 0.5):
+            gone = rng.choice(o.settings)
+            o = replace(o, settings=tuple(n for n in o.settings if n != gone))
+        else:
+            o = replace(o, settings=(*o.settings, rng.choice(fresh)))
+    elif what == "fullgraph":
         o = replace(o, fullgraph=not o.fullgraph)
     elif what == "dynamic":
         o = replace(o, dynamic=None if o.dynamic else True, mark_dynamic=())

@@ -104,7 +104,7 @@ def measure(program: Program) -> dict[str, int]:
       requires_grad and non-float32 inputs,
       structure rank, non-chain flow, output style rank, module blocks,
       compile_region (any block), attrs, holders other than attributes,
-      levels below the layer, keywords, fullgraph, dynamic, mark_dynamic, a door;
+      levels below the layer, keywords, fullgraph, dynamic, mark_dynamic, a door, each setting;
       free values rebound in a call (one per call) and rebound to another
       value than the first repeat's (two each: rebinding every repeat to the
       first repeat's value may add an edge value), free values not held by
@@ -137,7 +137,7 @@ def measure(program: Program) -> dict[str, int]:
     flags += sum((x.kind == "module") + x.compile_region + (x.holder != "attr") for x in blocks)
     flags += _levels(program) - 1
     o = program.options
-    flags += o.fullgraph + (o.dynamic is not None) + len(o.mark_dynamic) + bool(o.door)
+    flags += o.fullgraph + (o.dynamic is not None) + len(o.mark_dynamic) + bool(o.door) + len(o.settings)
     return {
         "sections": len(program.sections),
         "blocks": len(program.subs),
@@ -319,6 +319,8 @@ def proposals(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
         yield "options", replace(p, options=replace(o, dynamic=None))
     for m in o.mark_dynamic:
         yield "options", replace(p, options=replace(o, mark_dynamic=tuple(x for x in o.mark_dynamic if x != m)))
+    for name in o.settings:
+        yield "settings", replace(p, options=replace(o, settings=tuple(n for n in o.settings if n != name)))
     # Global state of each repeat: everything, then per section, then per field.
     if any(c.context != Context() for s in p.sections for c in s.calls):
         yield "context", _map_calls(p, lambda k, j, c: replace(c, context=Context()))

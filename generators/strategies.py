@@ -35,6 +35,7 @@ from .check import (
     sub_typer,
     with_form,
 )
+from .settings import SETTINGS, SETTINGS_LIST
 from .forms import FORMS_LIST, applies
 from .spellings import kinds_of
 from .swarm import NONE as NO_SWARM, Swarm
@@ -739,8 +740,19 @@ def programs(
     if swarm.allows("part:spellings"):
         program = _draw_spellings(draw, program)
     program = replace(program, options=draw(_options(program)))
+    program = _draw_settings(draw, program, edges)
     check(program)  # valid by construction; a failure here is a generator bug
     return program
+
+
+def _draw_settings(draw, program: Program, focus: bool = False) -> Program:
+    """Maybe compile under one or two of torch's settings (generators.settings), of two families."""
+    chosen: list[str] = []
+    while len(chosen) < 2 and _edge(draw, focus, 5 if not chosen else 2):
+        taken = {SETTINGS[n].family for n in chosen}
+        pool = [s.name for s in SETTINGS_LIST for _ in range(s.weight) if s.family not in taken]
+        chosen.append(draw(st.sampled_from(pool)))
+    return replace(program, options=replace(program.options, settings=tuple(chosen))) if chosen else program
 
 
 def _draw_writes(draw, program: Program, focus: bool = False) -> Program:

@@ -213,7 +213,7 @@ def _compiling(run: DoorOutcome, door: Door):
     the run's settings and the door's."""
     config = run.config
     backend = resolve(config.backend)
-    patches = (*config.torch_config, *DOOR_CONFIG.get(door.name, {}).items())
+    patches = (*torch_config.of(run.program, config.torch_config), *DOOR_CONFIG.get(door.name, {}).items())
     with torch_config.patched(patches), torch._dynamo.config.patch(use_graph_deduplication=config.dedup), \
             backend_config(backend):
         capture = Capture()

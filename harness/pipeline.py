@@ -125,8 +125,8 @@ def run_compiled(module: ModuleType, program: Program, config: RunConfig,
     options = dict(backend.options)
     if has("guard_filter_fn"):  # else the guards go unrecorded (capabilities.unavailable says so)
         options["options"] = {**options.get("options", {}), "guard_filter_fn": recording_guards(capture)}
-    with torch_config.patched(config.torch_config), torch._dynamo.config.patch(use_graph_deduplication=config.dedup), \
-            backend_config(backend):
+    with torch_config.patched(torch_config.of(program, config.torch_config)), \
+            torch._dynamo.config.patch(use_graph_deduplication=config.dedup), backend_config(backend):
         with recording_structure(recorder) if recorder is not None else contextlib.nullcontext():
             try:
                 compiled = torch.compile(
@@ -296,7 +296,7 @@ def run_fresh(program: Program, config: RunConfig, variant: dict, first_call: bo
     with isolated_global_state():
         torch._dynamo.reset()
         model, _, rng = instantiate(module, program)
-        with torch_config.patched(config.torch_config), \
+        with torch_config.patched(torch_config.of(program, config.torch_config)), \
                 torch._dynamo.config.patch(use_graph_deduplication=config.dedup), backend_config(backend):
             try:
                 compiled = torch.compile(model, backend=backend.compiler_fn(),

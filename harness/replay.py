@@ -196,7 +196,7 @@ def run_replay(program: Program, plan: ReplayPlan, backend: str = "reduce-overhe
     names = [n for n, _ in program.inputs]
     torch._dynamo.reset()
     try:
-        with isolated_global_state(), full_float32(), torch_config.patched(config), \
+        with isolated_global_state(), full_float32(), torch_config.patched(torch_config.of(program, config)), \
                 torch._dynamo.config.patch(use_graph_deduplication=dedup), watching(outcome.engagement):
             models = {role: _model(module, program, role == "reference").to(dev) for role in ROLES}
             fns: dict[str, Any] = {role: models[role] for role in ROLES}

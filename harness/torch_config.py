@@ -1,5 +1,6 @@
-"""A torch config patch a campaign runs under: ``dynamo.KEY=VALUE`` or
-``inductor.KEY=VALUE`` (``--config`` on the command line).
+"""A torch config patch a campaign runs under: ``SECTION.KEY=VALUE`` with
+SECTION one of ``SECTIONS`` (``--config`` on the command line), and the
+settings a program is compiled under (``generators.settings``).
 
 Values are Python literals (``True``, ``3``, ``"x"``); a key torch does not
 have, or a value that is not a literal, is one clear error before anything runs.
@@ -9,9 +10,14 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import importlib
 from typing import Any, Iterable
 
-SECTIONS = ("dynamo", "inductor")
+from generators.settings import SETTINGS, patches
+
+# Every config module whose keys change how a region is traced, deduplicated, partitioned or lowered.
+SECTIONS = {"dynamo": "torch._dynamo.config", "inductor": "torch._inductor.config",
+            "functorch": "torch._functorch.config"}
 
 
 class ConfigError(ValueError):
@@ -19,11 +25,23 @@ class ConfigError(ValueError):
 
 
 def _module(section: str):
-    if section == "dynamo":
-        import torch._dynamo.config as module
-    else:
-        import torch._inductor.config as module
-    return module
+    return importlib.import_module(SECTIONS[section])
+
+
+def has_key(key: str) -> bool:
+    section, _, name = key.partition(".")
+    return section in SECTIONS and hasattr(_module(section), name)
+
+
+def available(setting: str) -> bool:
+    """Whether this torch has every key the setting patches."""
+    return all(has_key(k) for k, _ in SETTINGS[setting].patch)
+
+
+def of(program, pairs: Iterable[tuple[str, Any]] = ()) -> tuple[tuple[str, Any], ...]:
+    """The program's settings this torch has (one it lacks compiles as without it: a setting never
+    changes what a program computes), then ``pairs`` (a campaign's ``--config``: the user's word wins)."""
+    return (*patches(n for n in program.options.settings if available(n)), *pairs)
 
 
 def parse(items: Iterable[str]) -> tuple[tuple[str, Any], ...]:

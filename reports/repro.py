@@ -25,6 +25,7 @@ from generators.ir import Program
 from generators.regions import with_regions
 from generators.replays import ReplayPlan, resized
 from generators.variants import PRELUDE
+from harness import torch_config
 from harness.backends import BUILTIN, resolve
 from harness.execute import first_line
 from harness.outcome import RunConfig
@@ -182,7 +183,8 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         memory_mb=(lost or {}).get("memory_mb", 8192),
         bitwise=backend.bitwise,
         backend=backend.repro_spec,
-        torch_config={**{f"inductor.{k}": v for k, v in backend.inductor_config.items()}, **dict(config.torch_config)},
+        torch_config={**{f"inductor.{k}": v for k, v in backend.inductor_config.items()},
+                      **dict(torch_config.of(program, config.torch_config))},
         dedup=config.dedup,
         seed=program.seed,
         compile_kwargs={**torch_compile_kwargs(program, config), **backend.options},

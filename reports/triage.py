@@ -75,6 +75,25 @@ def _spelling(program: Program, config: RunConfig, oracle: Callable[[Outcome], V
     return "spelled=" + "+".join(needed)
 
 
+def _settings(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict], like: Verdict) -> str:
+    """The settings (generators.settings) a failure needs, as ``settings=inline.every`` (two joined by
+    ``+``): "" where the program fails alike compiled under none of them; else each taken away in turn,
+    and kept away if the failure stays."""
+    names = program.options.settings
+    if not names or fails_alike(_under(program, ()), config, oracle, like):
+        return ""
+    needed = list(names)
+    for name in names:
+        trial = [n for n in needed if n != name]
+        if trial and fails_alike(_under(program, tuple(trial)), config, oracle, like):
+            needed = trial
+    return "settings=" + "+".join(needed)
+
+
+def _under(program: Program, settings: tuple[str, ...]) -> Program:
+    return replace(program, options=replace(program.options, settings=settings))
+
+
 def alike(other: Verdict, like: Verdict) -> bool:
     """``other`` fails the way ``like`` did: same kind, and for a crash the
     same error. (A program may fail another way too, for another reason.)"""
@@ -137,7 +156,8 @@ def fingerprint(outcome: Outcome, verdict: Verdict, partial: str) -> str:
     spelt = sorted({s.spelling for _, _, s in spelled(outcome.program)})
     return "|".join([partial, ",".join(sorted(outcome.program.variations())),
                      str(verdict.details.get("twin", "")), f"grouped={outcome.capture.deduplicated}",
-                     *([f"spelled={'+'.join(spelt)}"] if spelt else [])])
+                     *([f"spelled={'+'.join(spelt)}"] if spelt else []),
+                     *([f"settings={'+'.join(outcome.program.options.settings)}"] if outcome.program.options.settings else [])])
 
 
 def _recalled(learned: dict | None, fp: str, verdict: Verdict, outcome: Outcome, config: RunConfig) -> Finding | None:
@@ -193,7 +213,8 @@ def _triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> 
     if config.dedup and not alike(oracle(without_dedup(outcome, off_config)), verdict):
         culprit = "dedup"
     if verdict.kind == "crash":
-        detail = f"{verdict.details.get('stage')}:{normalize(verdict.message)}"
+        detail = ":".join(p for p in (verdict.details.get('stage'), normalize(verdict.message),
+                                      _settings(program, config, oracle, verdict)) if p)
     elif not wrong_values:  # structural oracles name the difference themselves
         label = verdict.details["label"]
         if verdict.kind == "stale" and (verdict.details.get("variant") or {}).get("neutral") and program.variations():
@@ -216,7 +237,8 @@ def _triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> 
         if culprit != "dedup" and trigger == "identical-repeats":
             trigger = ""  # a backend failing on identical repeats: nothing between repeats to name
         spelt = _spelling(program, config, oracle, verdict)
-        detail = ":".join(p for p in (trigger, *tags(program), spelt, *where, *change) if p)
+        detail = ":".join(p for p in (trigger, *tags(program), spelt, _settings(program, config, oracle, verdict),
+                                      *where, *change) if p)
     if verdict.kind != "crash":  # a tag the trigger already names is said once
         detail = ":".join(dict.fromkeys(detail.split(":")))
     signature = ":".join(p for p in (verdict.oracle, kind, culprit, detail) if p)

@@ -75,12 +75,14 @@ def backend():
 
 def configure(dedup):
     """Deduplication on or off, and the torch config the finding was made under."""
+    import torch._functorch.config
     import torch._inductor.config
 
     torch._dynamo.config.use_graph_deduplication = dedup
+    sections = {"dynamo": torch._dynamo.config, "inductor": torch._inductor.config, "functorch": torch._functorch.config}
     for key, value in TORCH_CONFIG.items():
         section, _, name = key.partition(".")
-        setattr(torch._dynamo.config if section == "dynamo" else torch._inductor.config, name, value)
+        setattr(sections[section], name, value)
 
 import fnmatch
 import re

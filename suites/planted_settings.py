@@ -1,0 +1,98 @@
+"""Planted faults that only a program compiled under one of torch's settings
+(``generators.settings``) can reach: each patches real torch code on the
+path its setting family opens, so a campaign finds it only by drawing that
+setting (``suites.planted_settings:<fault>__<backend>`` enters it in a repro's
+own process)."""
+
+from __future__ import annotations
+
+import torch
+
+from .planted_pass import _patched, fault_backend
+
+
+def inliner_reuses_operands():
+    """Inlining every invoke_subgraph (``dynamo.inline_invoke_subgraph``, the
+    ``inline`` family) gives each later call of a subgraph the operands of its
+    first call: only a deduplicated group inlined whole computes anything different."""
+    from torch._higher_order_ops.passes import inline_invoke_subgraph as module
+
+    def wrap(orig):  # type: ignore[no-untyped-def]
+        def inline_all(gm):  # type: ignore[no-untyped-def]
+            first: dict[str, tuple] = {}
+            for node in gm.graph.find_nodes(op="call_function", target=torch.ops.higher_order.invoke_subgraph):
+                key = str(node.args[1])
+                if key in first and len(first[key]) == len(node.args) - 2:
+                    node.args = (*node.args[:2], *first[key])
+                first.setdefault(key, node.args[2:])
+            return orig(gm)
+
+        return inline_all
+
+    return _patched(module, "inline_invoke_subgraph", wrap)
+
+
+def budget_grads_scaled():
+    """Under an activation memory budget (``functorch.activation_memory_budget``
+    below 1, the ``partition`` family) the min-cut partitioner's backward
+    scales its first gradient: reached by the backends that partition with
+    it (aot_eager_decomp_partition, inductor)."""
+    import contextlib
+
+    from torch._dynamo.backends import debugging
+    from torch._functorch import config as functorch_config
+    from torch._inductor import compile_fx
+
+    def wrap(orig):  # type: ignore[no-untyped-def]
+        def partition(*args, **kwargs):  # type: ignore[no-untyped-def]
+            fw, bw = orig(*args, **kwargs)
+            if functorch_config.activation_memory_budget < 1.0:
+                output = bw.graph.output_node()
+                outs = list(output.args[0])
+                first = next((i for i, o in enumerate(outs) if isinstance(o, torch.fx.Node)), None)
+                if first is not None:
+                    with bw.graph.inserting_before(output):
+                        scaled = bw.graph.call_function(torch.ops.aten.mul.Tensor, (outs[first], 1.5))
+                    scaled.meta = dict(outs[first].meta)
+                    outs[first] = scaled
+                    output.args = (tuple(outs),)
+                    bw.recompile()
+            return fw, bw
+
+        return partition
+
+    @contextlib.contextmanager
+    def both():  # type: ignore[no-untyped-def]
+        with _patched(debugging, "min_cut_rematerialization_partition", wrap), \
+                _patched(compile_fx, "min_cut_rematerialization_partition", wrap):
+            yield
+
+    return both()
+
+
+def strided_alias_doubled():
+    """An output that aliases an input or an intermediate, rebuilt with
+    as_strided rather than by replaying its views
+    (``functorch.view_replay_for_aliased_outputs=False``, the ``alias``
+    family), comes back doubled."""
+    from torch._functorch._aot_autograd import runtime_wrappers
+
+    def wrap(orig):  # type: ignore[no-untyped-def]
+        def gen_alias_from_base(*args, replay_views=True, **kwargs):  # type: ignore[no-untyped-def]
+            out = orig(*args, replay_views=replay_views, **kwargs)
+            return out if replay_views else out * 2
+
+        return gen_alias_from_base
+
+    return _patched(runtime_wrappers, "gen_alias_from_base", wrap)
+
+
+# One fault per setting family (generators.settings.FAMILIES), and the setting that opens its path.
+FAULTS = {"inline": (inliner_reuses_operands, "inline.every"),
+          "partition": (budget_grads_scaled, "partition.budget"),
+          "alias": (strided_alias_doubled, "alias.no_view_replay")}
+
+
+def __getattr__(name: str):
+    """``<fault>__<backend>``: a backend under a planted setting fault."""
+    return fault_backend(name, {f.__name__: f for f, _ in FAULTS.values()})
