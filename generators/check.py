@@ -50,6 +50,7 @@ from .ir import (
     with_call,
 )
 from .forms import FORMS, applies
+from .returns import RETURNS, SINGLE
 from .settings import SETTINGS
 from .spellings import KEEPS, instance_name, spelling
 from .values import Sub, base_value, typed_key
@@ -517,7 +518,8 @@ def has_graph_breaks(program: Program) -> bool:
                     for s in program.sections for c in s.calls) >= 2
     # Data-dependent ops (an unbacked size, .item()) break the graph unless
     # Dynamo is told to capture them (the dynamic:unbacked door does).
-    data_dependent = any(OPS[st.op].category == "unbacked" for b in program.blocks() for st in b.body)
+    data_dependent = any(OPS[st.op].category == "unbacked" for b in program.blocks() for st in b.body) or any(
+        b.returns != SINGLE and not RETURNS[b.returns].fullgraph for b in program.blocks())
     return rewrapped or data_dependent or any(
         INTERLUDES[n].breaks for n in (*program.interludes, *(s.interleave for s in program.sections)) if n
     ) or any(homes.get(n) in BREAKING_SETS for _, c in program.repeats() for n, _ in c.sets) or any(
@@ -653,6 +655,14 @@ def check(program: Program) -> list[dict[str, TT]]:
         raise MalformedProgram("a chained block that draws random numbers must read its carried input")
     if program.outputs == "single" and any(s.flow == "fanout" for s in program.sections):
         raise MalformedProgram("a single output cannot return a fanout's results")
+    for blk in program.blocks():
+        if blk.returns != SINGLE and blk.returns not in RETURNS:
+            raise MalformedProgram(f"block {blk.name or 'layer'} returns {blk.returns!r}: use one of "
+                                   f"{', '.join((SINGLE, *RETURNS))}")
+    if program.block.returns != SINGLE and RETURNS[program.block.returns].read and program.outputs == "single":
+        raise MalformedProgram("a single output cannot return what the layer's calls return beside their result")
+    if program.block.returns != SINGLE and program.options.door:
+        raise MalformedProgram(f"door {program.options.door} calls a layer returning one tensor")
     unknown = [n for n in program.options.settings if n not in SETTINGS]
     families = [SETTINGS[n].family for n in program.options.settings if n in SETTINGS]
     if unknown or len(set(families)) != len(families):

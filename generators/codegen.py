@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import fields, replace
 
+from .returns import RETURNS, SINGLE, item, return_line
 from .check import PER_INSTANCE, check, default_value
 from .doors import DOORS, PRELUDE as DOOR_PRELUDE, source_door
 from .forms import FORMS, PRELUDE, Site
@@ -110,8 +111,9 @@ def _child_lines(program: Program, b: Block) -> list[str]:
 def _child_call(program: Program, b: Block, stmt: Stmt, arg: str) -> str:
     """The statement calling a sub-block from ``b``'s body."""
     name, slot = stmt.operands[1].value, stmt.operands[2].value
-    if program.sub(name).kind == "function":
-        return f"{stmt.out} = {sub_callable(name, 'function')}({arg})"
+    sub = program.sub(name)
+    if sub.kind == "function":
+        return f"{stmt.out} = {_first(sub, sub_callable(name, 'function') + f'({arg})')}"
     attr = _instance_name(name, slot)
     if b.holder == "attr":
         callee = f"self.{attr}"
@@ -120,7 +122,12 @@ def _child_call(program: Program, b: Block, stmt: Stmt, arg: str) -> str:
     else:
         modules = [i for i in b.instances() if program.sub(i[0]).kind == "module"]
         callee = f"self.{CHILDREN}[{modules.index((name, slot))}]"
-    return f"{stmt.out} = {callee}({arg})"
+    return f"{stmt.out} = {_first(sub, f'{callee}({arg})')}"
+
+
+def _first(b: Block, call: str) -> str:
+    """What a caller takes of a call of ``b``: its result (a sub-block's other item is read by no one)."""
+    return call if b.returns == SINGLE else item(b.returns, call, 0)
 
 
 def _body_lines(program: Program, b: Block, operand) -> list[str]:
@@ -131,7 +138,7 @@ def _body_lines(program: Program, b: Block, operand) -> list[str]:
         else:
             fmt = template(OPS[s.op].fmt, s.op, s.spelling, instance_name(b.name, s.out))
             lines += render_call(OPS[s.op], [operand(o) for o in s.operands], s.out, fmt)
-    return lines + [f"return {b.result}"]
+    return lines + [return_line(b.returns, b.result, b.inputs[0], b.body[0].out if b.body else b.result)]
 
 
 def _render_sub(program: Program, b: Block) -> list[str]:
@@ -533,15 +540,20 @@ def _call_lines(program: Program, s: Section, call: Call, callee: str, cols: dic
         expr = (door.reference if reference and door.reference else door.write)(_bound_lambda(inner), primary)
     else:
         expr = _call_expr(s, call, site)
+    kept = []
+    if b.returns != SINGLE:  # the result is carried on; the other item, if read, joins the outputs
+        kept = [f"{GOT} = {expr}"] + ([f"{AUX}.append({item(b.returns, GOT, 1)})"] if RETURNS[b.returns].read else [])
+        expr = item(b.returns, GOT, 0)
     flow = {"chain": f"h = {expr}", "residual": f"h = h + {expr}", "fanout": f"outs.append({expr})"}[s.flow]
     items, before, after = _context_lines(call, set(cols))
+    flow_lines = [*kept[:1], flow, *kept[1:]]
     lines = [f"{set_target(program, n, callee)} = {f'set_{n}' if f'set_{n}' in cols else literal(v)}"
              for n, v in call.sets]
     lines += before
     if items:
-        lines += [f"with {', '.join(items)}:", IND + flow]
+        lines += [f"with {', '.join(items)}:", *(IND + line for line in flow_lines)]
     else:
-        lines.append(flow)
+        lines += flow_lines
     lines += after
     if s.write:
         lines.append(WRITE_LINES[s.write[1]].format(s.write[0]))
@@ -630,17 +642,29 @@ def _render_forward(program: Program, reference: bool = False) -> list[str]:
     fanout = any(s.flow == "fanout" for s in program.sections)
     if fanout:
         lines.append(f"{IND}outs = []")
+    aux = reads_aux(program)
+    if aux:
+        lines.append(f"{IND}{AUX} = []")
     for k, s in enumerate(program.sections):
         if k and program.interludes[k - 1]:
             lines += [IND + line for line in INTERLUDES[program.interludes[k - 1]].lines]
         lines += [IND + line for line in _render_section(program, k, s, reference)]
     returns = {
         "single": "h",
-        "tuple": "(h, *outs)" if fanout else "(h,)",
-        "dict": '{"h": h, "outs": outs}' if fanout else '{"h": h}',
+        "tuple": "(" + ", ".join(["h", *(["*outs"] if fanout else []), *([f"*{AUX}"] if aux else [])])
+                 + ("" if fanout or aux else ",") + ")",
+        "dict": "{" + ", ".join(['"h": h', *(['"outs": outs'] if fanout else []), *([f'"{AUX}": {AUX}'] if aux else [])]) + "}",
     }
     lines.append(f"{IND}return {returns[program.outputs]}")
     return lines
+
+
+GOT = "got"  # what a layer call returned, when it returns more than its result
+AUX = "aux"  # the other items layer calls returned, which the program returns too
+
+
+def reads_aux(program: Program) -> bool:
+    return program.block.returns != SINGLE and RETURNS[program.block.returns].read
 
 
 def input_expr(spec: TensorSpec, device: str = "") -> str:

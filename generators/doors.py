@@ -241,8 +241,10 @@ def pick(key: int, names: tuple[str, ...]) -> str:
 
 
 def fits(door: str, program) -> bool:
+    """Every door calls a layer that returns one tensor (generators.returns): a source door's operator
+    (checkpoint, torch.cond, a transform) and a call door's outputs take tensors alone."""
     d = DOORS[door]
-    return d.fits is None or d.fits(program)
+    return program.block.returns == "single" and (d.fits is None or d.fits(program))
 
 
 def in_share(key: str, share: float) -> bool:

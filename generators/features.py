@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+from .returns import RETURNS
 from .settings import SETTINGS
 from .differences import DIFFERENCES, between_calls
 from .differences import reached as differences_reached
@@ -57,6 +58,7 @@ def universe() -> list[str]:
     out += [f"difference:{d.name}" for d in DIFFERENCES]
     out += [f"spelling:{k}" for k in drawn_kinds()]
     out += [f"setting:{name}" for name in SETTINGS]
+    out += [f"{where}:{kind}" for where in ("returns", "sub_returns") for kind in RETURNS]
     return out
 
 
@@ -322,6 +324,8 @@ def features(program: Program) -> set[str]:
     if program.options.fullgraph:
         out.add("fullgraph")
     out |= {f"setting:{name}" for name in program.options.settings}
+    out |= {f"{'sub_returns' if blk.name else 'returns'}:{blk.returns}" for blk in program.blocks()
+            if blk.returns != "single"}
     out |= hierarchy_features(program) | guard_features(program)
     groups = program.identical_repeats()
     if any(len(g) > 1 for g in groups):

@@ -144,6 +144,7 @@ class Block:
     holder: str = "attr"  # module blocks: how module children are held (HOLDERS)
     extras: str = "positional"  # how extra tensor inputs are passed (EXTRAS)
     pack: str = ""  # how Python arguments are passed (PACKS)
+    returns: str = "single"  # what it returns beside its result (generators.returns)
 
     def children(self) -> list[tuple[str, int]]:
         """(sub-block, instance slot) of each child call, in body order."""
@@ -629,6 +630,8 @@ def _enc_block(b: Block) -> dict:
         d["extras"] = b.extras
     if b.pack:
         d["pack"] = b.pack
+    if b.returns != "single":
+        d["returns"] = b.returns
     return d
 
 
@@ -648,6 +651,7 @@ def _dec_block(b: dict) -> Block:
         holder=str(b.get("holder", "attr")),
         extras=str(b.get("extras", "positional")),
         pack=str(b.get("pack", "")),
+        returns=str(b.get("returns", "single")),
     )
 
 

@@ -17,6 +17,7 @@ import random
 from dataclasses import dataclass, fields, replace
 from typing import Callable, Optional
 
+from .returns import RETURNS, SINGLE
 from .settings import SETTINGS
 from .check import check, checked
 from .forms import FORMS_LIST, applies
@@ -25,7 +26,7 @@ from .ir import (CHILD, EXTRAS, FLOWS, HOLDERS, SETTABLE, WRITES, Arg, Block, Ca
 from .ops import OPS, S, T
 from .reduce import labeled_candidates
 from .spellings import kinds_of
-from .strategies import HAS_NESTED_COMPILE_REGION, STRUCTURES_BY_KIND, _fix_loops
+from .strategies import HAS_NESTED_COMPILE_REGION, STRUCTURES_BY_KIND, _fix_loops, returning
 from .values import FLOATS, PyList, Sub, equal_values
 
 Mutator = Callable[[Program, random.Random, Optional[Program]], Optional[Program]]
@@ -424,6 +425,13 @@ def repack(p: Program, rng: random.Random, other=None) -> Optional[Program]:
     return replace(p, block=b)
 
 
+def reshape_return(p: Program, rng: random.Random, other=None) -> Optional[Program]:
+    """Make a block return another shape of outputs (generators.returns): a
+    container, its input, a view, a size, None, an output no caller reads."""
+    b = rng.choice(p.blocks())
+    return returning(p, b.name, rng.choice([k for k in (SINGLE, *RETURNS) if k != b.returns]))
+
+
 def _fix_structures(p: Program, kind: str) -> Program:
     allowed = STRUCTURES_BY_KIND[kind]
     return replace(p, sections=tuple(s if s.structure in allowed else replace(s, structure="for_range", outer=1)
@@ -494,7 +502,7 @@ def untrigger(p: Program, rng: random.Random, other=None) -> Optional[Program]:
 
 OPERATORS: dict[str, Operator] = {op.__name__: Operator(op.__name__, op, (op.__doc__ or "").split("\n")[0]) for op in (
     cut, duplicate_call, vary_call, change_call, change_value, free_value, swap_op, respell, repeat_stmt, insert_stmt,
-    write_input, toggle_region, reshape_section, write_between, repack, compile_options, reseed, splice, untrigger)}
+    write_input, toggle_region, reshape_section, write_between, repack, reshape_return, compile_options, reseed, splice, untrigger)}
 
 
 def mutate(program: Program, operator: str, rng: random.Random, other: Optional[Program] = None) -> Optional[Program]:

@@ -104,7 +104,8 @@ def measure(program: Program) -> dict[str, int]:
       requires_grad and non-float32 inputs,
       structure rank, non-chain flow, output style rank, module blocks,
       compile_region (any block), attrs, holders other than attributes,
-      levels below the layer, keywords, fullgraph, dynamic, mark_dynamic, a door, each setting;
+      levels below the layer, keywords, fullgraph, dynamic, mark_dynamic, a door, each setting,
+      each block returning more than its result;
       free values rebound in a call (one per call) and rebound to another
       value than the first repeat's (two each: rebinding every repeat to the
       first repeat's value may add an edge value), free values not held by
@@ -138,6 +139,7 @@ def measure(program: Program) -> dict[str, int]:
     flags += _levels(program) - 1
     o = program.options
     flags += o.fullgraph + (o.dynamic is not None) + len(o.mark_dynamic) + bool(o.door) + len(o.settings)
+    flags += sum(x.returns != "single" for x in blocks)
     return {
         "sections": len(program.sections),
         "blocks": len(program.subs),
@@ -319,6 +321,9 @@ def proposals(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
         yield "options", replace(p, options=replace(o, dynamic=None))
     for m in o.mark_dynamic:
         yield "options", replace(p, options=replace(o, mark_dynamic=tuple(x for x in o.mark_dynamic if x != m)))
+    for b in p.blocks():
+        if b.returns != "single":
+            yield "returns", _returning(p, b.name)
     for name in o.settings:
         yield "settings", replace(p, options=replace(o, settings=tuple(n for n in o.settings if n != name)))
     # Global state of each repeat: everything, then per section, then per field.
@@ -761,6 +766,13 @@ def _count_loops(p: Program) -> Program:
         for s in p.sections
     )
     return p if sections == p.sections else replace(p, sections=sections)
+
+
+def _returning(p: Program, name: str) -> Program:
+    """Block ``name`` ("" the layer) returning its result alone."""
+    if name:
+        return replace(p, subs=tuple(replace(b, returns="single") if b.name == name else b for b in p.subs))
+    return replace(p, block=replace(p.block, returns="single"))
 
 
 def _with_section(p: Program, k: int, s: Section) -> Program:

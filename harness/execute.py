@@ -121,6 +121,7 @@ def execute(
         outputs=[_snapshot(x) for x in leaves],
         requires_grad=[isinstance(x, torch.Tensor) and x.requires_grad for x in leaves],
         treespec=str(spec),
+        aliases=aliases(leaves, inputs, input_names),
     )
     if backward:
         pairs = [
@@ -144,6 +145,34 @@ def execute(
         live = [(f"input:{n}", t) for n, t in tensors] + [(f"param:{n}", p) for n, p in model.named_parameters()]
         hold += [(f"grad[{k}]", t.grad) for k, t in live if t.grad is not None]
     return result
+
+
+def _storage(x) -> int | None:
+    """The storage a tensor's data lives in (None: no storage to share: not a tensor, or empty)."""
+    if not isinstance(x, torch.Tensor) or x.layout != torch.strided:
+        return None
+    try:
+        storage = x.untyped_storage()
+    except (RuntimeError, NotImplementedError):  # a wrapper subclass without storage of its own
+        return None
+    return storage.data_ptr() if storage.nbytes() else None
+
+
+def aliases(leaves: list, inputs: list, names: list[str]) -> list[str]:
+    """What each output shares storage with: a program input, or an earlier output
+    (a view, the tensor itself); what a user who writes to an output sees change."""
+    owners = {}
+    for n, t in zip(names, inputs):
+        key = _storage(t)
+        if key is not None:
+            owners.setdefault(key, f"input:{n}")
+    out = []
+    for i, x in enumerate(leaves):
+        key = _storage(x)
+        out.append("" if key is None else owners.get(key, ""))
+        if key is not None:
+            owners.setdefault(key, f"output[{i}]")
+    return out
 
 
 def _grad(t: torch.Tensor) -> torch.Tensor | None:

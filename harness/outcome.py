@@ -73,6 +73,8 @@ class Execution:
     outputs: list[Any] = field(default_factory=list)  # detached copies
     requires_grad: list[bool] = field(default_factory=list)  # per output, before detaching
     treespec: str = ""
+    # per output: what it shares storage with ("input:NAME", "output[J]" an earlier output, "" nothing)
+    aliases: list[str] = field(default_factory=list)
     grads: dict[str, Optional[torch.Tensor]] = field(default_factory=dict)
     # Every input and buffer after the run: in-place mutations are results too.
     state: dict[str, torch.Tensor] = field(default_factory=dict)

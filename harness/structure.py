@@ -373,6 +373,11 @@ def region_hazards(region: list[torch.fx.Node]) -> tuple[list[str], list[str]]:
 def _clone(x: Any) -> Any:
     if isinstance(x, torch.Tensor):
         return x.detach().clone().requires_grad_(x.requires_grad and x.is_floating_point())
+    if isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        # its example value, read without a guard: running a graph on the symbol itself inside the
+        # compile would guard the frame on it (a recompile of the next call the compile never made)
+        hint = x.node.hint
+        return x if hint is None else hint
     return x
 
 

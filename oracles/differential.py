@@ -55,8 +55,20 @@ def check(outcome: Outcome) -> Verdict:
         return Verdict(NAME, Status.FAIL, kind="structure", where="outputs",
                        message=f"expected output structure {eager.treespec}, got {compiled.treespec}")
 
-    return combine(NAME, compare_runs(NAME, eager, compiled, outcome.reference, **numerics(outcome),
-                                      requires_grad=outcome.config.mode == "train", noise=outcome.low_reference))
+    return combine(NAME, [*aliasing(NAME, eager, compiled),
+                          *compare_runs(NAME, eager, compiled, outcome.reference, **numerics(outcome),
+                                        requires_grad=outcome.config.mode == "train", noise=outcome.low_reference)])
+
+
+def aliasing(oracle: str, expected: Execution, actual: Execution) -> list[Verdict]:
+    """An output that shares storage with an input or another output in one run and not in the
+    other: a write through it changes what it changes in eager, or what it does not."""
+    if not expected.aliases or len(expected.aliases) != len(actual.aliases):
+        return []
+    return [Verdict(oracle, Status.FAIL, kind="aliasing", where=f"output[{i}]",
+                    message=f"expected it to share storage with {e or 'nothing'}, it shares it with {a or 'nothing'}",
+                    details={"expected": e, "actual": a})
+            for i, (e, a) in enumerate(zip(expected.aliases, actual.aliases)) if e != a]
 
 
 # A compile-time rejection of an op the backend does not know, by a backend

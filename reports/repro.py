@@ -191,6 +191,7 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         tol=_floor_tolerance(program, config.precision),
         mode=config.mode,
         backward=backward,
+        aliasing=check == "differential",  # as oracles.differential: what outputs share storage with
         needs="Needs only torch." if backend.name in BUILTIN or ":" in backend.repro_spec else
         f"Needs torch and the backend {backend.repro_spec!r} installed (a third-party backend's issue).",
         tolerances={str(dtype): t.atol for dtype, t in BY_DTYPE.items()},

@@ -87,12 +87,7 @@ def strided_alias_doubled():
     return _patched(runtime_wrappers, "gen_alias_from_base", wrap)
 
 
-# One fault per setting family (generators.settings.FAMILIES), and the setting that opens its path.
-FAULTS = {"inline": (inliner_reuses_operands, "inline.every"),
-          "partition": (budget_grads_scaled, "partition.budget"),
-          "alias": (strided_alias_doubled, "alias.no_view_replay")}
-
-
 def __getattr__(name: str):
     """``<fault>__<backend>``: a backend under a planted setting fault."""
-    return fault_backend(name, {f.__name__: f for f, _ in FAULTS.values()})
+    return fault_backend(name, {f.__name__: f for f in (inliner_reuses_operands, budget_grads_scaled,
+                                                         strided_alias_doubled)})

@@ -257,3 +257,20 @@ def test_a_bucket_holding_two_places_of_one_call_is_crowded_not_dropped():
     outcome = run_program(program, RunConfig(backend="aot_eager"))
     finding = triage(outcome, completeness.check(outcome))
     assert ":blocked:crowded" in finding.signature and known_issue(finding).id == "KI-014", finding.signature
+
+
+def test_running_the_rewrite_inside_the_compile_adds_no_guard_of_its_own():
+    """The rewrite oracle runs the graphs before and after the pass inside the
+    compile; run on a symbolic input itself (a size made dynamic by a
+    recompile, here a Python argument read by ``split``), that guarded the
+    frame on its value, and the next call recompiled a frame the compile
+    never makes: one frame more with deduplication than without, which
+    dedup_toggle read as the pass adding guards. The run reads the symbol's
+    example value instead."""
+    from pathlib import Path
+
+    program = Program.from_json((Path(__file__).parent / "data" / "symbolic_input_in_a_rewrite_run.json").read_text())
+    plain = run_program(program, RunConfig(backend="aot_eager", record_structure=False))
+    recorded = run_program(program, RunConfig(backend="aot_eager", record_structure=True))
+    assert any(r.rewrite is not None for r in recorded.capture.structure), "the rewrite ran on no graph"
+    assert recorded.capture.frames == plain.capture.frames, (recorded.capture.frames, plain.capture.frames)

@@ -1,0 +1,140 @@
+"""Finding each planted fault of a program feature (a family of torch
+settings, ``suites.planted_settings``; a kind of block return,
+``suites.planted_returns``) the way a campaign would: draw programs (the
+edge profile, which draws these features at even odds), keep those that
+show the feature, and judge each on the honest pipeline, under the fault,
+and under the fault with the feature taken away. A program the honest
+pipeline already fails (a real torch bug) proves nothing about the fault and
+is passed over."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable, Optional
+
+from generators.ir import Program, to_dict
+from generators.returns import SINGLE
+from harness.pipeline import InvalidProgram, run_program
+from oracles.registry import judge, run_config
+
+from . import planted_returns, planted_settings
+from .difference_faults import drawn
+
+DATA = Path(__file__).parent / "data" / "planted_features.json"
+ORACLES = ("differential", "dedup_toggle")
+
+
+@dataclass(frozen=True)
+class FeatureFault:
+    shows: Callable[[Program], bool]  # the program has the feature
+    without: Callable[[Program], Program]  # the program with the feature taken away
+    fault: Optional[Callable] = None  # a context manager planting the fault in torch, or
+    planted: str = ""  # a planted backend (module:function) compiling in the honest one's place
+    backend: str = "aot_eager"  # the honest backend the fault is reached through
+
+    @property
+    def planted_backend(self) -> str:
+        """What a repro compiles with to meet the fault (a torch fault entered in its own process)."""
+        return self.planted or f"{self.fault.__module__}:{self.fault.__name__}__{self.backend}"
+
+
+def _settled(setting: str) -> Callable[[Program], bool]:
+    return lambda p: setting in p.options.settings
+
+
+def without_settings(program: Program) -> Program:
+    return replace(program, options=replace(program.options, settings=()))
+
+
+def _returning(*kinds: str) -> Callable[[Program], bool]:
+    return lambda p: any(b.returns in kinds for b in p.blocks())
+
+
+def single_returns(program: Program) -> Program:
+    """Every block returning its result alone (a read output's program keeps its tuple of outputs)."""
+    return replace(program, block=replace(program.block, returns=SINGLE),
+                   subs=tuple(replace(b, returns=SINGLE) for b in program.subs))
+
+
+# One fault per setting family (generators.settings.FAMILIES) and per family of returns.
+FEATURES: dict[str, FeatureFault] = {
+    "setting:inline": FeatureFault(_settled("inline.every"), without_settings, planted_settings.inliner_reuses_operands),
+    # the partitioner under a budget is the min-cut one
+    "setting:partition": FeatureFault(_settled("partition.budget"), without_settings,
+                                      planted_settings.budget_grads_scaled, backend="aot_eager_decomp_partition"),
+    "setting:alias": FeatureFault(_settled("alias.no_view_replay"), without_settings,
+                                  planted_settings.strided_alias_doubled),
+    "returns:alias": FeatureFault(_returning("input", "input_view", "twice", "alias"), single_returns,
+                                  planted="suites.planted_returns:aliases_copied", backend="eager"),
+    "returns:container": FeatureFault(_returning("tuple", "list", "dict", "twice"), single_returns,
+                                      planted_returns.region_outputs_swapped),
+}
+
+
+def failures(program: Program, feature: str, planted: bool) -> Optional[list]:
+    """The failing verdicts of one run with deduplication on (None: the
+    program is not valid), under ``feature``'s planted fault if ``planted``."""
+    f = FEATURES[feature]
+    backend = f.planted if planted and f.planted else f.backend
+    try:
+        with f.fault() if planted and f.fault else contextlib.nullcontext():
+            outcome = run_program(program, run_config(backend, ORACLES, dedup=True))
+    except InvalidProgram:
+        return None
+    return [v for v in judge(outcome, ORACLES) if v.failed]
+
+
+def search(feature: str, n: int = 400, budget: float = 120.0, at: int = 0) -> dict:
+    """The first drawn program showing ``feature`` that the honest pipeline
+    passes, the fault fails, and the fault passes once the feature is taken
+    away: ``{"program", "oracles", "verdict", "tried", "seconds"}``, or
+    ``{"tried", "seconds"}`` if none did within ``budget``."""
+    started, tried = time.monotonic(), 0
+    f = FEATURES[feature]
+    for p in drawn(n, at):
+        if time.monotonic() - started > budget:
+            break
+        if not f.shows(p):
+            continue
+        tried += 1
+        caught = failures(p, feature, True)  # the fault first: most programs give it nothing to act on
+        if not caught or failures(p, feature, False) != [] or failures(f.without(p), feature, True) != []:
+            continue
+        return {"program": p, "oracles": sorted({v.oracle for v in caught}), "verdict": caught[0], "tried": tried,
+                "seconds": round(time.monotonic() - started, 1)}
+    return {"tried": tried, "seconds": round(time.monotonic() - started, 1)}
+
+
+def record(found: dict) -> dict:
+    kept = {k: found[k] for k in ("tried", "seconds")}
+    if "program" in found:
+        v = found["verdict"]
+        kept.update(program=to_dict(found["program"]), oracles=found["oracles"],
+                    verdict={"oracle": v.oracle, "kind": v.kind, "details": {}})
+    return kept
+
+
+def main(features: list[str], budget: float = 300.0) -> int:
+    """Search for every feature (default: those with no program yet) and keep what was found."""
+    import logging
+    import warnings
+
+    import torch
+
+    warnings.filterwarnings("ignore")
+    torch._logging.set_logs(dynamo=logging.CRITICAL)
+    data = json.loads(DATA.read_text()) if DATA.exists() else {}
+    for feature in features or [f for f in FEATURES if "program" not in data.get(f, {})]:
+        data[feature] = record(search(feature, n=3000, budget=budget))
+        print(feature, {k: v for k, v in data[feature].items() if k != "program"}, flush=True)
+        DATA.write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
+    return 0 if all("program" in data.get(f, {}) for f in FEATURES) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

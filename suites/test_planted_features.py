@@ -1,0 +1,81 @@
+"""Every family of torch settings a program can be compiled under
+(generators.settings) and every family of block returns (generators.returns)
+has a planted fault on the path it opens (suites/planted_settings.py,
+suites/planted_returns.py) that a short search over drawn programs finds
+(suites/feature_faults.py): the honest pipeline passes the found program,
+the fault fails it, the same program without the feature passes under the
+fault, and the finding's repro (which sets the program's settings itself)
+exits 1 on the fault and 0 without.
+
+The programs the search found are kept in data/planted_features.json
+(regenerate: ``python -m suites.feature_faults``); the gate judges every
+feature and one repro, the nightly tier every repro and the search itself
+from scratch.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from generators.ir import from_dict
+from generators.settings import FAMILIES, SETTINGS
+from harness import torch_config, warm
+
+from .feature_faults import DATA, FEATURES, failures, search
+
+pytestmark = pytest.mark.unit
+
+FOUND = json.loads(DATA.read_text()) if DATA.exists() else {}
+
+
+def test_every_feature_family_has_a_planted_fault_and_a_program_that_catches_it():
+    assert {f"setting:{family}" for family in FAMILIES} <= set(FEATURES)
+    missing = [f for f in FEATURES if "program" not in FOUND.get(f, {})]
+    assert not missing, f"no program found for {missing}: rerun python -m suites.feature_faults"
+    for feature, f in FEATURES.items():
+        program = from_dict(FOUND[feature]["program"])
+        assert f.shows(program) and not f.shows(f.without(program)), feature
+        assert all(torch_config.available(s) for s in program.options.settings if s in SETTINGS)
+
+
+@pytest.mark.parametrize("feature", sorted(FEATURES))
+def test_a_planted_feature_fault_is_caught_only_through_its_feature(feature):
+    program = from_dict(FOUND[feature]["program"])
+    assert failures(program, feature, False) == [], "the honest pipeline must pass the found program"
+    caught = failures(program, feature, True)
+    assert caught and {v.oracle for v in caught} & set(FOUND[feature]["oracles"]), caught
+    assert failures(FEATURES[feature].without(program), feature, True) == [], \
+        f"{feature}'s fault fires without its feature"
+
+
+def _repro_exit(feature: str, planted: bool, tmp_path) -> int:
+    from oracles.registry import ORACLES
+    from reports.repro import driver_for
+
+    from .planted_pass import render_planted
+
+    found, f = FOUND[feature], FEATURES[feature]
+    program, verdict = from_dict(found["program"]), found["verdict"]
+    check, variant = driver_for(verdict["details"], ORACLES[verdict["oracle"]].severity, verdict["oracle"],
+                                verdict["kind"])
+    backend = f.planted_backend if planted else f.backend
+    path = tmp_path / "repro.py"
+    path.write_text(render_planted(program, backend, check, variant, dedup=True))
+    root = Path(__file__).resolve().parents[1]  # the repro imports the planted fault from here
+    return warm.run([str(path)], cwd=root, timeout=300).returncode
+
+
+@pytest.mark.parametrize("feature", [f if f == "setting:inline" else pytest.param(f, marks=pytest.mark.nightly)
+                                     for f in sorted(FEATURES)])
+def test_a_planted_feature_fault_finding_has_a_repro_that_exits_1_on_the_fault_and_0_without(feature, tmp_path):
+    assert _repro_exit(feature, True, tmp_path) == 1
+    assert _repro_exit(feature, False, tmp_path) == 0
+
+
+@pytest.mark.nightly
+@pytest.mark.parametrize("feature", sorted(FEATURES))
+def test_the_search_finds_a_program_for_a_feature_fault_from_scratch(feature):
+    assert "program" in search(feature, n=600, budget=300.0), f"no drawn program caught {feature}'s fault"
