@@ -286,3 +286,21 @@ def test_a_frame_first_reached_on_a_later_call_is_not_blamed_on_the_change():
     assert [r.variant["kind"] for r in outcome.capture.variants if r.variant["kind"] == "attr:training"]
     verdict = guards.check_recompiles(outcome)
     assert not verdict.failed, verdict
+
+
+def test_a_data_dependent_size_explains_a_recompile_whatever_entries_of_other_states_say():
+    """A campaign (issue 44's review, seed 0) met new input values
+    recompiling the frame resumed after ``masked_select`` in a program whose
+    repeats set the grad mode and default dtype: the entry compiled for the
+    call's own state failed on the size of the data-dependent tensor handed
+    across the break (explained), the entries of the other states on their
+    global state (which could never serve it). Those are not an unexplained
+    recompile; a new state alone, or a guard of another kind, still is."""
+    from oracles.guards import _explained_by_data
+
+    seen = ["2/3: GLOBAL_STATE changed: grad_mode ", "2/2: GLOBAL_STATE changed: grad_mode default_dtype ",
+            "2/1: GLOBAL_STATE changed: default_dtype ",
+            "2/0: tensor '___stack1' size mismatch at index 0. expected 60, actual 52"]
+    assert _explained_by_data(seen)
+    assert not _explained_by_data(seen[:3])  # every entry of another state: the call's state is new
+    assert not _explained_by_data([*seen, "1/0: tensor 'L['x']' size mismatch at index 0. expected 4, actual 5"])
