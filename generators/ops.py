@@ -137,6 +137,9 @@ class OpSpec:
     differentiable: bool = True
     inplace: bool = False  # mutates its primary operand
     view: bool = False  # the output aliases the primary operand
+    # eager may hand back the primary operand itself though the schema promises a new tensor
+    # (at::dropout with p=0): compiled code, which follows the schema, need not alias it
+    eager_alias: bool = False
     random: bool = False
     saves_output: bool = False  # autograd keeps the output: it must not be mutated later
     saves_inputs: bool = True  # autograd keeps the inputs: they must not be mutated later
@@ -681,7 +684,7 @@ _ENTRIES = [
         _u, _with_rank(1)),
     # random numbers under the program's fixed seed
     _op("dropout", "random", "F.dropout({0}, p={1}, training=True)", (T(), S(lambda t: (0.0, 0.5, 0.25))),
-        random=True, view=True),
+        random=True, view=True, eager_alias=True),
     _op("rand_like", "random", "{0} + torch.rand_like({0})", random=True, saves_inputs=False),
     # where the sign of zero, NaN and infinities show in the result
     # (autograd keeps copysign's result: its backward reads it)

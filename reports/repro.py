@@ -21,6 +21,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from generators.check import lowest_precision, zero_signs_determined
 from generators.codegen import render, render_inputs
+from generators.ops import OPS
 from generators.ir import Program
 from generators.regions import with_regions
 from generators.replays import ReplayPlan, resized
@@ -191,7 +192,9 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         tol=_floor_tolerance(program, config.precision),
         mode=config.mode,
         backward=backward,
-        aliasing=check == "differential",  # as oracles.differential: what outputs share storage with
+        # as oracles.differential: what outputs share storage with, where eager's aliasing is the schema's
+        aliasing=check == "differential" and not any(OPS[s.op].eager_alias for b in program.blocks()
+                                                     for s in b.body if s.op in OPS),
         needs="Needs only torch." if backend.name in BUILTIN or ":" in backend.repro_spec else
         f"Needs torch and the backend {backend.repro_spec!r} installed (a third-party backend's issue).",
         tolerances={str(dtype): t.atol for dtype, t in BY_DTYPE.items()},

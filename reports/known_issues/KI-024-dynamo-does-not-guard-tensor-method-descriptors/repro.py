@@ -166,6 +166,7 @@ CHANGE = 'P0: torch.Tensor.neg -> torch.sin'
 # "values": reproduced when the second call is wrong; "recompile": when it
 # recompiles although the change cannot alter the result
 EXPECT = 'values'
+SIGNED_ZEROS = True  # the program decides the sign of its zeros (no summing op)
 APPLY = """
 _saved = P0
 P0 = torch.sin
@@ -191,14 +192,16 @@ def cell(fn, name):
 
 
 def call(fn, apply=None, undo=None):
-    """fn on fresh inputs under the change (APPLY unless given); the model's values as they started."""
+    """fn on fresh inputs under the change (APPLY unless given); the model's values as they started.
+    Its outputs, then its inputs after the call (a write in place is a result too)."""
     global inputs, kwargs
     model.load_state_dict(START)
     torch.set_rng_state(RNG)
     inputs, kwargs = make_inputs(), {}
     exec(APPLY if apply is None else apply, globals())
     try:
-        return [o for o in tree_leaves(fn(*inputs, **kwargs)) if isinstance(o, torch.Tensor)]
+        outs = [o for o in tree_leaves(fn(*inputs, **kwargs)) if isinstance(o, torch.Tensor)]
+        return outs + [t.detach() for t in inputs if isinstance(t, torch.Tensor)]
     finally:
         exec(UNDO if undo is None else undo, globals())
 
@@ -245,8 +248,9 @@ def main():
         if (e.dtype, e.shape, e.requires_grad) != (a.dtype, a.shape, a.requires_grad):
             bad.append(f"output[{i}]: expected {e.dtype}{tuple(e.shape)} requires_grad={e.requires_grad}, "
                        f"got {a.dtype}{tuple(a.shape)} requires_grad={a.requires_grad}")
-        elif not torch.allclose(e.double(), a.double(), atol=tol(e.dtype), rtol=tol(e.dtype), equal_nan=True):
-            bad.append(f"output[{i}]: expected {e.flatten()[:4].tolist()}, got {a.flatten()[:4].tolist()}")
+        elif not torch.allclose(e.double(), a.double(), atol=tol(e.dtype), rtol=tol(e.dtype), equal_nan=True) or (
+                SIGNED_ZEROS and e.is_floating_point() and ((e == 0) & (a == 0) & (e.signbit() != a.signbit())).any()):
+            bad.append(f"value[{i}]: expected {e.flatten()[:4].tolist()}, got {a.flatten()[:4].tolist()}")
     if len(expected) != len(actual):
         bad.append(f"expected {len(expected)} outputs, got {len(actual)}")
     for line in bad:

@@ -133,28 +133,12 @@ def run(compiled, float64=False):
             cots.append(torch.randn(o.shape, generator=g).to(o.dtype))
         torch.autograd.backward([o for _, o in diff], cots)
     values = {f"output[{i}]": o.detach() for i, o in enumerate(outs)}
-    values["output aliasing"] = aliasing(outs, inputs)
     values.update({f"output[{i}].requires_grad": torch.tensor(o.requires_grad) for i, o in enumerate(outs)})
     values.update({f"input {i} after the run": t.detach() for i, t in enumerate(inputs)})
     values.update({f"buffer {n} after the run": b for n, b in model.named_buffers()})
     values.update({f"grad[input {i}]": t.grad for i, t in enumerate(inputs) if t.requires_grad})
     values.update({f"grad[{n}]": p.grad for n, p in model.named_parameters()})
     return values
-
-
-def aliasing(outs, inputs):
-    """What each output shares storage with (an input, an earlier output, or nothing): what a write
-    through it changes."""
-    def key(t):
-        return t.untyped_storage().data_ptr() if t.layout == torch.strided and t.untyped_storage().nbytes() else None
-
-    owners = {key(t): f"input {i}" for i, t in reversed(list(enumerate(inputs))) if key(t) is not None}
-    shares = []
-    for i, o in enumerate(outs):
-        shares.append(owners.get(key(o), "nothing") if key(o) is not None else "nothing")
-        if key(o) is not None:
-            owners.setdefault(key(o), f"output[{i}]")
-    return ", ".join(f"output[{i}] shares storage with {s}" for i, s in enumerate(shares))
 
 
 SIGNED_ZEROS = False  # the program decides the sign of its zeros (no summing op)
