@@ -78,4 +78,5 @@ def test_a_planted_feature_fault_finding_has_a_repro_that_exits_1_on_the_fault_a
 @pytest.mark.nightly
 @pytest.mark.parametrize("feature", sorted(FEATURES))
 def test_the_search_finds_a_program_for_a_feature_fault_from_scratch(feature):
-    assert "program" in search(feature, n=600, budget=300.0), f"no drawn program caught {feature}'s fault"
+    # the alias setting's fault needs an output that aliases, under that setting: about one drawn program in 400
+    assert "program" in search(feature, n=3000, budget=300.0), f"no drawn program caught {feature}'s fault"
