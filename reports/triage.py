@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Optional
 
 from generators.check import check as well_formed
 from generators.ir import MalformedProgram, Program, respelled, spelled
@@ -59,35 +59,38 @@ def _plainly_spelled(program: Program, kinds: set[str]) -> Program:
     return program
 
 
-def _spelling(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict], like: Verdict) -> str:
-    """The spelling kinds a wrong value needs, as ``spelled=method`` (two or
-    more joined by ``+``): "" where the program fails alike with every op in
-    its default spelling; else each kind taken away in turn, and kept away if
-    the failure stays (a backend that mishandles one node of one form)."""
-    kinds = sorted({s.spelling for _, _, s in spelled(program)})
-    if not kinds or fails_alike(_plainly_spelled(program, set(kinds)), config, oracle, like):
-        return ""
-    needed = list(kinds)
-    for kind in kinds:
-        trial = [k for k in needed if k != kind]
-        if trial and fails_alike(_plainly_spelled(program, set(kinds) - set(trial)), config, oracle, like):
-            needed = trial
-    return "spelled=" + "+".join(needed)
+def _needed(names: list, keeping: Callable[[list], Optional[Program]], config: RunConfig,
+            oracle: Callable[[Outcome], Verdict], like: Verdict) -> list:
+    """Which of ``names`` (parts of the program that ``keeping(kept)`` keeps
+    only some of; None where it cannot) a failure needs: none where the
+    program fails alike keeping none; else each taken away in turn, and kept
+    away if the failure stays."""
+    def alike_(kept: list) -> bool:
+        program = keeping(kept)
+        return program is not None and fails_alike(program, config, oracle, like)
 
-
-def _settings(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict], like: Verdict) -> str:
-    """The settings (generators.settings) a failure needs, as ``settings=inline.every`` (two joined by
-    ``+``): "" where the program fails alike compiled under none of them; else each taken away in turn,
-    and kept away if the failure stays."""
-    names = program.options.settings
-    if not names or fails_alike(_under(program, ()), config, oracle, like):
-        return ""
+    if not names or alike_([]):
+        return []
     needed = list(names)
     for name in names:
         trial = [n for n in needed if n != name]
-        if trial and fails_alike(_under(program, tuple(trial)), config, oracle, like):
+        if trial and alike_(trial):
             needed = trial
-    return "settings=" + "+".join(needed)
+    return needed
+
+
+def _spelling(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict], like: Verdict) -> str:
+    """The spelling kinds a wrong value needs, as ``spelled=method`` (two or
+    more joined by ``+``; a backend that mishandles one node of one form)."""
+    kinds = sorted({s.spelling for _, _, s in spelled(program)})
+    needed = _needed(kinds, lambda kept: _plainly_spelled(program, set(kinds) - set(kept)), config, oracle, like)
+    return "spelled=" + "+".join(needed) if needed else ""
+
+
+def _settings(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict], like: Verdict) -> str:
+    """The settings (generators.settings) a failure needs, as ``settings=inline.every`` (two joined by ``+``)."""
+    needed = _needed(list(program.options.settings), lambda kept: _under(program, tuple(kept)), config, oracle, like)
+    return "settings=" + "+".join(needed) if needed else ""
 
 
 def _under(program: Program, settings: tuple[str, ...]) -> Program:
@@ -305,15 +308,9 @@ def _trigger(program: Program, config: RunConfig, oracle: Callable[[Outcome], Ve
     at all. A program that fails another way without a kind (another known
     crash) does not count as failing."""
     kinds = sorted(program.variations())
-    same = equalize(program, kinds)
-    if not kinds or (same is not None and fails_alike(same, config, oracle, like)):
+    needed = _needed(kinds, lambda kept: equalize(program, [k for k in kinds if k not in kept]), config, oracle, like)
+    if not needed:
         return "identical-repeats"
-    needed = list(kinds)
-    for kind in kinds:
-        trial = [k for k in needed if k != kind]
-        candidate = equalize(program, [k for k in kinds if k not in trial])
-        if candidate is not None and fails_alike(candidate, config, oracle, like):
-            needed = trial
     if len(needed) == len(kinds) > 2:
         needed = _smallest_set(program, config, oracle, like, kinds)
     return "+".join(_named(program, k) for k in needed)
