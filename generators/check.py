@@ -50,7 +50,7 @@ from .ir import (
     with_call,
 )
 from .forms import FORMS, applies
-from .returns import RETURNS, SINGLE
+from .returns import RETURNS, SINGLE, reads_second
 from .settings import SETTINGS
 from .spellings import KEEPS, instance_name, spelling
 from .values import Sub, base_value, typed_key
@@ -659,7 +659,7 @@ def check(program: Program) -> list[dict[str, TT]]:
         if blk.returns != SINGLE and blk.returns not in RETURNS:
             raise MalformedProgram(f"block {blk.name or 'layer'} returns {blk.returns!r}: use one of "
                                    f"{', '.join((SINGLE, *RETURNS))}")
-    if program.block.returns != SINGLE and RETURNS[program.block.returns].read and program.outputs == "single":
+    if reads_second(program.block.returns) and program.outputs == "single":
         raise MalformedProgram("a single output cannot return what the layer's calls return beside their result")
     if program.block.returns != SINGLE and program.options.door:
         raise MalformedProgram(f"door {program.options.door} calls a layer returning one tensor")
@@ -696,6 +696,12 @@ def broadcasts_to(small, big) -> bool:
 # Ops that sum (or pick among) values, where the sign of a zero result is the
 # implementation's choice: whether a sum of -0.0s starts from +0.0.
 SUMMING = ("reduce", "linalg", "norm", "softmax")
+
+
+def aliases_outside_schema(program: Program) -> bool:
+    """An op of the program may hand back its input itself in eager though its schema promises a
+    new tensor (OpSpec.eager_alias): what its outputs share storage with is eager's accident there."""
+    return any(OPS[s.op].eager_alias for b in program.blocks() for s in b.body if s.op in OPS)
 
 
 @functools.lru_cache(maxsize=64)

@@ -19,9 +19,8 @@ from pathlib import Path
 import torch
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from generators.check import lowest_precision, zero_signs_determined
+from generators.check import aliases_outside_schema, lowest_precision, zero_signs_determined
 from generators.codegen import render, render_inputs
-from generators.ops import OPS
 from generators.ir import Program
 from generators.regions import with_regions
 from generators.replays import ReplayPlan, resized
@@ -193,8 +192,7 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         mode=config.mode,
         backward=backward,
         # as oracles.differential: what outputs share storage with, where eager's aliasing is the schema's
-        aliasing=check == "differential" and not any(OPS[s.op].eager_alias for b in program.blocks()
-                                                     for s in b.body if s.op in OPS),
+        aliasing=check == "differential" and not aliases_outside_schema(program),
         needs="Needs only torch." if backend.name in BUILTIN or ":" in backend.repro_spec else
         f"Needs torch and the backend {backend.repro_spec!r} installed (a third-party backend's issue).",
         tolerances={str(dtype): t.atol for dtype, t in BY_DTYPE.items()},
