@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import fields, replace
 
-from .returns import RETURNS, SINGLE, item, return_line
+from .returns import SINGLE, item, reads_second, return_line
 from .check import PER_INSTANCE, check, default_value
 from .doors import DOORS, PRELUDE as DOOR_PRELUDE, source_door
 from .forms import FORMS, PRELUDE, Site
@@ -540,13 +540,14 @@ def _call_lines(program: Program, s: Section, call: Call, callee: str, cols: dic
         expr = (door.reference if reference and door.reference else door.write)(_bound_lambda(inner), primary)
     else:
         expr = _call_expr(s, call, site)
-    kept = []
+    got, kept = [], []
     if b.returns != SINGLE:  # the result is carried on; the other item, if read, joins the outputs
-        kept = [f"{GOT} = {expr}"] + ([f"{AUX}.append({item(b.returns, GOT, 1)})"] if RETURNS[b.returns].read else [])
+        got = [f"{GOT} = {expr}"]
+        kept = [f"{AUX}.append({item(b.returns, GOT, 1)})"] if reads_second(b.returns) else []
         expr = item(b.returns, GOT, 0)
     flow = {"chain": f"h = {expr}", "residual": f"h = h + {expr}", "fanout": f"outs.append({expr})"}[s.flow]
     items, before, after = _context_lines(call, set(cols))
-    flow_lines = [*kept[:1], flow, *kept[1:]]
+    flow_lines = [*got, flow, *kept]
     lines = [f"{set_target(program, n, callee)} = {f'set_{n}' if f'set_{n}' in cols else literal(v)}"
              for n, v in call.sets]
     lines += before
@@ -642,7 +643,7 @@ def _render_forward(program: Program, reference: bool = False) -> list[str]:
     fanout = any(s.flow == "fanout" for s in program.sections)
     if fanout:
         lines.append(f"{IND}outs = []")
-    aux = reads_aux(program)
+    aux = reads_second(program.block.returns)
     if aux:
         lines.append(f"{IND}{AUX} = []")
     for k, s in enumerate(program.sections):
@@ -661,10 +662,6 @@ def _render_forward(program: Program, reference: bool = False) -> list[str]:
 
 GOT = "got"  # what a layer call returned, when it returns more than its result
 AUX = "aux"  # the other items layer calls returned, which the program returns too
-
-
-def reads_aux(program: Program) -> bool:
-    return program.block.returns != SINGLE and RETURNS[program.block.returns].read
 
 
 def input_expr(spec: TensorSpec, device: str = "") -> str:

@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from .returns import SINGLE
+
 # A source door's writer: (the call as a one-argument lambda's source, the
 # tensor it is applied to) -> an expression.
 Writer = Callable[[str, str], str]
@@ -244,7 +246,7 @@ def fits(door: str, program) -> bool:
     """Every door calls a layer that returns one tensor (generators.returns): a source door's operator
     (checkpoint, torch.cond, a transform) and a call door's outputs take tensors alone."""
     d = DOORS[door]
-    return program.block.returns == "single" and (d.fits is None or d.fits(program))
+    return program.block.returns == SINGLE and (d.fits is None or d.fits(program))
 
 
 def in_share(key: str, share: float) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from .returns import RETURNS
+from .returns import RETURNS, SINGLE
 from .settings import SETTINGS
 from .differences import DIFFERENCES, between_calls
 from .differences import reached as differences_reached
@@ -325,7 +325,7 @@ def features(program: Program) -> set[str]:
         out.add("fullgraph")
     out |= {f"setting:{name}" for name in program.options.settings}
     out |= {f"{'sub_returns' if blk.name else 'returns'}:{blk.returns}" for blk in program.blocks()
-            if blk.returns != "single"}
+            if blk.returns != SINGLE}
     out |= hierarchy_features(program) | guard_features(program)
     groups = program.identical_repeats()
     if any(len(g) > 1 for g in groups):

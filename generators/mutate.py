@@ -17,7 +17,7 @@ import random
 from dataclasses import dataclass, fields, replace
 from typing import Callable, Optional
 
-from .returns import RETURNS, SINGLE
+from .returns import RETURNS, SINGLE, returning
 from .settings import SETTINGS
 from .check import check, checked
 from .forms import FORMS_LIST, applies
@@ -26,7 +26,7 @@ from .ir import (CHILD, EXTRAS, FLOWS, HOLDERS, SETTABLE, WRITES, Arg, Block, Ca
 from .ops import OPS, S, T
 from .reduce import labeled_candidates
 from .spellings import kinds_of
-from .strategies import HAS_NESTED_COMPILE_REGION, STRUCTURES_BY_KIND, _fix_loops, returning
+from .strategies import HAS_NESTED_COMPILE_REGION, STRUCTURES_BY_KIND, _fix_loops
 from .values import FLOATS, PyList, Sub, equal_values
 
 Mutator = Callable[[Program, random.Random, Optional[Program]], Optional[Program]]

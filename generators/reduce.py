@@ -60,6 +60,7 @@ from .ir import (
     spelled,
 )
 from .ops import CALL_VIEWS, OPS, D, Reject, S, T, W
+from .returns import SINGLE, returning
 
 # --- the measure ------------------------------------------------------------------
 
@@ -139,7 +140,7 @@ def measure(program: Program) -> dict[str, int]:
     flags += _levels(program) - 1
     o = program.options
     flags += o.fullgraph + (o.dynamic is not None) + len(o.mark_dynamic) + bool(o.door) + len(o.settings)
-    flags += sum(x.returns != "single" for x in blocks)
+    flags += sum(x.returns != SINGLE for x in blocks)
     return {
         "sections": len(program.sections),
         "blocks": len(program.subs),
@@ -322,8 +323,8 @@ def proposals(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
     for m in o.mark_dynamic:
         yield "options", replace(p, options=replace(o, mark_dynamic=tuple(x for x in o.mark_dynamic if x != m)))
     for b in p.blocks():
-        if b.returns != "single":
-            yield "returns", _returning(p, b.name)
+        if b.returns != SINGLE:
+            yield "returns", returning(p, b.name, SINGLE)
     for name in o.settings:
         yield "settings", replace(p, options=replace(o, settings=tuple(n for n in o.settings if n != name)))
     # Global state of each repeat: everything, then per section, then per field.
@@ -766,13 +767,6 @@ def _count_loops(p: Program) -> Program:
         for s in p.sections
     )
     return p if sections == p.sections else replace(p, sections=sections)
-
-
-def _returning(p: Program, name: str) -> Program:
-    """Block ``name`` ("" the layer) returning its result alone."""
-    if name:
-        return replace(p, subs=tuple(replace(b, returns="single") if b.name == name else b for b in p.subs))
-    return replace(p, block=replace(p.block, returns="single"))
 
 
 def _with_section(p: Program, k: int, s: Section) -> Program:

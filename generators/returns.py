@@ -15,7 +15,9 @@ truth does not move. Nothing here imports torch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from .ir import Program
 
 
 @dataclass(frozen=True)
@@ -64,3 +66,20 @@ def return_line(kind: str, result: str, primary: str, first: str) -> str:
 def item(kind: str, value: str, index: int) -> str:
     """Item ``index`` (0: the result) of what a call returned."""
     return f"{value}[{KEYS[index]!r}]" if RETURNS[kind].container == "dict" else f"{value}[{index}]"
+
+
+def reads_second(kind: str) -> bool:
+    """A layer returning ``kind`` gives its callers a second item they keep (the program's ``aux`` outputs)."""
+    return kind != SINGLE and RETURNS[kind].read
+
+
+def returning(program: Program, name: str, kind: str) -> Program:
+    """``program`` with block ``name`` ("" the layer) returning ``kind``, its
+    outputs made a tuple where the layer's calls now give the program more to
+    return (unchecked)."""
+    if name:
+        return replace(program, subs=tuple(replace(b, returns=kind) if b.name == name else b for b in program.subs))
+    program = replace(program, block=replace(program.block, returns=kind))
+    if reads_second(kind) and program.outputs == "single":
+        program = replace(program, outputs="tuple")
+    return program

@@ -35,7 +35,7 @@ from .check import (
     sub_typer,
     with_form,
 )
-from .returns import RETURNS, RETURNS_LIST, SINGLE
+from .returns import RETURNS_LIST, returning
 from .settings import SETTINGS, SETTINGS_LIST
 from .forms import FORMS_LIST, applies
 from .spellings import kinds_of
@@ -744,18 +744,6 @@ def programs(
     program = _draw_settings(draw, program, edges)
     program = _draw_returns(draw, program, edges)
     check(program)  # valid by construction; a failure here is a generator bug
-    return program
-
-
-def returning(program: Program, name: str, kind: str) -> Program:
-    """``program`` with block ``name`` ("" the layer) returning ``kind``
-    (generators.returns), its outputs made a tuple where the layer's calls
-    now give the program more to return (unchecked)."""
-    if name:
-        return replace(program, subs=tuple(replace(b, returns=kind) if b.name == name else b for b in program.subs))
-    program = replace(program, block=replace(program.block, returns=kind))
-    if kind != SINGLE and RETURNS[kind].read and program.outputs == "single":
-        program = replace(program, outputs="tuple")
     return program
 
 

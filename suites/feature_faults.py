@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from generators.ir import Program, to_dict
-from generators.returns import SINGLE
+from generators.returns import SINGLE, returning
 from harness.pipeline import InvalidProgram, run_program
 from oracles.registry import judge, run_config
 
@@ -57,8 +57,9 @@ def _returning(*kinds: str) -> Callable[[Program], bool]:
 
 def single_returns(program: Program) -> Program:
     """Every block returning its result alone (a read output's program keeps its tuple of outputs)."""
-    return replace(program, block=replace(program.block, returns=SINGLE),
-                   subs=tuple(replace(b, returns=SINGLE) for b in program.subs))
+    for b in program.blocks():
+        program = returning(program, b.name, SINGLE)
+    return program
 
 
 # One fault per setting family (generators.settings.FAMILIES) and per family of returns.
