@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from generators.inputs import EXTRAS
+
 EAGER_TARGET = 0.99
 DOOR_SHARE = 0.25  # as a campaign's default --door-share
 REGION_TARGET = 0.40
@@ -55,8 +57,9 @@ FEATURE_FLOORS = {
     "varies:set:global": 0.001, "varies:set:dataclass": 0.0005, "varies:set:namespace": 0.0005,
     "varies:set:class_attr": 0.0005,
     # aliasing and packing of inputs, and the objects that carry Python values
-    "alias:same": 0.006, "alias:view": 0.01, "varies:alias": 0.008, "extras:list": 0.003, "extras:dict": 0.005,
-    "alias:in_list": 0.001, "alias:in_dict": 0.001,
+    "alias:same": 0.006, "alias:view": 0.01, "varies:alias": 0.008,
+    # (every way extra tensors travel: generators.inputs.PACKS; by keyword only where no Python argument follows)
+    **{f"extras:{e}": 0.001 for e in EXTRAS[1:]}, **{f"alias:in_{e}": 0.0005 for e in EXTRAS[1:]},
     "pack:dataclass": 0.005, "pack:module": 0.004, "closure:instances": 0.015, "closure:callable": 0.0005,
     # changes between calls at the edges (guard variants a program offers)
     "guard:sign": 0.006, "guard:nan": 0.02, "guard:length": 0.0025, "guard:callable": 0.01,

@@ -50,6 +50,7 @@ from .ir import (
     with_call,
 )
 from .forms import FORMS, applies
+from .inputs import PACKS as EXTRA_PACKS, TAKES
 from .returns import RETURNS, SINGLE, reads_second
 from .settings import SETTINGS
 from .spellings import KEEPS, instance_name, spelling
@@ -227,6 +228,27 @@ def _check_shape_of_program(program: Program) -> None:
         raise MalformedProgram("only a block with extra inputs packs them")
     if b.pack and (not b.args or b.attrs):
         raise MalformedProgram("only Python arguments passed at the call are packed in an object")
+    if EXTRA_PACKS[b.extras].keywords and (b.pack or (b.args and not b.attrs)):
+        raise MalformedProgram("tensors passed by keyword leave no Python argument to pass positionally after them")
+    _check_takes(program)
+
+
+def _check_takes(program: Program) -> None:
+    """One more argument beside a block's tensors (generators.inputs.TAKES)."""
+    for blk in program.blocks():
+        if not blk.takes:
+            continue
+        _enum(blk.takes, tuple(TAKES), "argument a block takes")
+        if blk.name and not TAKES[blk.takes].sub:
+            raise MalformedProgram(f"sub-block {blk.name!r}: {blk.takes} is taken by the layer block only")
+        if program.options.door:
+            raise MalformedProgram(f"door {program.options.door} calls blocks of their tensors alone")
+    take = TAKES.get(program.block.takes)
+    for _, c in program.repeats():
+        if take is None and c.given:
+            raise MalformedProgram("a repeat passes `given` to a block that takes none")
+        if take is not None and c.given not in dict(take.variants):
+            raise MalformedProgram(f"a repeat passes {c.given!r} as `given`: use one of {', '.join(dict(take.variants))}")
 
 
 def _check_subs(program: Program) -> None:
@@ -411,7 +433,8 @@ def _check_section(program: Program, k: int, s: Section, mutates: bool) -> None:
             raise MalformedProgram(f"{where}: inference-mode repeats must feed only outputs and mutate nothing")
         if any(c.context.grad is not None for c in s.calls):
             raise MalformedProgram(f"{where}: grad mode and inference mode are not drawn together")
-    if any(c.context.grad is False or c.context.inference for c in s.calls) and returns_view(b):
+    if any(c.context.grad is False or c.context.inference for c in s.calls) and (
+            returns_view(b) or (b.returns in RETURNS and RETURNS[b.returns].view)):
         raise MalformedProgram(f"{where}: a repeat without grad must not return a view (autograd rejects it)")
     for c in s.calls:
         _enum(c.alias, ALIASES, "alias of the first extra input")
@@ -519,7 +542,8 @@ def has_graph_breaks(program: Program) -> bool:
     # Data-dependent ops (an unbacked size, .item()) break the graph unless
     # Dynamo is told to capture them (the dynamic:unbacked door does).
     data_dependent = any(OPS[st.op].category == "unbacked" for b in program.blocks() for st in b.body) or any(
-        b.returns != SINGLE and not RETURNS[b.returns].fullgraph for b in program.blocks())
+        b.returns != SINGLE and not RETURNS[b.returns].fullgraph for b in program.blocks()) or any(
+        b.takes in TAKES and not TAKES[b.takes].fullgraph for b in program.blocks())
     return rewrapped or data_dependent or any(
         INTERLUDES[n].breaks for n in (*program.interludes, *(s.interleave for s in program.sections)) if n
     ) or any(homes.get(n) in BREAKING_SETS for _, c in program.repeats() for n, _ in c.sets) or any(
@@ -555,7 +579,7 @@ def returns_view(b: Block) -> bool:
 def has_columns(program: Program, s: Section) -> bool:
     """Whether a loop over values has a value per repeat to iterate over."""
     b = program.block
-    return bool(b.args and not b.attrs) or len({(c.tensor, c.view, c.alias) for c in s.calls}) > 1 or len(
+    return bool(b.args and not b.attrs) or len({(c.tensor, c.view, c.alias, c.given) for c in s.calls}) > 1 or len(
         {c.context for c in s.calls}
     ) > 1 or any(c.sets for c in s.calls)
 
@@ -622,6 +646,11 @@ def sub_scope(program: Program, name: str, primary: TT, env: Env) -> dict[str, T
 def sub_scopes(program: Program) -> list[dict[str, TT]]:
     """The scope of every sub-block call the program makes (one per distinct
     input type and ambient state)."""
+    return list(named_sub_scopes(program).values())
+
+
+def named_sub_scopes(program: Program) -> dict[tuple, dict[str, TT]]:
+    """``sub_scopes`` keyed by (sub-block, input type, ambient state)."""
     seen: dict[tuple, dict[str, TT]] = {}
 
     def visit(b: Block, scope: dict[str, TT], env: Env) -> None:
@@ -636,7 +665,7 @@ def sub_scopes(program: Program) -> list[dict[str, TT]]:
         carried = spec_type(program.inputs[0][1])
         for _, call in program.repeats():
             visit(program.block, block_types(program, call, carried), env_of(call.context))
-    return list(seen.values())
+    return seen
 
 
 def check(program: Program) -> list[dict[str, TT]]:
@@ -677,12 +706,18 @@ def check(program: Program) -> list[dict[str, TT]]:
         for call in s.calls:
             scope = block_types(program, call, carried)
             result = scope[b.result]
+            if b.takes and result.dtype not in FLOATS:
+                raise MalformedProgram(f"section {k}: a block folding `given` into its result returns a float")
             if s.flow != "fanout" and (result.shape, result.dtype) != (carried.shape, carried.dtype):
                 raise MalformedProgram(
                     f"section {k}: a {s.flow} block must return its input's shape and dtype: "
                     f"{result.shape}/{result.dtype} != {carried.shape}/{carried.dtype}"
                 )
             per_repeat.extend([scope] * (s.outer if s.structure == "nested" else 1))
+    for (name, _, _), scope in named_sub_scopes(program).items():
+        sb = program.sub(name)
+        if sb.takes and scope[sb.result].dtype not in FLOATS:
+            raise MalformedProgram(f"sub-block {sb.name!r}: a block folding `given` into its result returns a float")
     return per_repeat
 
 

@@ -18,6 +18,8 @@ from .check import PER_INSTANCE, check, default_value
 from .doors import DOORS, PRELUDE as DOOR_PRELUDE, source_door
 from .forms import FORMS, PRELUDE, Site
 from .values import SUBCLASSES as SUB_BASES
+from .inputs import GIVEN, MODULE_DEFS, MODULE_INIT, OMIT, PACKS as EXTRA_PACKS, PARAM as EXTRAS_PARAM
+from .inputs import PARAMETER_INIT, TAKES
 from .interludes import INTERLUDES
 from .ir import (CHILD, Arg, MalformedProgram, Block, Call, Const, Context, DType, Fn, Free, Program, PyList, PySlice, Ref, Section,
                  Stmt, Sub, TensorSpec, Value, typed_key)
@@ -112,8 +114,9 @@ def _child_call(program: Program, b: Block, stmt: Stmt, arg: str) -> str:
     """The statement calling a sub-block from ``b``'s body."""
     name, slot = stmt.operands[1].value, stmt.operands[2].value
     sub = program.sub(name)
+    given = f", {GIVEN}={TAKES[sub.takes].expr(TAKES[sub.takes].sub, arg)}" if sub.takes else ""
     if sub.kind == "function":
-        return f"{stmt.out} = {_first(sub, sub_callable(name, 'function') + f'({arg})')}"
+        return f"{stmt.out} = {_first(sub, sub_callable(name, 'function') + f'({arg}{given})')}"
     attr = _instance_name(name, slot)
     if b.holder == "attr":
         callee = f"self.{attr}"
@@ -122,7 +125,7 @@ def _child_call(program: Program, b: Block, stmt: Stmt, arg: str) -> str:
     else:
         modules = [i for i in b.instances() if program.sub(i[0]).kind == "module"]
         callee = f"self.{CHILDREN}[{modules.index((name, slot))}]"
-    return f"{stmt.out} = {_first(sub, f'{callee}({arg})')}"
+    return f"{stmt.out} = {_first(sub, f'{callee}({arg}{given})')}"
 
 
 def _first(b: Block, call: str) -> str:
@@ -138,6 +141,8 @@ def _body_lines(program: Program, b: Block, operand) -> list[str]:
         else:
             fmt = template(OPS[s.op].fmt, s.op, s.spelling, instance_name(b.name, s.out))
             lines += render_call(OPS[s.op], [operand(o) for o in s.operands], s.out, fmt)
+    if b.takes:
+        lines.append(TAKES[b.takes].use.format(r=b.result))
     return lines + [return_line(b.returns, b.result, b.inputs[0], b.body[0].out if b.body else b.result)]
 
 
@@ -151,7 +156,7 @@ def _render_sub(program: Program, b: Block) -> list[str]:
         return f"self.{o.name}" if o.name in state else o.name
 
     body = _body_lines(program, b, operand)
-    x = b.inputs[0]
+    x = b.inputs[0] + (f", {GIVEN}=None" if b.takes else "")
     if b.kind == "function":
         return [*decorator, f"def {sub_callable(b.name, 'function')}({x}):", *(IND + line for line in body)]
     init = [*_state_lines(b, "self"), *_child_lines(program, b)]
@@ -176,7 +181,6 @@ OBJECTS = {"dataclass": ("CONFIG", "Config"), "namespace": ("STATE", None)}
 PACKED = "cfg"  # the parameter a block receives its packed Python arguments as
 PACK_CLASS = "Args"  # the class of those objects
 INSTANCES = "BLOCKS"  # function instances made by the factory, one per repeat
-EXTRAS_PARAM = "ys"  # the parameter a block receives its packed extra inputs as
 
 
 def global_name(name: str) -> str:
@@ -306,11 +310,13 @@ def _render_block_def(program: Program) -> list[str]:
 
     body = _unpack_extras(b) + _body_lines(program, b, operand)
     decorator = [DECORATOR] if b.compile_region else []
-    inputs = [b.inputs[0], EXTRAS_PARAM] if b.extras != "positional" else list(b.inputs)
+    inputs = [b.inputs[0], EXTRAS_PARAM] if EXTRA_PACKS[b.extras].packed else list(b.inputs)
     call_args = [] if b.attrs else [PACKED] if b.pack else list(b.args)
 
     if call_args and uses_form(program, "bind:default"):
         call_args[-1] += f"={literal(default_value(program))}"
+    if b.takes:
+        passed = [*passed, f"{GIVEN}=None"]
     if not module:
         params = [*inputs, *sorted(state, key=_state_order(program)), *call_args, *passed]
         return [*decorator, f"def block({', '.join(params)}):", *(IND + line for line in body)]
@@ -368,12 +374,18 @@ def _prelude(program: Program) -> list[str]:
 
 
 def _unpack_extras(b: Block) -> list[str]:
-    extras = list(b.inputs[1:])
-    if b.extras == "list":
-        return [f"{', '.join(extras)}, = {EXTRAS_PARAM}"]
-    if b.extras == "dict":
-        return [f"{n} = {EXTRAS_PARAM}[{n!r}]" for n in extras]
-    return []
+    return EXTRA_PACKS[b.extras].unpack(list(b.inputs[1:])) if len(b.inputs) > 1 else []
+
+
+def _render_given(program: Program) -> list[str]:
+    """Module-level definitions what the layer is given needs: the class its
+    extra tensors are packed in, the module classes a module take passes."""
+    b = program.block
+    lines = EXTRA_PACKS[b.extras].define(list(b.inputs[1:])) if len(b.inputs) > 1 else []
+    if b.takes == "module":
+        for d in MODULE_DEFS:
+            lines += ["", "", d] if lines else [d]
+    return lines
 
 
 def _state_order(program: Program):
@@ -415,6 +427,7 @@ def _render_init(program: Program) -> list[str]:
                     if init == "method":
                         body.append(f"self.{attr}_{i}.forward = types.MethodType(Block.forward, self.{attr}_{i})")
                 body += [f"self.{attr}_{i}.requires_grad_(False)" for i, c in enumerate(s.calls) if c.frozen]
+    body += {"module": list(MODULE_INIT), "parameter": list(PARAMETER_INIT)}.get(b.takes, [])
     if b.pack == "module":
         calls = [c for s in program.sections for c in s.calls]
         objs = [f"{PACK_CLASS}({', '.join(literal(v) for v in c.args)})" for c in calls]
@@ -471,6 +484,9 @@ def _columns(program: Program, s: Section) -> list[tuple[str, list[str]]]:
         cols.append(("t", tensors))
     if len({c.alias for c in s.calls}) > 1:
         cols.append(("al", [str(ALIAS_CODES[c.alias]) for c in s.calls]))
+    if len({c.given for c in s.calls}) > 1:
+        variants = list(dict(TAKES[b.takes].variants))
+        cols.append(("gv", [str(variants.index(c.given)) for c in s.calls]))
     for f in fields(Context):
         values = [getattr(c.context, f.name) for c in s.calls]
         if len(set(values)) > 1:
@@ -509,11 +525,22 @@ def _extra_inputs(program: Program, call: Call, primary: str, cols: dict[str, st
         extras[0] = f"({primary} if al == 1 else {primary}[..., :1] if al == 2 else {extras[0]})"
     elif extras and call.alias:
         extras[0] = primary if call.alias == "same" else f"{primary}[..., :1]"
-    if b.extras == "list" and extras:
-        return [f"[{', '.join(extras)}]"]
-    if b.extras == "dict" and extras:
-        return ["{" + ", ".join(f"{n!r}: {e}" for n, e in zip(b.inputs[1:], extras)) + "}"]
-    return extras
+    return EXTRA_PACKS[b.extras].call(list(zip(b.inputs[1:], extras))) if extras else []
+
+
+def _given(program: Program, s: Section, call: Call, primary: str, cols: dict[str, str]) -> list[str]:
+    """The keyword item passing the layer's taken argument in one call (none when it is left out)."""
+    take = TAKES.get(program.block.takes)
+    if take is None:
+        return []
+    if "gv" not in cols:
+        return [] if take.expr(call.given, primary) == OMIT else [f"{GIVEN}={take.expr(call.given, primary)}"]
+    present = [(i, v) for i, (v, _) in enumerate(take.variants) if any(c.given == v for c in s.calls)]
+    expr = lambda v: take.expr(v, primary) or "None"  # noqa: E731 (left out in a loop: the default's value)
+    chain = expr(present[-1][1])
+    for i, v in reversed(present[:-1]):
+        chain = f"{expr(v)} if gv == {i} else {chain}"
+    return [f"{GIVEN}=({chain})"]
 
 
 def _call_lines(program: Program, s: Section, call: Call, callee: str, cols: dict[str, str], j: int,
@@ -533,6 +560,7 @@ def _call_lines(program: Program, s: Section, call: Call, callee: str, cols: dic
         for i, name in enumerate(b.args):
             pyargs.append((name, name if name in cols else literal(call.args[i])))
     passed = [f"{f.name}={f.name}" for f in frees_at(program, "argument")]
+    passed += _given(program, s, call, primary, cols)
     site = Site(callee, tuple(tensors), tuple(pyargs), tuple(passed))
     door = source_door(program)
     if door is not None:  # the call as a one-argument function of its primary, through the door
@@ -707,8 +735,12 @@ def header(program: Program) -> str:
     door = source_door(program)
     if any("functools" in f.imports for f in forms) or (door is not None and "functools" in door.imports):
         extra.append("import functools")
-    if frees_at(program, "namespace") or any("types" in f.imports for f in forms):
+    if frees_at(program, "namespace") or any("types" in f.imports for f in forms) or program.block.takes == "module":
         extra.append("import types")
+    if len(program.block.inputs) > 1:
+        extra += [{"collections": "import collections", "dataclasses": "from dataclasses import dataclass"}[m]
+                  for m in EXTRA_PACKS[program.block.extras].imports
+                  if not (m == "dataclasses" and "from dataclasses import dataclass" in extra)]
     return "\n".join([*extra, HEADER])
 
 
@@ -725,6 +757,7 @@ def render(program: Program, reference: bool = False) -> str:
         "\n".join(_prelude(program)),
         *(DOOR_PRELUDE[n] for n in (door.prelude if door is not None else ())),
         "\n".join(_render_globals(program)),
+        "\n".join(_render_given(program)),
         "\n".join(_render_instances(program)),
         *("\n".join(_render_sub(program, b)) for b in reversed(program.subs)),
         "\n".join(_render_block(program)),

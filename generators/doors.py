@@ -243,10 +243,12 @@ def pick(key: int, names: tuple[str, ...]) -> str:
 
 
 def fits(door: str, program) -> bool:
-    """Every door calls a layer that returns one tensor (generators.returns): a source door's operator
-    (checkpoint, torch.cond, a transform) and a call door's outputs take tensors alone."""
+    """Every door calls a layer of its tensors alone that returns one tensor (generators.returns,
+    generators.inputs): a source door's operator (checkpoint, torch.cond, a transform) and a call door's
+    outputs take tensors alone."""
     d = DOORS[door]
-    return program.block.returns == SINGLE and (d.fits is None or d.fits(program))
+    return program.block.returns == SINGLE and not any(b.takes for b in program.blocks()) and (
+        d.fits is None or d.fits(program))
 
 
 def in_share(key: str, share: float) -> bool:

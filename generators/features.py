@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+from .inputs import TAKES
 from .returns import RETURNS, SINGLE
 from .settings import SETTINGS
 from .differences import DIFFERENCES, between_calls
@@ -59,6 +60,9 @@ def universe() -> list[str]:
     out += [f"spelling:{k}" for k in drawn_kinds()]
     out += [f"setting:{name}" for name in SETTINGS]
     out += [f"{where}:{kind}" for where in ("returns", "sub_returns") for kind in RETURNS]
+    out += [f"given:{t.name}:{v}" for t in TAKES.values() for v, _ in t.variants]
+    out += [f"sub_takes:{t.name}" for t in TAKES.values() if t.sub]
+    out += [f"varies:given:{t.name}" for t in TAKES.values() if len(t.variants) > 1]
     return out
 
 
@@ -189,6 +193,13 @@ def value_features(program: Program) -> set[str]:
     if _equal_types(numbers):
         out.add("edge:equal_types")
     return out
+
+
+def taken_features(program: Program) -> set[str]:
+    """What the layer is given beside its tensors, per variant a repeat passes, and what sub-blocks take."""
+    b = program.block
+    given = {c.given for _, c in program.repeats()} if b.takes else set()
+    return {f"given:{b.takes}:{v}" for v in given} | {f"sub_takes:{sb.takes}" for sb in program.subs if sb.takes}
 
 
 def object_features(program: Program) -> set[str]:
@@ -326,6 +337,7 @@ def features(program: Program) -> set[str]:
     out |= {f"setting:{name}" for name in program.options.settings}
     out |= {f"{'sub_returns' if blk.name else 'returns'}:{blk.returns}" for blk in program.blocks()
             if blk.returns != SINGLE}
+    out |= taken_features(program)
     out |= hierarchy_features(program) | guard_features(program)
     groups = program.identical_repeats()
     if any(len(g) > 1 for g in groups):

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Optional, Union
 
 from .forms import FORMS
+from .inputs import EXTRAS, TAKES  # noqa: F401 (EXTRAS: the IR's own name too)
 from .values import FLOATS, NAN, DType, Fn, PyList, PySlice, Shape, Sub, Value, typed_key, SUBCLASSES  # noqa: F401 (the IR's own names too)
 
 STRUCTURES = ("calls", "for_values", "for_tuple", "for_range", "module_list", "while", "nested")
@@ -39,8 +40,7 @@ VIEWS = ("none", "transpose", "narrow", "contiguous")
 HOMES = ("global", "closure", "class_attr", "argument", "dataclass", "namespace")
 # Homes a forward can rebind inside one call, between two repeats (Call.sets).
 SETTABLE = ("global", "dataclass", "namespace", "class_attr")
-# How a block receives its extra tensor inputs: as parameters, or packed in one list or dict.
-EXTRAS = ("positional", "list", "dict")
+# How a block receives its extra tensor inputs (EXTRAS): generators.inputs.PACKS.
 # How a block receives its Python arguments: one by one, or as fields of one user object.
 PACKS = ("", "dataclass", "module")
 # What a repeat passes as the block's first extra input (Call.alias): its own
@@ -145,6 +145,7 @@ class Block:
     extras: str = "positional"  # how extra tensor inputs are passed (EXTRAS)
     pack: str = ""  # how Python arguments are passed (PACKS)
     returns: str = "single"  # what it returns beside its result (generators.returns)
+    takes: str = ""  # one more argument, ``given``, beside its tensors (generators.inputs.TAKES)
 
     def children(self) -> list[tuple[str, int]]:
         """(sub-block, instance slot) of each child call, in body order."""
@@ -206,11 +207,12 @@ class Call:
     sets: tuple[tuple[str, Value], ...] = ()  # free values the forward rebinds just before this repeat
     alias: str = ""  # what is passed as the block's first extra input (ALIASES)
     how: str = ""  # the call-site form this repeat is written in (generators.forms.FORMS; "" plain)
+    given: str = ""  # the variant of the block's taken argument it passes (generators.inputs.TAKES)
 
     def _typed(self) -> tuple:
         # values by what they compute, as Const: an argument 3 and 3.0 are two programs
         return (tuple(typed_key(v) for v in self.args), self.tensor, self.view, self.context, self.frozen,
-                tuple((n, typed_key(v)) for n, v in self.sets), self.alias, self.how)
+                tuple((n, typed_key(v)) for n, v in self.sets), self.alias, self.how, self.given)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Call) and self._typed() == other._typed()
@@ -297,7 +299,10 @@ class Program:
             for k, stmt in enumerate(b.body):
                 if stmt.op == CHILD:
                     name = stmt.operands[1].value
-                    out.append(BlockCall(name, (*path, (b.name, k)), repeat, (name, *key)))
+                    # a value its caller reads from an intermediate's metadata may differ by call site and repeat
+                    takes = self.sub(name).takes
+                    own = ((*path, (b.name, k)), repeat) if takes in TAKES and TAKES[takes].carried else ()
+                    out.append(BlockCall(name, (*path, (b.name, k)), repeat, (name, *key, *own)))
                     visit(self.sub(name), (*path, (b.name, k)), repeat, key)
 
         for i, full in enumerate(self.repeat_keys()):
@@ -326,8 +331,9 @@ class Program:
         ambient = tuple(ambient_state(call.context).values())
         sets = tuple((n, typed_key(v)) for n, v in sorted(call.sets))
         how = call.how if call.how in FORMS and not FORMS[call.how].same else ""
+        given = TAKES[self.block.takes].computes(call.given) if self.block.takes in TAKES else call.given
         return (tuple(typed_key(v) for v in call.args), tensor, call.view, ambient, call.frozen, sets, call.alias,
-                how)
+                how, given)
 
     def repeat_keys(self) -> list[tuple]:
         """Every repeat's ``repeat_key`` in execution order, and whether the
@@ -335,8 +341,11 @@ class Program:
         Tensor subclass (a chain or residual carries the subclass on: the
         later repeats are given another type than the first)."""
         keys, carried = [], False
-        for k, call in self.repeats():
-            keys.append((*self.repeat_key(call), carried))
+        # a value read from the carried tensor's metadata (requires_grad, contiguity) may change along a chain
+        moves = self.block.takes in TAKES and TAKES[self.block.takes].carried
+        for i, (k, call) in enumerate(self.repeats()):
+            position = i if moves and self.sections[k].flow != "fanout" else None
+            keys.append((*self.repeat_key(call), carried, position))
             made = call.how in FORMS and FORMS[call.how].carries
             carried = carried or (made and self.sections[k].flow != "fanout")
         return keys
@@ -390,6 +399,8 @@ class Program:
                 out.setdefault(f"set:{homes.get(name, '?')}:{'/'.join(kinds)}", []).append(name)
         if differs([c.alias for c in calls]):
             out["alias"] = sorted({c.alias or "own" for c in calls})
+        if differs([c.given for c in calls]):
+            out[f"given:{self.block.takes}"] = sorted({c.given for c in calls})
         for how in dict.fromkeys(c.how for c in calls if c.how):
             out[f"how:{how}"] = [how]
         return out
@@ -587,6 +598,8 @@ def _enc_call(c: Call) -> dict:
         d["alias"] = c.alias
     if c.how:
         d["how"] = c.how
+    if c.given:
+        d["given"] = c.given
     return d
 
 
@@ -600,6 +613,7 @@ def _dec_call(d: dict) -> Call:
         sets=tuple((str(n), dec_value(v)) for n, v in d.get("sets", [])),
         alias=str(d.get("alias", "")),
         how=str(d.get("how", "")),
+        given=str(d.get("given", "")),
     )
 
 
@@ -632,6 +646,8 @@ def _enc_block(b: Block) -> dict:
         d["pack"] = b.pack
     if b.returns != "single":
         d["returns"] = b.returns
+    if b.takes:
+        d["takes"] = b.takes
     return d
 
 
@@ -652,6 +668,7 @@ def _dec_block(b: dict) -> Block:
         extras=str(b.get("extras", "positional")),
         pack=str(b.get("pack", "")),
         returns=str(b.get("returns", "single")),
+        takes=str(b.get("takes", "")),
     )
 
 

@@ -17,6 +17,7 @@ import random
 from dataclasses import dataclass, fields, replace
 from typing import Callable, Optional
 
+from .inputs import TAKES, TAKES_LIST, taking
 from .returns import RETURNS, SINGLE, returning
 from .settings import SETTINGS
 from .check import check, checked
@@ -407,8 +408,9 @@ def _read_new_input(p: Program) -> Program:
 
 
 def repack(p: Program, rng: random.Random, other=None) -> Optional[Program]:
-    """Pass the block's inputs or arguments another way: packed in a list, a
-    dict, a dataclass or a module; module children held another way."""
+    """Pass the block's inputs or arguments another way: extra tensors packed
+    in a container or passed by keyword, arguments in a dataclass or a
+    module; module children held another way."""
     b = p.block
     what = rng.choice(("extras", "pack", "holder", "kind", "attrs"))
     if what == "extras":
@@ -430,6 +432,19 @@ def reshape_return(p: Program, rng: random.Random, other=None) -> Optional[Progr
     container, its input, a view, a size, None, an output no caller reads."""
     b = rng.choice(p.blocks())
     return returning(p, b.name, rng.choice([k for k in (SINGLE, *RETURNS) if k != b.returns]))
+
+
+def give(p: Program, rng: random.Random, other=None) -> Optional[Program]:
+    """Give a block one more argument (generators.inputs.TAKES), or take it
+    away, or make one repeat pass another variant of it."""
+    b = rng.choice(p.blocks())
+    if b.name or not b.takes or rng.random() < 0.4:
+        kinds = [t.name for t in TAKES_LIST if t.sub or not b.name]
+        return taking(p, b.name, rng.choice([k for k in ("", *kinds) if k != b.takes]))
+    k, i = _pick_call(p, rng)
+    call = p.sections[k].calls[i]
+    variants = [v for v, _ in TAKES[b.takes].variants if v != call.given]
+    return with_call(p, k, i, replace(call, given=rng.choice(variants))) if variants else None
 
 
 def _fix_structures(p: Program, kind: str) -> Program:
@@ -502,7 +517,7 @@ def untrigger(p: Program, rng: random.Random, other=None) -> Optional[Program]:
 
 OPERATORS: dict[str, Operator] = {op.__name__: Operator(op.__name__, op, (op.__doc__ or "").split("\n")[0]) for op in (
     cut, duplicate_call, vary_call, change_call, change_value, free_value, swap_op, respell, repeat_stmt, insert_stmt,
-    write_input, toggle_region, reshape_section, write_between, repack, reshape_return, compile_options, reseed, splice, untrigger)}
+    write_input, toggle_region, reshape_section, write_between, repack, reshape_return, give, compile_options, reseed, splice, untrigger)}
 
 
 def mutate(program: Program, operator: str, rng: random.Random, other: Optional[Program] = None) -> Optional[Program]:

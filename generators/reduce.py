@@ -60,6 +60,7 @@ from .ir import (
     spelled,
 )
 from .ops import CALL_VIEWS, OPS, D, Reject, S, T, W
+from .inputs import taking
 from .returns import SINGLE, returning
 
 # --- the measure ------------------------------------------------------------------
@@ -106,7 +107,8 @@ def measure(program: Program) -> dict[str, int]:
       structure rank, non-chain flow, output style rank, module blocks,
       compile_region (any block), attrs, holders other than attributes,
       levels below the layer, keywords, fullgraph, dynamic, mark_dynamic, a door, each setting,
-      each block returning more than its result;
+      each block returning more than its result, each block taking `given`,
+      each repeat passing another variant of it than the first;
       free values rebound in a call (one per call) and rebound to another
       value than the first repeat's (two each: rebinding every repeat to the
       first repeat's value may add an edge value), free values not held by
@@ -140,7 +142,8 @@ def measure(program: Program) -> dict[str, int]:
     flags += _levels(program) - 1
     o = program.options
     flags += o.fullgraph + (o.dynamic is not None) + len(o.mark_dynamic) + bool(o.door) + len(o.settings)
-    flags += sum(x.returns != SINGLE for x in blocks)
+    flags += sum(x.returns != SINGLE for x in blocks) + sum(bool(x.takes) for x in blocks)
+    flags += sum(c.given != calls[0].given for c in calls)  # repeats passing another variant than the first
     return {
         "sections": len(program.sections),
         "blocks": len(program.subs),
@@ -325,6 +328,16 @@ def proposals(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
     for b in p.blocks():
         if b.returns != SINGLE:
             yield "returns", returning(p, b.name, SINGLE)
+        if b.takes:
+            yield "takes", taking(p, b.name, "")
+    givens = [c.given for s in p.sections for c in s.calls]
+    if len(set(givens)) > 1:  # every repeat passing what the first passes, then one repeat at a time
+        yield "given", _map_calls(p, lambda k, j, c: replace(c, given=givens[0]))
+        for k, s in enumerate(p.sections):
+            for j, c in enumerate(s.calls):
+                if c.given != givens[0]:
+                    yield "given", _map_calls(p, lambda kk, jj, cc, k=k, j=j: replace(cc, given=givens[0])
+                                              if (kk, jj) == (k, j) else cc)
     for name in o.settings:
         yield "settings", replace(p, options=replace(o, settings=tuple(n for n in o.settings if n != name)))
     # Global state of each repeat: everything, then per section, then per field.

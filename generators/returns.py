@@ -29,6 +29,7 @@ class Return:
     read: bool = True  # a layer caller keeps the second item among the program's outputs
     python: bool = False  # the second item is a Python value, not a tensor (or None)
     fullgraph: bool = True  # Dynamo captures it in one graph (else a graph break at the data-dependent size)
+    view: bool = False  # the second item is a view (autograd rejects one made without grad of what requires it)
 
 
 SINGLE = "single"
@@ -38,8 +39,8 @@ RETURNS_LIST = (
     Return("dict", "a dict of the result and another value", "{v}", container="dict"),
     Return("twice", "the same tensor twice", "{r}"),
     Return("input", "the block's input returned unchanged beside the result", "{x}"),
-    Return("input_view", "a view of the block's input beside the result", "{x}.unsqueeze(0)"),
-    Return("alias", "an output that is a view of another output", "{r}.unsqueeze(0)"),
+    Return("input_view", "a view of the block's input beside the result", "{x}.unsqueeze(0)", view=True),
+    Return("alias", "an output that is a view of another output", "{r}.unsqueeze(0)", view=True),
     Return("size", "a Python number computed from the result's size", "{r}.numel()", python=True),
     Return("none", "None beside the result", "None", python=True),
     Return("unread", "an output no caller reads", "{v}", read=False),

@@ -35,6 +35,7 @@ from .check import (
     sub_typer,
     with_form,
 )
+from .inputs import PACKS as EXTRA_PACKS, TAKES, TAKES_LIST
 from .returns import RETURNS_LIST, returning
 from .settings import SETTINGS, SETTINGS_LIST
 from .forms import FORMS_LIST, applies
@@ -694,7 +695,9 @@ def programs(
         _add_stmt(b, Stmt(b.fresh(), "clone", (Ref(b.body[-1].out),)), OPS["clone"])
     block = replace(b.block(kind), compile_region=compile_region, attrs=attrs)
     if len(block.inputs) > 1 and _edge(draw, edges, 3):
-        block = replace(block, extras=draw(st.sampled_from(EXTRAS[1:])))
+        positional_args = bool(block.args and not attrs)  # Python arguments after the tensors: no tensor keywords
+        block = replace(block, extras=draw(st.sampled_from([e for e in EXTRAS[1:]
+                                                            if not (EXTRA_PACKS[e].keywords and positional_args)])))
     if block.args and not attrs and _edge(draw, edges, 3):
         block = replace(block, pack=draw(st.sampled_from(("dataclass", "module"))))
     read = {o.name for st_ in block.body for o in st_.operands if isinstance(o, Free)}
@@ -743,7 +746,29 @@ def programs(
     program = replace(program, options=draw(_options(program)))
     program = _draw_settings(draw, program, edges)
     program = _draw_returns(draw, program, edges)
+    program = _draw_takes(draw, program, edges)
     check(program)  # valid by construction; a failure here is a generator bug
+    return program
+
+
+def _draw_takes(draw, program: Program, focus: bool = False) -> Program:
+    """Maybe give the layer block, and each sub-block, one more argument
+    beside its tensors (generators.inputs.TAKES), each layer repeat passing
+    a variant of it: where the block's result is a float and no door calls it."""
+    kinds = [t.name for t in TAKES_LIST if t.fullgraph or not program.options.fullgraph]
+    if _edge(draw, focus, 4):
+        take = TAKES[draw(st.sampled_from(kinds))]
+        variants = [v for v, _ in take.variants]
+        first = draw(st.sampled_from(variants))
+        sections = tuple(replace(s, calls=tuple(
+            replace(c, given=draw(st.sampled_from(variants)) if len(variants) > 1 and _likely(draw, 1) else first)
+            for c in s.calls)) for s in program.sections)
+        program = checked(replace(program, block=replace(program.block, takes=take.name), sections=sections)) or program
+    for b in program.subs:
+        if _edge(draw, focus, 6):
+            kind = draw(st.sampled_from([k for k in kinds if TAKES[k].sub]))
+            program = checked(replace(program, subs=tuple(replace(x, takes=kind) if x is b else x
+                                                          for x in program.subs))) or program
     return program
 
 

@@ -32,6 +32,8 @@ def _equalize_call(program: Program, kind: str, names: list[str], call: Call, fi
         return replace(call, sets=tuple((n, fixed[n] if n in names else v) for n, v in call.sets))
     if kind == "alias":
         return replace(call, alias=first.alias)
+    if kind.startswith("given:"):
+        return replace(call, given=first.given)
     if kind.startswith("how:"):
         return replace(call, how="") if call.how == kind[4:] else call
     raise ValueError(f"unknown variation kind {kind!r}")

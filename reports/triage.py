@@ -16,7 +16,8 @@ import itertools
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Optional
 
-from generators.check import check as well_formed
+from generators.check import check as well_formed, checked
+from generators.inputs import taking
 from generators.ir import MalformedProgram, Program, respelled, spelled
 from generators.variation import equalize
 from harness.outcome import Execution, Outcome, RunConfig
@@ -93,6 +94,25 @@ def _settings(program: Program, config: RunConfig, oracle: Callable[[Outcome], V
     return "settings=" + "+".join(needed) if needed else ""
 
 
+def _inputs(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict], like: Verdict) -> str:
+    """What a block is given that a failure needs (generators.inputs: how its extra tensors travel, the
+    argument it takes beside them), as ``inputs=module`` (``sub.optional`` for a sub-block's; joined by ``+``)."""
+    parts = [*([f"extras.{program.block.extras}"] if program.block.extras != "positional" else []),
+             *(f"{'sub.' if b.name else ''}{b.takes}" for b in program.blocks() if b.takes)]
+
+    def keeping(kept: list) -> Program:
+        kept_program = program
+        if f"extras.{program.block.extras}" not in kept:
+            kept_program = replace(kept_program, block=replace(kept_program.block, extras="positional"))
+        for b in program.blocks():
+            if b.takes and f"{'sub.' if b.name else ''}{b.takes}" not in kept:
+                kept_program = taking(kept_program, b.name, "")
+        return checked(kept_program)
+
+    needed = _needed(list(dict.fromkeys(parts)), keeping, config, oracle, like)
+    return "inputs=" + "+".join(needed) if needed else ""
+
+
 def _under(program: Program, settings: tuple[str, ...]) -> Program:
     return replace(program, options=replace(program.options, settings=settings))
 
@@ -160,7 +180,14 @@ def fingerprint(outcome: Outcome, verdict: Verdict, partial: str) -> str:
     return "|".join([partial, ",".join(sorted(outcome.program.variations())),
                      str(verdict.details.get("twin", "")), f"grouped={outcome.capture.deduplicated}",
                      *([f"spelled={'+'.join(spelt)}"] if spelt else []),
-                     *([f"settings={'+'.join(outcome.program.options.settings)}"] if outcome.program.options.settings else [])])
+                     *([f"settings={'+'.join(outcome.program.options.settings)}"] if outcome.program.options.settings else []),
+                     *([f"inputs={given}"] if (given := _given_kinds(outcome.program)) else [])])
+
+
+def _given_kinds(program: Program) -> str:
+    """How the layer's extra tensors travel and what blocks take beside them, for a fingerprint."""
+    return "+".join([*([program.block.extras] if program.block.extras != "positional" else []),
+                     *(b.takes for b in program.blocks() if b.takes)])
 
 
 def _recalled(learned: dict | None, fp: str, verdict: Verdict, outcome: Outcome, config: RunConfig) -> Finding | None:
@@ -217,7 +244,8 @@ def _triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> 
         culprit = "dedup"
     if verdict.kind == "crash":
         detail = ":".join(p for p in (verdict.details.get('stage'), normalize(verdict.message),
-                                      _settings(program, config, oracle, verdict)) if p)
+                                      _settings(program, config, oracle, verdict),
+                                      _inputs(program, config, oracle, verdict)) if p)
     elif not wrong_values:  # structural oracles name the difference themselves
         label = verdict.details["label"]
         if verdict.kind == "stale" and (verdict.details.get("variant") or {}).get("neutral") and program.variations():
@@ -241,7 +269,7 @@ def _triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> 
             trigger = ""  # a backend failing on identical repeats: nothing between repeats to name
         spelt = _spelling(program, config, oracle, verdict)
         detail = ":".join(p for p in (trigger, *tags(program), spelt, _settings(program, config, oracle, verdict),
-                                      *where, *change) if p)
+                                      _inputs(program, config, oracle, verdict), *where, *change) if p)
     if verdict.kind != "crash":  # a tag the trigger already names is said once
         detail = ":".join(dict.fromkeys(detail.split(":")))
     signature = ":".join(p for p in (verdict.oracle, kind, culprit, detail) if p)

@@ -297,14 +297,16 @@ def _edge_program() -> Program:
 
 
 def _alias_program(extras: str, pack: str, write: str) -> Program:
-    """A module block whose extra input is its own, the primary or a view of it, packed in a list or
-    dict; its argument packed in an object, a class attribute rebound per instance, and the extra
-    input written between calls."""
-    body = (Stmt("v0", "add", (Ref("x"), Ref("y0"))), Stmt("v1", "mul_scalar", (Ref("v0"), Arg("s0"))),
+    """A module block whose extra input is its own, the primary or a view of it, packed as ``extras``
+    says (generators.inputs.PACKS); its argument packed in an object (none where tensors go by
+    keyword), a class attribute rebound per instance, and the extra input written between calls."""
+    keywords = not pack
+    body = (Stmt("v0", "add", (Ref("x"), Ref("y0"))),
+            Stmt("v1", "mul_scalar", (Ref("v0"), Const(2.0) if keywords else Arg("s0"))),
             Stmt("v2", "add_scalar", (Ref("v1"), Free("p0"))))
-    calls = tuple(Call((s0,), alias=alias, sets=(("p0", p0),))
+    calls = tuple(Call(() if keywords else (s0,), alias=alias, sets=(("p0", p0),))
                   for s0, alias, p0 in ((2.0, "", 1.0), (0.5, "same", 0.5), (2.0, "view", 1.0)))
-    block = Block("module", ("x", "y0"), (), (), ("s0",), body, "v2", extras=extras, pack=pack)
+    block = Block("module", ("x", "y0"), (), (), () if keywords else ("s0",), body, "v2", extras=extras, pack=pack)
     return Program(inputs=(X_GRAD, Y_PLAIN), block=block,
                    sections=(Section("for_values", "chain", calls, write=("y0", write)),),
                    frees=(FreeVar("p0", 1.0, "class_attr"),))
@@ -368,8 +370,13 @@ def test_features_name_edge_values_in_call_changes_and_aliasing(program, expecte
 def test_hand_built_programs_show_every_new_feature():
     from generators.features import features
 
-    programs_ = (_edge_program(), _alias_program("list", "dataclass", "view"),
-                 _alias_program("dict", "module", "direct"), _instances_program())
+    from generators.inputs import PACKS
+
+    packed = [_alias_program(e, ("module", "dataclass")[i % 2] if not PACKS[e].keywords else "", ("direct", "view")[i % 2])
+              for i, e in enumerate(PACKS) if e != "positional"]
+    for p in packed:
+        render(p)
+    programs_ = (_edge_program(), *packed, _instances_program())
     shown = set().union(*(features(p) for p in programs_))
     assert _new_features() - shown == set()
 
