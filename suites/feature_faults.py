@@ -17,12 +17,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional
 
+from generators.inputs import plain_inputs
 from generators.ir import Program, to_dict
 from generators.returns import SINGLE, returning
 from harness.pipeline import InvalidProgram, run_program
 from oracles.registry import judge, run_config
 
-from . import planted_returns, planted_settings
+from . import planted_inputs, planted_returns, planted_settings
 from .difference_faults import drawn
 
 DATA = Path(__file__).parent / "data" / "planted_features.json"
@@ -36,6 +37,7 @@ class FeatureFault:
     fault: Optional[Callable] = None  # a context manager planting the fault in torch, or
     planted: str = ""  # a planted backend (module:function) compiling in the honest one's place
     backend: str = "aot_eager"  # the honest backend the fault is reached through
+    dedup: bool = True  # run with the deduplication pass (a fault of Dynamo's own region reuse needs none)
 
     @property
     def planted_backend(self) -> str:
@@ -62,7 +64,23 @@ def single_returns(program: Program) -> Program:
     return program
 
 
-# One fault per setting family (generators.settings.FAMILIES) and per family of returns.
+def _given(kind: str, varies: bool = True) -> Callable[[Program], bool]:
+    """The layer is a nested_compile_region taking ``kind``, its repeats passing more than one variant of it."""
+    return lambda p: (p.block.compile_region and p.block.takes == kind
+                      and (not varies or len({c.given for _, c in p.repeats()}) > 1))
+
+
+def _packed(p: Program) -> bool:
+    """The layer is a nested_compile_region whose extra tensors come in a pytree container or by keyword."""
+    return p.block.compile_region and p.block.extras not in ("positional", "dataclass")
+
+
+def _reads_requires_grad(p: Program) -> bool:
+    return any(b.compile_region and b.takes == "requires_grad" for b in p.blocks())
+
+
+# One fault per setting family (generators.settings.FAMILIES), per family of returns and per family of inputs
+# (generators.inputs: how extra tensors travel, and each family of what a block takes beside them).
 FEATURES: dict[str, FeatureFault] = {
     "setting:inline": FeatureFault(_settled("inline.every"), without_settings, planted_settings.inliner_reuses_operands),
     # the partitioner under a budget is the min-cut one
@@ -74,6 +92,14 @@ FEATURES: dict[str, FeatureFault] = {
                                   planted="suites.planted_returns:aliases_copied", backend="eager"),
     "returns:container": FeatureFault(_returning("tuple", "list", "dict", "twice"), single_returns,
                                       planted_returns.region_outputs_swapped),
+    "inputs:pytree": FeatureFault(_packed, plain_inputs, planted_inputs.container_leaves_swapped, dedup=False),
+    "inputs:optional": FeatureFault(_given("optional"), plain_inputs, planted_inputs.none_taken_for_tensor,
+                                    dedup=False),
+    "inputs:module": FeatureFault(_given("module"), plain_inputs, planted_inputs.module_guards_skipped, dedup=False),
+    "inputs:parameter": FeatureFault(_given("parameter"), plain_inputs, planted_inputs.parameter_taken_for_tensor,
+                                     dedup=False),
+    "inputs:derived": FeatureFault(_reads_requires_grad, plain_inputs, planted_inputs.requires_grad_ignored,
+                                   dedup=False),
 }
 
 
@@ -84,7 +110,7 @@ def failures(program: Program, feature: str, planted: bool) -> Optional[list]:
     backend = f.planted if planted and f.planted else f.backend
     try:
         with f.fault() if planted and f.fault else contextlib.nullcontext():
-            outcome = run_program(program, run_config(backend, ORACLES, dedup=True))
+            outcome = run_program(program, run_config(backend, ORACLES, dedup=f.dedup))
     except InvalidProgram:
         return None
     return [v for v in judge(outcome, ORACLES) if v.failed]

@@ -63,7 +63,7 @@ def _repro_exit(feature: str, planted: bool, tmp_path) -> int:
                                 verdict["kind"])
     backend = f.planted_backend if planted else f.backend
     path = tmp_path / "repro.py"
-    path.write_text(render_planted(program, backend, check, variant, dedup=True))
+    path.write_text(render_planted(program, backend, check, variant, dedup=f.dedup))
     root = Path(__file__).resolve().parents[1]  # the repro imports the planted fault from here
     return warm.run([str(path)], cwd=root, timeout=300).returncode
 
