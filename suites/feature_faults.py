@@ -65,9 +65,10 @@ def single_returns(program: Program) -> Program:
 
 
 def _given(kind: str, varies: bool = True) -> Callable[[Program], bool]:
-    """The layer is a nested_compile_region taking ``kind``, its repeats passing more than one variant of it."""
-    return lambda p: (p.block.compile_region and p.block.takes == kind
-                      and (not varies or len({c.given for _, c in p.repeats()}) > 1))
+    """The layer takes ``kind``; unless ``varies`` is off, it is a nested_compile_region whose repeats pass
+    more than one variant of it."""
+    return lambda p: p.block.takes == kind and (not varies or (
+        p.block.compile_region and len({c.given for _, c in p.repeats()}) > 1))
 
 
 def _packed(p: Program) -> bool:
@@ -98,6 +99,9 @@ FEATURES: dict[str, FeatureFault] = {
     "inputs:module": FeatureFault(_given("module"), plain_inputs, planted_inputs.module_guards_skipped, dedup=False),
     "inputs:parameter": FeatureFault(_given("parameter"), plain_inputs, planted_inputs.parameter_taken_for_tensor,
                                      dedup=False),
+    "inputs:data_dependent": FeatureFault(_given("data_dependent", varies=False), plain_inputs,
+                                          planted="suites.planted_inputs:sizes_specialized", backend="eager",
+                                          dedup=False),
     "inputs:derived": FeatureFault(_reads_requires_grad, plain_inputs, planted_inputs.requires_grad_ignored,
                                    dedup=False),
 }

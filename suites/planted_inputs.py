@@ -11,8 +11,11 @@ matched against a traced body's condition, and the body stamped out):
 - ``module_guards_skipped``: a module passed as an argument (not the
   region's own ``self``) is taken on trust: its guards are not re-run;
 - ``parameter_taken_for_tensor``: a call passing an ``nn.Parameter`` where
-  the traced call passed a plain tensor of the same metadata is stamped out
-  with the plain tensor (the same values; the gradient goes astray);
+  the traced call passed a plain tensor of the same metadata (or the other
+  way round) is stamped out with the traced call's tensor (the same values;
+  the gradient goes astray);
+- ``sizes_specialized`` (a backend): a dynamic-size input read only up to
+  the size it was compiled at (reached by a data-dependent-size tensor);
 - ``requires_grad_ignored``: ``requires_grad`` tells no two calls apart,
   neither as a tensor's metadata nor as a bool read from it at the call site
   (``given=x.requires_grad``).
@@ -106,8 +109,8 @@ def module_guards_skipped():
 
 
 def _swaps(tx, fingerprint, arg_sources) -> dict:  # type: ignore[no-untyped-def]
-    """Leaf index -> (the traced call's source, its value) where this call passes an nn.Parameter and the
-    traced call a plain tensor."""
+    """Leaf index -> (the traced call's source, its value) where one of this call and the traced call
+    passes an nn.Parameter and the other a plain tensor."""
     import torch
 
     scope = {"G": tx.output.root_tx.f_globals, "L": tx.output.root_tx.f_locals}
@@ -117,7 +120,7 @@ def _swaps(tx, fingerprint, arg_sources) -> dict:  # type: ignore[no-untyped-def
         if tag is not reuse.InputTag.TENSOR or old is None or new is None or old == new:
             continue
         was, now = old.get_value(scope, {}, {}), new.get_value(scope, {}, {})
-        if isinstance(now, torch.nn.Parameter) and not isinstance(was, torch.nn.Parameter):
+        if isinstance(now, torch.nn.Parameter) != isinstance(was, torch.nn.Parameter):
             out[i] = (old, was)
     return out
 
@@ -175,3 +178,32 @@ def __getattr__(name: str):
     return fault_backend(name, {f.__name__: f for f in (container_leaves_swapped, none_taken_for_tensor,
                                                         module_guards_skipped, requires_grad_ignored,
                                                         parameter_taken_for_tensor)})
+
+
+def sizes_specialized(gm, example_inputs):
+    """A backend that runs the graph like ``eager`` but copies each tensor
+    input of a dynamic size into a buffer of the size it was compiled at,
+    as a static-input backend would: a later, shorter input leaves the last
+    call's values in the buffer's tail, a longer one is cut (reached by a
+    tensor whose size depends on the data, which Dynamo makes dynamic once
+    a second size is seen)."""
+    import torch
+    from torch.fx.experimental.symbolic_shapes import free_symbols
+
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    buffers = {}
+    for i, (node, x) in enumerate(zip(placeholders, example_inputs)):
+        fake = node.meta.get("example_value")
+        if isinstance(fake, torch.Tensor) and fake.dim() >= 1 and free_symbols(fake.shape[0]):
+            buffers[i] = torch.zeros_like(x)  # the example is a real tensor, of the size compiled at
+
+    def run(*args):  # type: ignore[no-untyped-def]
+        args = list(args)
+        for i, buffer in buffers.items():
+            n = min(len(buffer), args[i].shape[0])
+            with torch.no_grad():
+                buffer[:n].copy_(args[i][:n])
+            args[i] = buffer
+        return gm(*args)
+
+    return run
