@@ -243,9 +243,10 @@ def _triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> 
     if config.dedup and not alike(oracle(without_dedup(outcome, off_config)), verdict):
         culprit = "dedup"
     if verdict.kind == "crash":
+        # (what a block is given is not named: a crash's stage and message name its cause, and a known crash
+        # that only a container or a keyword reaches, by defeating a region's reuse, is the same crash)
         detail = ":".join(p for p in (verdict.details.get('stage'), normalize(verdict.message),
-                                      _settings(program, config, oracle, verdict),
-                                      _inputs(program, config, oracle, verdict)) if p)
+                                      _settings(program, config, oracle, verdict)) if p)
     elif not wrong_values:  # structural oracles name the difference themselves
         label = verdict.details["label"]
         if verdict.kind == "stale" and (verdict.details.get("variant") or {}).get("neutral") and program.variations():
