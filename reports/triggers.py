@@ -3,7 +3,8 @@
 A known issue names its triggers (``KnownIssue.triggers``), each alone enough
 to avoid it: the deduplication pass, the ``nested_compile_region``
 decorator, a tensor subclass argument, in-place writes, random ops, a
-default-dtype change, function instances, a grad-mode switch. Two uses:
+default-dtype change, function instances, a grad-mode switch, symbolic
+shapes. Two uses:
 
 - a failure that matches an issue in a run *without* one of its triggers is
   not that issue (``claimed``): it is named ``unexplained:<issue>:...``, a
@@ -84,6 +85,11 @@ def _without_higher_order(p: Program) -> Optional[Program]:
 
 
 # trigger -> (does this run have it?, the run without it: None where no valid program is left)
+def _static(p: Program) -> Program:
+    """Compiled with static shapes: no dynamic=True, nothing marked dynamic."""
+    return replace(p, options=replace(p.options, dynamic=None, mark_dynamic=()))
+
+
 TRIGGERS: dict[str, tuple[Callable[[Program, RunConfig], bool], Removal]] = {
     "dedup": (lambda p, c: c.dedup, lambda p, c: (p, replace(c, dedup=False))),
     "compile_region": (lambda p, c: bool(marked(p)), _program_only(without_regions)),
@@ -95,7 +101,9 @@ TRIGGERS: dict[str, tuple[Callable[[Program, RunConfig], bool], Removal]] = {
     "fn_instances": (_tagged("fn_instances"), _program_only(without_fn_instances)),
     "grad_mode": (_grad_mode, _program_only(without_grad_mode)),
     "higher_order": (_higher_order, _program_only(_without_higher_order)),
+    "dynamic": (lambda p, c: bool(p.options.dynamic or p.options.mark_dynamic), _program_only(_static)),
 }
+
 
 
 def present(trigger: str, program: Program, config: RunConfig) -> bool:
