@@ -433,8 +433,7 @@ def _check_section(program: Program, k: int, s: Section, mutates: bool) -> None:
             raise MalformedProgram(f"{where}: inference-mode repeats must feed only outputs and mutate nothing")
         if any(c.context.grad is not None for c in s.calls):
             raise MalformedProgram(f"{where}: grad mode and inference mode are not drawn together")
-    if any(c.context.grad is False or c.context.inference for c in s.calls) and (
-            returns_view(b) or (b.returns in RETURNS and RETURNS[b.returns].view)):
+    if any(c.context.grad is False or c.context.inference for c in s.calls) and (returns_view(b) or second_is_view(b)):
         raise MalformedProgram(f"{where}: a repeat without grad must not return a view (autograd rejects it)")
     for c in s.calls:
         _enum(c.alias, ALIASES, "alias of the first extra input")
@@ -569,6 +568,16 @@ def mutates(b: Block) -> bool:
     """Whether the block writes anything in place: an input, an intermediate
     (maybe through a view) or a buffer (batch-norm statistics)."""
     return any(OPS[s.op].inplace or any(isinstance(x, W) and x.buffer for x in OPS[s.op].slots) for s in b.body)
+
+
+def second_is_view(b: Block) -> bool:
+    """Whether what a block returns beside its result is a view: a view kind of return
+    (generators.returns), or the first value it computes (``{v}``) made by a view op."""
+    if b.returns not in RETURNS:
+        return False
+    r = RETURNS[b.returns]
+    first = OPS.get(b.body[0].op) if b.body else None
+    return r.view or ("{v}" in r.second and first is not None and first.view) or ("{r}" in r.second and returns_view(b))
 
 
 def returns_view(b: Block) -> bool:

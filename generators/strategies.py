@@ -696,8 +696,9 @@ def programs(
     block = replace(b.block(kind), compile_region=compile_region, attrs=attrs)
     if len(block.inputs) > 1 and _edge(draw, edges, 3):
         positional_args = bool(block.args and not attrs)  # Python arguments after the tensors: no tensor keywords
-        block = replace(block, extras=draw(st.sampled_from([e for e in EXTRAS[1:]
-                                                            if not (EXTRA_PACKS[e].keywords and positional_args)])))
+        # (tensors by keyword fit fewer blocks: where they fit, they are drawn at twice the weight)
+        block = replace(block, extras=draw(st.sampled_from([e for e in EXTRAS[1:] for _ in range(
+            0 if EXTRA_PACKS[e].keywords and positional_args else 2 if EXTRA_PACKS[e].keywords else 1)])))
     if block.args and not attrs and _edge(draw, edges, 3):
         block = replace(block, pack=draw(st.sampled_from(("dataclass", "module"))))
     read = {o.name for st_ in block.body for o in st_.operands if isinstance(o, Free)}
