@@ -58,7 +58,8 @@ def low_precision(precision) -> str:
 def run_eager(module: ModuleType, program: Program, config: RunConfig, float64: bool = False,
               cast: str = "") -> Execution:
     model, inputs, _ = instantiate(module, program, float64, cast)
-    result = execute(model, model, inputs, _input_names(program), config.backward)
+    with isolated_global_state():
+        result = execute(model, model, inputs, _input_names(program), config.backward)
     if result.failure is not None:
         raise InvalidProgram(f"program fails in eager ({result.failure.stage}): {result.failure.type}: {result.failure.message}")
     return result
@@ -115,7 +116,16 @@ def run_compiled(module: ModuleType, program: Program, config: RunConfig,
                  known: Capture | None = None) -> tuple[Execution, Capture]:
     """``known``: the capture of the same program with deduplication on, when
     this is its run without it: changed calls that can tell nothing it did
-    not are skipped (harness.recall.run_variants)."""
+    not are skipped (harness.recall.run_variants). Each run leaves grad mode,
+    the default dtype and autocast as it found them: a compile that dies
+    half-way through a forward that sets one must not hand it to the run
+    after it (a companion run without the pass, an unmasked rerun)."""
+    with isolated_global_state():
+        return _run_compiled(module, program, config, known)
+
+
+def _run_compiled(module: ModuleType, program: Program, config: RunConfig,
+                  known: Capture | None) -> tuple[Execution, Capture]:
     capture = Capture()
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()

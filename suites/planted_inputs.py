@@ -75,6 +75,19 @@ def _checks(condition, fingerprint, same) -> object:  # type: ignore[no-untyped-
     return replace(condition, input_checks=checks)
 
 
+def _waving(waved):  # type: ignore[no-untyped-def]
+    """Reuse matching every input check ``waved(cached, current)`` passes as if it were the current one's."""
+    def wrap(orig):  # type: ignore[no-untyped-def]
+        def is_reusable(tx, condition, fingerprint, entry):  # type: ignore[no-untyped-def]
+            if len(condition.input_checks) == len(fingerprint.flat_vts):
+                condition = _checks(condition, fingerprint, waved)
+            return orig(tx, condition, fingerprint, entry)
+
+        return is_reusable
+
+    return _patched(reuse, "is_reusable", wrap)
+
+
 def _is_none(tag, value) -> bool:  # type: ignore[no-untyped-def]
     return tag is reuse.InputTag.CONSTANT and value is None
 
@@ -85,15 +98,7 @@ def none_taken_for_tensor():
         cur_none = _is_none(cur_tag, getattr(vt, "value", 0))
         return {tag, cur_tag} == {reuse.InputTag.CONSTANT, reuse.InputTag.TENSOR} and (_is_none(tag, value) or cur_none)
 
-    def wrap(orig):  # type: ignore[no-untyped-def]
-        def is_reusable(tx, condition, fingerprint, entry):  # type: ignore[no-untyped-def]
-            if len(condition.input_checks) == len(fingerprint.flat_vts):
-                condition = _checks(condition, fingerprint, waved)
-            return orig(tx, condition, fingerprint, entry)
-
-        return is_reusable
-
-    return _patched(reuse, "is_reusable", wrap)
+    return _waving(waved)
 
 
 def module_guards_skipped():
@@ -162,15 +167,7 @@ def requires_grad_ignored():
         now = None if example is None else reuse.extract_tensor_metadata(example)
         return now is not None and value != now and value[:-1] == now[:-1]  # (shape, stride, dtype, device, requires_grad)
 
-    def wrap(orig):  # type: ignore[no-untyped-def]
-        def is_reusable(tx, condition, fingerprint, entry):  # type: ignore[no-untyped-def]
-            if len(condition.input_checks) == len(fingerprint.flat_vts):
-                condition = _checks(condition, fingerprint, waved)
-            return orig(tx, condition, fingerprint, entry)
-
-        return is_reusable
-
-    return _patched(reuse, "is_reusable", wrap)
+    return _waving(waved)
 
 
 def __getattr__(name: str):

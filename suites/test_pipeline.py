@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -68,3 +70,26 @@ def test_recorder_attributes_nodes_to_block_calls_and_records_their_state():
     assert [r.invoke is not None for r in record.replacements] == [True, True]
     assert record.rewrite is not None and record.rewrite[2].failure is None
     assert any(g.startswith("TENSOR_MATCH") for g in capture.guards)
+
+
+def test_a_compile_that_dies_inside_a_forward_leaves_no_default_dtype_to_the_next_run():
+    """The program sets torch.set_default_dtype(torch.float64) around a call that
+    Dynamo dies on (KI-003, with the pass on): the companion run without the pass,
+    in the same process, built its parameters in float64 and failed 'mixed dtype
+    (CPU): expect parameter to have scalar type of Float', an unconfirmed finding
+    of a 10-minute campaign (seed 0) that was the harness's own."""
+    import torch
+
+    from generators.codegen import render
+    from generators.ir import Program
+    from harness.loader import load_source
+    from harness.outcome import RunConfig
+    from harness.pipeline import run_compiled
+
+    program = Program.from_json((Path(__file__).parent / "data" / "default_dtype_left_by_a_crash.json").read_text())
+    module = load_source(render(program))
+    crashed, _ = run_compiled(module, program, RunConfig(backend="aot_eager", dedup=True))
+    assert crashed.failure is not None and "example_value" in crashed.failure.message  # KI-003
+    assert torch.get_default_dtype() == torch.float32
+    after, _ = run_compiled(module, program, RunConfig(backend="aot_eager", dedup=False))
+    assert after.failure is None, after.failure
