@@ -97,7 +97,9 @@ TRIGGERS: dict[str, tuple[Callable[[Program, RunConfig], bool], Removal]] = {
                         _program_only(without_subclass)),
     "mutation": (_tagged("mutation"), _program_only(without_writes)),
     "random": (lambda p, c: draws_random(p), _program_only(without_random)),
-    "default_dtype": (_tagged("default_dtype"), _program_only(without_default_dtype)),
+    # any set_default_dtype in the forward, float32 too: a call made under another dtype (a guard variant) meets it
+    "default_dtype": (lambda p, c: any(call.context.default_dtype is not None for _, call in p.repeats()),
+                      _program_only(without_default_dtype)),
     "fn_instances": (_tagged("fn_instances"), _program_only(without_fn_instances)),
     "grad_mode": (_grad_mode, _program_only(without_grad_mode)),
     "higher_order": (_higher_order, _program_only(_without_higher_order)),

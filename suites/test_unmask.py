@@ -108,6 +108,26 @@ def test_a_failure_an_issue_matches_in_a_run_without_its_trigger_is_not_that_iss
     assert known_issue(claimed(Finding(signed.signature, verdict, WRITES, signed.config, "dedup", ""))).id == "KI-008"
 
 
+def test_a_forward_that_sets_the_dtype_in_force_has_the_default_dtype_trigger_a_guard_variant_meets():
+    """A forward calling torch.set_default_dtype(torch.float32) changes nothing
+    until a guard variant makes the whole call under float64: then it is
+    KI-009's change inside compiled code (a 10-minute campaign, seed 0, named
+    that finding unexplained:KI-009 while the program had the trigger)."""
+    from pathlib import Path
+
+    from generators.ir import Program
+    from harness.outcome import RunConfig
+    from oracles.verdict import Status, Verdict
+    from reports.triage import Finding, known_issue
+    from reports.triggers import claimed
+
+    program = Program.from_json((Path(__file__).parent / "data" / "forward_sets_float32.json").read_text())
+    verdict = Verdict("guards", Status.FAIL, "dtype", "output[1]", "")
+    signed = Finding("guards:dtype:backend:mutation:state:default_dtype", verdict, program,
+                     RunConfig(backend="aot_eager"), "backend", "")
+    assert known_issue(claimed(signed)).id == "KI-009"
+
+
 def test_steering_pays_nothing_for_a_known_crash_and_mutates_past_its_trigger(tmp_path):
     """A program whose run met a recorded crash pays its arm nothing; it joins
     the corpus as a parent whose mutants lose a trigger first (``untrigger``),
