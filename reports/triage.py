@@ -190,6 +190,18 @@ def _given_kinds(program: Program) -> str:
                      *(b.takes for b in program.blocks() if b.takes)])
 
 
+def _alias_change(details: dict) -> str:
+    """An aliasing difference as a class: what an output shares storage with that it did not in eager
+    (``gained:output``, ``gained:input``), or no longer does (``lost:input``, ``lost:output``)."""
+    def kind(owner: str) -> str:
+        return owner.split("[")[0].split(":")[0]
+
+    expected, actual = details.get("expected", ""), details.get("actual", "")
+    if not expected:
+        return f"gained:{kind(actual)}"
+    return f"lost:{kind(expected)}" if not actual else f"moved:{kind(expected)}>{kind(actual)}"
+
+
 def _recalled(learned: dict | None, fp: str, verdict: Verdict, outcome: Outcome, config: RunConfig) -> Finding | None:
     if not learned or not learned.get(fp):
         return None
@@ -220,6 +232,7 @@ def _triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> 
     # Wrong inputs or buffers after the run are a class of their own, and
     # so is a wrong call after a change (guards: the kind of change).
     where = ["state"] if verdict.where.startswith("state[") or verdict.details.get("value", "").startswith("state[") else []
+    where += [_alias_change(verdict.details)] if verdict.kind == "aliasing" else []
     change = [verdict.details["variant"]["kind"]] if "variant" in verdict.details else []
     wrong_values = verdict.kind != "crash" and "label" not in verdict.details
     kind = verdict.kind
