@@ -30,7 +30,6 @@ from typing import Callable, Optional
 
 from .check import PER_INSTANCE
 from .forms import FORMS, FORMS_LIST
-from .inputs import TAKES, TAKES_LIST
 from .ir import Call, Program, ambient_state, typed_key
 from .values import PyList, Sub, base_value
 
@@ -156,21 +155,12 @@ def _ambient(field: str) -> Callable[[Program, Rows], list[int]]:
     return _differs(lambda c: ambient_state(c.context)[field])
 
 
-def _takes(family: str) -> Callable[[Program], bool]:
-    return lambda p: p.block.takes in TAKES and TAKES[p.block.takes].family == family
-
-
-def _given(kind: str) -> Callable[[Program, Rows], list[int]]:
-    return lambda p, rows: _differs(lambda c: c.given)(p, rows) if p.block.takes == kind else []
-
-
 # -- the catalogue ------------------------------------------------------------------
 
 SHAPE_READS = ("shape_branch", "size_arg", "ndim_arg", "numel_arg")
 LAYOUT_READS = ("contiguous_branch", "stride_branch")
 TYPE_READS = ("type_is_int", "isinstance_float", "isinstance_tuple")
 _FORM_FAMILY = {"bind": "binding", "reach": "reach", "object": "object", "type": "type"}
-_TAKE_FAMILY = {"optional": "binding", "module": "object", "parameter": "type", "data_dependent": "tensor"}
 
 DIFFERENCES: tuple[Difference, ...] = (
     *(Difference(f.name, _FORM_FAMILY[f.name.split(":")[0]], f.rule, "same" if f.same else "different",
@@ -225,13 +215,6 @@ DIFFERENCES: tuple[Difference, ...] = (
                _reads("requires_grad_branch")),
     Difference("derived:python_type", "derived", "type() or isinstance() of an argument read into control flow",
                "values", "arg:", _later(_reads(*TYPE_READS)), ("*:type",), _reads(*TYPE_READS)),
-    # what a block is given beside its tensors (generators.inputs.TAKES): another variant of it per call
-    *(Difference(f"given:{t.name}", _TAKE_FAMILY[t.family], t.rule, "values", f"given:{t.name}", _given(t.name),
-                 needs=lambda p, t=t: p.block.takes == t.name)
-      for t in TAKES_LIST if len(t.variants) > 1),
-    Difference("derived:call_site", "derived", "a size, dtype, requires_grad or contiguity read at the call site and "
-               "passed in", "values", "tensor:", _later(_takes("derived")),
-               ("input:shape", "input:rank", "input:dtype", "input:requires_grad", "input:layout"), _takes("derived")),
     # state read during the call
     Difference("state:grad_mode", "state", "grad mode read by autograd or by torch.is_grad_enabled()", "values",
                "context:grad", _either(_ambient("grad"), _later(_reads("grad_enabled_branch"))), ("state:grad",)),
