@@ -55,6 +55,10 @@ def _stable(guards_: list[str]) -> list[str]:
     return extra
 
 
+# Nightly: it draws until two programs grouping nothing and one grouping something have run, and since
+# issue 44's inputs moved the draws that took 30 s of the gate's six minutes; the spared companions
+# stay judged in the gate by the tests below (named in verdicts, the sample, eager's second capture).
+@pytest.mark.nightly
 @pytest.mark.long(seconds=20)
 def test_a_run_grouping_nothing_is_its_own_run_without_the_pass():
     config = FULL
