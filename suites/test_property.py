@@ -18,7 +18,7 @@ from harness.pipeline import rerun, run_program
 from oracles.registry import ORACLES, judge, run_config
 from campaigns.localize import localize
 from reports.repro import driver_for, render_repro
-from reports.triage import known_issue, triage
+from reports.triage import known_issue, shared_reruns, triage
 from reports.unmask import unmasked_runs
 from suites.pytest_plugin import backend_under_test, record_known_hit
 
@@ -42,10 +42,10 @@ def _judge_known(outcome, names: tuple[str, ...] | None = None) -> list:
     unmasked_runs takes them."""
     program = outcome.program
     known = []
-    for verdict in judge(outcome, names):
-        if not verdict.failed:
-            continue
-        finding = triage(outcome, verdict)
+    failing = [v for v in judge(outcome, names) if v.failed]
+    with shared_reruns([ORACLES[v.oracle] for v in failing], outcome.config.variants):  # as a campaign's worker
+        findings = [(verdict, triage(outcome, verdict)) for verdict in failing]
+    for verdict, finding in findings:
         issue = known_issue(finding)  # also by an equivalent signature the finding carries
         if issue is not None:
             record_known_hit(issue.id, finding.signature)
