@@ -72,7 +72,7 @@ SUITES: dict[str, float] = {
     "test_hierarchy.py": 4,
     "test_layers.py": 5,
     "test_unmask.py": 17,
-    "test_planted_features.py": 27,
+    "test_planted_features.py": 20,
     "test_inputs.py": 5,
     "test_spellings.py": 3,
     "test_shrinking.py": 3,
