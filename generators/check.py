@@ -235,14 +235,13 @@ def _check_shape_of_program(program: Program) -> None:
 
 def _check_takes(program: Program) -> None:
     """One more argument beside a block's tensors (generators.inputs.TAKES)."""
-    for blk in program.blocks():
-        if not blk.takes:
-            continue
+    taking = [blk for blk in program.blocks() if blk.takes]
+    if taking and program.options.door:
+        raise MalformedProgram(f"door {program.options.door} calls blocks of their tensors alone")
+    for blk in taking:
         _enum(blk.takes, tuple(TAKES), "argument a block takes")
         if blk.name and not TAKES[blk.takes].sub:
             raise MalformedProgram(f"sub-block {blk.name!r}: {blk.takes} is taken by the layer block only")
-        if program.options.door:
-            raise MalformedProgram(f"door {program.options.door} calls blocks of their tensors alone")
     take = TAKES.get(program.block.takes)
     for _, c in program.repeats():
         if take is None and c.given:

@@ -170,23 +170,3 @@ MODULE_INIT = (f"self.{MODULES} = nn.ModuleList([Given(0.5), Given(-1.5), GivenO
 PARAMETER_INIT = ("self.given_t = torch.tensor(0.75, requires_grad=True)",
                   "self.given_p = nn.Parameter(torch.tensor(0.75))")
 
-
-def taking(program, name: str, kind: str):
-    """``program`` with block ``name`` ("" the layer) taking ``kind`` ("" nothing), every layer repeat
-    passing the first variant of it (unchecked)."""
-    from dataclasses import replace
-
-    if name:
-        return replace(program, subs=tuple(replace(b, takes=kind) if b.name == name else b for b in program.subs))
-    given = TAKES[kind].variants[0][0] if kind else ""
-    sections = tuple(replace(s, calls=tuple(replace(c, given=given) for c in s.calls)) for s in program.sections)
-    return replace(program, block=replace(program.block, takes=kind), sections=sections)
-
-
-def plain_inputs(program):
-    """``program`` with every block taking nothing more and its extra tensors passed one by one (unchecked)."""
-    from dataclasses import replace
-
-    for b in program.blocks():
-        program = taking(program, b.name, "")
-    return replace(program, block=replace(program.block, extras="positional"))

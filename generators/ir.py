@@ -426,16 +426,44 @@ def with_call(program: Program, k: int, i: int, call: Call) -> Program:
     return replace(program, sections=program.sections[:k] + (section,) + program.sections[k + 1:])
 
 
+def with_block(program: Program, block: Block) -> Program:
+    """``program`` with the block named like ``block`` (the layer for "") replaced by it (unchecked)."""
+    from dataclasses import replace
+
+    if not block.name:
+        return replace(program, block=block)
+    return replace(program, subs=tuple(block if sb.name == block.name else sb for sb in program.subs))
+
+
 def respelled(program: Program, block: str, i: int, spelling: str) -> Program:
     """``program`` with statement ``i`` of block ``block`` ("" the layer)
     written in ``spelling`` ("" its op's default; unchecked)."""
     from dataclasses import replace
 
     b = program.block_named(block)
-    body = b.body[:i] + (replace(b.body[i], spelling=spelling),) + b.body[i + 1:]
-    if not block:
-        return replace(program, block=replace(b, body=body))
-    return replace(program, subs=tuple(replace(sb, body=body) if sb.name == block else sb for sb in program.subs))
+    return with_block(program, replace(b, body=b.body[:i] + (replace(b.body[i], spelling=spelling),) + b.body[i + 1:]))
+
+
+def taking(program: Program, name: str, kind: str) -> Program:
+    """``program`` with block ``name`` ("" the layer) taking ``kind`` ("" nothing; generators.inputs.TAKES),
+    every layer repeat passing the first variant of it (unchecked)."""
+    from dataclasses import replace
+
+    program = with_block(program, replace(program.block_named(name), takes=kind))
+    if name:
+        return program
+    given = TAKES[kind].variants[0][0] if kind else ""
+    return replace(program, sections=tuple(replace(s, calls=tuple(replace(c, given=given) for c in s.calls))
+                                           for s in program.sections))
+
+
+def plain_inputs(program: Program) -> Program:
+    """``program`` with every block taking nothing more and its extra tensors passed one by one (unchecked)."""
+    from dataclasses import replace
+
+    for b in program.blocks():
+        program = taking(program, b.name, "")
+    return replace(program, block=replace(program.block, extras="positional"))
 
 
 def spelled(program: Program) -> list[tuple[str, int, Stmt]]:

@@ -17,13 +17,13 @@ import random
 from dataclasses import dataclass, fields, replace
 from typing import Callable, Optional
 
-from .inputs import TAKES, TAKES_LIST, taking
+from .inputs import TAKES, TAKES_LIST
 from .returns import RETURNS, SINGLE, returning
 from .settings import SETTINGS
 from .check import check, checked
 from .forms import FORMS_LIST, applies
-from .ir import (CHILD, EXTRAS, FLOWS, HOLDERS, SETTABLE, WRITES, Arg, Block, Call, Const, Context, Free, FreeVar, Program,
-                 Ref, Section, Stmt, TensorSpec, respelled, with_call)
+from .ir import (CHILD, EXTRAS, FLOWS, HOLDERS, SETTABLE, WRITES, Arg, Call, Const, Context, Free, FreeVar, Program,
+                 Ref, Section, Stmt, TensorSpec, respelled, taking, with_block, with_call)
 from .ops import OPS, S, T
 from .reduce import labeled_candidates
 from .spellings import kinds_of
@@ -180,7 +180,7 @@ def change_value(p: Program, rng: random.Random, other=None) -> Optional[Program
     if new is None:
         return None
     stmt = replace(stmt, operands=stmt.operands[:o] + (Const(new),) + stmt.operands[o + 1:])
-    return _with_block(p, replace(b, body=b.body[:s] + (stmt,) + b.body[s + 1:]))
+    return with_block(p, replace(b, body=b.body[:s] + (stmt,) + b.body[s + 1:]))
 
 
 def free_value(p: Program, rng: random.Random, other=None) -> Optional[Program]:
@@ -221,12 +221,6 @@ def free_value(p: Program, rng: random.Random, other=None) -> Optional[Program]:
     return p
 
 
-def _with_block(p: Program, b: Block) -> Program:
-    if b.name == "":
-        return replace(p, block=b)
-    return replace(p, subs=tuple(b if s.name == b.name else s for s in p.subs))
-
-
 def swap_op(p: Program, rng: random.Random, other=None) -> Optional[Program]:
     """Swap a statement's op for another of the same category and arity."""
     sites = [(b, s) for b in p.blocks() for s, stmt in enumerate(b.body) if stmt.op != CHILD and stmt.op in OPS]
@@ -240,7 +234,7 @@ def swap_op(p: Program, rng: random.Random, other=None) -> Optional[Program]:
     if not alike:
         return None
     stmt = replace(stmt, op=rng.choice(alike), spelling="")  # a spelling is its op's own
-    return _with_block(p, replace(b, body=b.body[:s] + (stmt,) + b.body[s + 1:]))
+    return with_block(p, replace(b, body=b.body[:s] + (stmt,) + b.body[s + 1:]))
 
 
 def respell(p: Program, rng: random.Random, other=None) -> Optional[Program]:
@@ -272,7 +266,7 @@ def repeat_stmt(p: Program, rng: random.Random, other=None) -> Optional[Program]
         return replace(x, operands=tuple(Ref(new) if o == Ref(stmt.out) else o for o in x.operands))
 
     body = b.body[:s + 1] + (again,) + tuple(rewire(x) for x in b.body[s + 1:])
-    return _with_block(p, replace(b, body=body, result=new if b.result == stmt.out else b.result))
+    return with_block(p, replace(b, body=body, result=new if b.result == stmt.out else b.result))
 
 
 # Ops insert_stmt may write: tensor operands and Python values only (weights and
@@ -356,7 +350,7 @@ def toggle_region(p: Program, rng: random.Random, other=None) -> Optional[Progra
     if not HAS_NESTED_COMPILE_REGION:
         return None
     b = rng.choice(p.blocks())
-    return _with_block(p, replace(b, compile_region=not b.compile_region))
+    return with_block(p, replace(b, compile_region=not b.compile_region))
 
 
 def reshape_section(p: Program, rng: random.Random, other=None) -> Optional[Program]:

@@ -57,10 +57,11 @@ from .ir import (
     called,
     typed_key,
     respelled,
+    taking,
+    with_block,
     spelled,
 )
 from .ops import CALL_VIEWS, OPS, D, Reject, S, T, W
-from .inputs import taking
 from .returns import SINGLE, returning
 
 # --- the measure ------------------------------------------------------------------
@@ -297,10 +298,10 @@ def proposals(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
         yield "compile_region", replace(p, block=replace(b, compile_region=False))
     for sb in p.subs:  # the decorator of each sub-block, the outermost first
         if sb.compile_region:
-            yield "compile_region", _with_block(p, replace(sb, compile_region=False))
+            yield "compile_region", with_block(p, replace(sb, compile_region=False))
     for blk in p.blocks():
         if blk.holder != "attr":
-            yield "holder", _with_block(p, replace(blk, holder="attr"))
+            yield "holder", with_block(p, replace(blk, holder="attr"))
     if b.attrs:  # module attributes or a factory's function instances: arguments passed at the call
         yield "attrs", replace(p, block=replace(b, attrs=False))
     if b.extras != "positional":
@@ -568,7 +569,7 @@ def _unedge(p: Program, site: tuple[str, int, int], o: Operand, choices: tuple[V
         b = p.block_named(name)
         stmt = b.body[i]
         stmt = replace(stmt, operands=stmt.operands[:j] + (Const(plain(o.value)),) + stmt.operands[j + 1:])
-        return _with_block(p, replace(b, body=b.body[:i] + (stmt,) + b.body[i + 1:]))
+        return with_block(p, replace(b, body=b.body[:i] + (stmt,) + b.body[i + 1:]))
     if isinstance(o, Arg):
         j = p.block.args.index(o.name)
         return _map_calls(p, lambda k, i, c: replace(c, args=c.args[:j] + (plain(c.args[j]),) + c.args[j + 1:]))
@@ -585,7 +586,7 @@ def _body_cuts(p: Program, b: Block) -> Iterator[tuple[str, Optional[Program]]]:
     leaves unread (weights, free values, inputs, calls of sub-blocks) goes too."""
 
     def put(block: Block) -> Program:
-        return _tidy(_with_block(p, block)) if not b.name else _with_block(p, _tidy_sub(block))
+        return _tidy(with_block(p, block)) if not b.name else with_block(p, _tidy_sub(block))
 
     outs = [s.out for s in b.body]
     for name in outs:
@@ -617,7 +618,7 @@ def _hierarchy_cuts(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
                 continue
             x = stmt.operands[0].name
             if not (stmt.out == parent.result and x not in outs):  # a block does not return its input
-                cuts.append(("drop_block", _with_block(p, _bypass(parent, i, x))))
+                cuts.append(("drop_block", with_block(p, _bypass(parent, i, x))))
             cuts.append(("inline_block", _inline(p, parent.name, {i})))
             cuts += [("redirect_call", _redirect(p, parent, i, sb)) for sb in p.subs
                      if sb.name != stmt.operands[1].value and sb.name != parent.name]
@@ -646,7 +647,7 @@ def _hoist(p: Program, parent: Block) -> Optional[Program]:
         return None  # a function sub-block owns no weights or module children
     up = replace(parent, body=child.body, result=child.result, weights=child.weights,
                  compile_region=child.compile_region, holder=child.holder)
-    return _reachable(_with_block(p, up))
+    return _reachable(with_block(p, up))
 
 
 def _redirect(p: Program, parent: Block, i: int, target: Block) -> Optional[Program]:
@@ -660,14 +661,7 @@ def _redirect(p: Program, parent: Block, i: int, target: Block) -> Optional[Prog
     slots = [k for n, k in parent.children() if n == target.name]
     slot = 0 if target.kind == "function" else max(slots, default=-1) + 1
     call = Stmt(stmt.out, CHILD, (stmt.operands[0], Const(target.name), Const(slot)))
-    return _reachable(_with_block(p, replace(parent, body=parent.body[:i] + (call,) + parent.body[i + 1:])))
-
-
-def _with_block(p: Program, b: Block) -> Program:
-    """``p`` with the block named like ``b`` (the layer for "") replaced by ``b``."""
-    if not b.name:
-        return replace(p, block=b)
-    return replace(p, subs=tuple(b if sb.name == b.name else sb for sb in p.subs))
+    return _reachable(with_block(p, replace(parent, body=parent.body[:i] + (call,) + parent.body[i + 1:])))
 
 
 def _reachable(p: Program) -> Program:
@@ -742,7 +736,7 @@ def _inline(p: Program, parent_name: str, sites: Optional[set[int]] = None) -> O
                         used.add(reslot[key])
                     operands = (operands[0], operands[1], Const(reslot[key]))
             body.append(replace(cs, out=rename[cs.out], operands=operands))
-    return _with_block(p, replace(parent, body=tuple(body), weights=tuple(weights)))
+    return with_block(p, replace(parent, body=tuple(body), weights=tuple(weights)))
 
 
 def _flatten(p: Program, name: str) -> Optional[Program]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .ir import Program
+from .ir import Program, with_block
 
 
 @dataclass(frozen=True)
@@ -78,9 +78,7 @@ def returning(program: Program, name: str, kind: str) -> Program:
     """``program`` with block ``name`` ("" the layer) returning ``kind``, its
     outputs made a tuple where the layer's calls now give the program more to
     return (unchecked)."""
-    if name:
-        return replace(program, subs=tuple(replace(b, returns=kind) if b.name == name else b for b in program.subs))
-    program = replace(program, block=replace(program.block, returns=kind))
+    program = with_block(program, replace(program.block_named(name), returns=kind))
     if reads_second(kind) and program.outputs == "single":
         program = replace(program, outputs="tuple")
     return program

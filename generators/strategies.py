@@ -71,6 +71,7 @@ from .ir import (
     typed_key,
     called,
     respelled,
+    taking,
     with_call,
 )
 from .ops import CALL_VIEWS, MERGES, OPS, TT, D, Env, OpSpec, Reject, S, T, W, edge_values
@@ -768,8 +769,7 @@ def _draw_takes(draw, program: Program, focus: bool = False) -> Program:
     for b in program.subs:
         if _edge(draw, focus, 6):
             kind = draw(st.sampled_from([k for k in kinds if TAKES[k].sub]))
-            program = checked(replace(program, subs=tuple(replace(x, takes=kind) if x is b else x
-                                                          for x in program.subs))) or program
+            program = checked(taking(program, b.name, kind)) or program
     return program
 
 

@@ -13,9 +13,9 @@ from dataclasses import replace
 from typing import Callable, Optional
 
 from .check import check
-from .ir import MalformedProgram, Program, Ref, Stmt
+from .ir import MalformedProgram, Program, Ref, Stmt, with_block
 from .ops import OPS, W
-from .reduce import _bypass, _tidy, _tidy_sub, _with_block
+from .reduce import _bypass, _tidy, _tidy_sub
 from .regions import marked, without_regions
 from .variation import equalize
 
@@ -44,7 +44,7 @@ def _bypassing(program: Program, drop: Callable[[Stmt], bool]) -> Program:
             else:
                 i += 1
         if b != block:
-            p = _with_block(p, b if not b.name else _tidy_sub(b))
+            p = with_block(p, b if not b.name else _tidy_sub(b))
     return _tidy(p)
 
 

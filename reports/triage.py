@@ -17,8 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Optional
 
 from generators.check import check as well_formed, checked
-from generators.inputs import taking
-from generators.ir import MalformedProgram, Program, respelled, spelled
+from generators.ir import MalformedProgram, Program, respelled, spelled, taking
 from generators.variation import equalize
 from harness.outcome import Execution, Outcome, RunConfig
 from harness.pipeline import InvalidProgram, region_twins, run_fresh, run_program, without_dedup
@@ -94,22 +93,33 @@ def _settings(program: Program, config: RunConfig, oracle: Callable[[Outcome], V
     return "settings=" + "+".join(needed) if needed else ""
 
 
-def _inputs(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict], like: Verdict) -> str:
-    """What a block is given that a failure needs (generators.inputs: how its extra tensors travel, the
-    argument it takes beside them), as ``inputs=module`` (``sub.optional`` for a sub-block's; joined by ``+``)."""
-    parts = [*([f"extras.{program.block.extras}"] if program.block.extras != "positional" else []),
-             *(f"{'sub.' if b.name else ''}{b.takes}" for b in program.blocks() if b.takes)]
+def _interface(program: Program) -> dict[str, Callable[[Program], Program]]:
+    """What its blocks are given (generators.inputs), by label: how the layer's extra tensors travel
+    (``extras.tuple``), what a block takes beside them (``module``; ``sub.optional`` for sub-blocks', one
+    label for all that take alike); each with what takes it away."""
+    parts: dict[str, Callable[[Program], Program]] = {}
+    if program.block.extras != "positional":
+        parts[f"extras.{program.block.extras}"] = lambda p: replace(p, block=replace(p.block, extras="positional"))
+    for b in program.blocks():
+        if b.takes:
+            label = f"{'sub.' if b.name else ''}{b.takes}"
+            before = parts.get(label)
+            parts[label] = lambda p, name=b.name, before=before: taking(before(p) if before else p, name, "")
+    return parts
 
-    def keeping(kept: list) -> Program:
+
+def _inputs(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict], like: Verdict) -> str:
+    """What a block is given that a failure needs, as ``inputs=module`` (labels of ``_interface``, joined by ``+``)."""
+    parts = _interface(program)
+
+    def keeping(kept: list) -> Optional[Program]:
         kept_program = program
-        if f"extras.{program.block.extras}" not in kept:
-            kept_program = replace(kept_program, block=replace(kept_program.block, extras="positional"))
-        for b in program.blocks():
-            if b.takes and f"{'sub.' if b.name else ''}{b.takes}" not in kept:
-                kept_program = taking(kept_program, b.name, "")
+        for label, away in parts.items():
+            if label not in kept:
+                kept_program = away(kept_program)
         return checked(kept_program)
 
-    needed = _needed(list(dict.fromkeys(parts)), keeping, config, oracle, like)
+    needed = _needed(list(parts), keeping, config, oracle, like)
     return "inputs=" + "+".join(needed) if needed else ""
 
 
@@ -181,13 +191,7 @@ def fingerprint(outcome: Outcome, verdict: Verdict, partial: str) -> str:
                      str(verdict.details.get("twin", "")), f"grouped={outcome.capture.deduplicated}",
                      *([f"spelled={'+'.join(spelt)}"] if spelt else []),
                      *([f"settings={'+'.join(outcome.program.options.settings)}"] if outcome.program.options.settings else []),
-                     *([f"inputs={given}"] if (given := _given_kinds(outcome.program)) else [])])
-
-
-def _given_kinds(program: Program) -> str:
-    """How the layer's extra tensors travel and what blocks take beside them, for a fingerprint."""
-    return "+".join([*([program.block.extras] if program.block.extras != "positional" else []),
-                     *(b.takes for b in program.blocks() if b.takes)])
+                     *([f"inputs={'+'.join(given)}"] if (given := _interface(outcome.program)) else [])])
 
 
 def _alias_change(details: dict) -> str:

@@ -84,12 +84,12 @@ def _without_higher_order(p: Program) -> Optional[Program]:
     return without_regions(p) if p.options.door.split(":")[0] not in HIGHER_ORDER_DOORS else None
 
 
-# trigger -> (does this run have it?, the run without it: None where no valid program is left)
 def _static(p: Program) -> Program:
     """Compiled with static shapes: no dynamic=True, nothing marked dynamic."""
     return replace(p, options=replace(p.options, dynamic=None, mark_dynamic=()))
 
 
+# trigger -> (does this run have it?, the run without it: None where no valid program is left)
 TRIGGERS: dict[str, tuple[Callable[[Program, RunConfig], bool], Removal]] = {
     "dedup": (lambda p, c: c.dedup, lambda p, c: (p, replace(c, dedup=False))),
     "compile_region": (lambda p, c: bool(marked(p)), _program_only(without_regions)),
@@ -105,7 +105,6 @@ TRIGGERS: dict[str, tuple[Callable[[Program, RunConfig], bool], Removal]] = {
     "higher_order": (_higher_order, _program_only(_without_higher_order)),
     "dynamic": (lambda p, c: bool(p.options.dynamic or p.options.mark_dynamic), _program_only(_static)),
 }
-
 
 
 def present(trigger: str, program: Program, config: RunConfig) -> bool:

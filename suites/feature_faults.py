@@ -17,8 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional
 
-from generators.inputs import plain_inputs
-from generators.ir import Program, to_dict
+from generators.ir import Program, plain_inputs, to_dict
 from generators.returns import SINGLE, returning
 from harness.pipeline import InvalidProgram, run_program
 from oracles.registry import judge, run_config

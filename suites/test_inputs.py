@@ -15,8 +15,8 @@ import torch
 
 from generators.check import check
 from generators.codegen import render
-from generators.inputs import PACKS, TAKES, plain_inputs, taking
-from generators.ir import Block, Call, Program, Ref, Section, Stmt, TensorSpec
+from generators.inputs import PACKS, TAKES
+from generators.ir import Block, Call, Program, Ref, Section, Stmt, TensorSpec, plain_inputs, taking
 from generators.mutate import mutate
 from generators.variation import equalize
 from harness.loader import load_source

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from generators.ir import from_dict
+from generators.inputs import FAMILIES as INPUT_FAMILIES
 from generators.settings import FAMILIES, SETTINGS
 from harness import torch_config, warm
 
@@ -33,6 +34,7 @@ FOUND = json.loads(DATA.read_text()) if DATA.exists() else {}
 
 def test_every_feature_family_has_a_planted_fault_and_a_program_that_catches_it():
     assert {f"setting:{family}" for family in FAMILIES} <= set(FEATURES)
+    assert {"inputs:pytree", *(f"inputs:{family}" for family in INPUT_FAMILIES)} <= set(FEATURES)
     missing = [f for f in FEATURES if "program" not in FOUND.get(f, {})]
     assert not missing, f"no program found for {missing}: rerun python -m suites.feature_faults"
     for feature, f in FEATURES.items():
