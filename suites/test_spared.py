@@ -97,7 +97,10 @@ def test_a_needless_change_without_dedup_repeats_what_it_did_with_it():
     from harness.recall import needless
 
     checked = 0
-    for program in SAMPLE[:10]:
+    # the smallest programs first, until five changes are checked: a few seconds where SAMPLE[:10] took 48
+    for program in sorted(SAMPLE, key=lambda p: len(p.to_json())):
+        if checked >= 5:
+            break
         outcome = _full(program)
         off_run0, off = outcome.companions["dedup_off"]
         if outcome.compiled.failure is not None or _same_values(outcome.compiled, off_run0):
