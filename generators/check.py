@@ -53,6 +53,7 @@ from .forms import FORMS, applies
 from .inputs import PACKS as EXTRA_PACKS, TAKES
 from .returns import RETURNS, SINGLE, reads_second
 from .settings import SETTINGS
+from .autograd import FEATURES as AUTOGRAD, fits as autograd_fits
 from .spellings import KEEPS, instance_name, spelling
 from .values import Sub, base_value, typed_key
 from .ops import CALL_VIEWS, OPS, TT, D, Env, OpSpec, Reject, S, T, W, accepts, broadcast, slot_values
@@ -228,8 +229,11 @@ def _check_shape_of_program(program: Program) -> None:
         raise MalformedProgram("only a block with extra inputs packs them")
     if b.pack and (not b.args or b.attrs):
         raise MalformedProgram("only Python arguments passed at the call are packed in an object")
-    if EXTRA_PACKS[b.extras].keywords and (b.pack or (b.args and not b.attrs)):
-        raise MalformedProgram("tensors passed by keyword leave no Python argument to pass positionally after them")
+    if EXTRA_PACKS[b.extras].keywords and (b.pack or (b.args and not b.attrs)
+                                           or (b.kind == "function" and (b.weights or b.buffers))):
+        # a function block is passed its weights and buffers positionally after its tensors
+        raise MalformedProgram("tensors passed by keyword leave no Python argument or weight to pass positionally "
+                               "after them")
     _check_takes(program)
 
 
@@ -676,6 +680,38 @@ def named_sub_scopes(program: Program) -> dict[tuple, dict[str, TT]]:
     return seen
 
 
+def fitting_autograd(program: Program) -> list[str]:
+    """The autograd features (generators.autograd) ``program`` could be given, one alone."""
+    if program.options.door or program.options.fullgraph:
+        return []
+    blocks = program.blocks()
+    modules, weights = any(b.kind == "module" for b in blocks), any(b.weights for b in blocks)
+    first = any(st.op != CHILD for st in program.block.body)
+    return [n for n, f in AUTOGRAD.items()
+            if autograd_fits(f, program.block.compile_region, modules, weights) and (first or f.at not in ("mid", "output"))]
+
+
+def _check_autograd(program: Program) -> None:
+    """The autograd features (generators.autograd): known, one per family, where their contract allows:
+    no door (a door's own contract says what reaches autograd), no fullgraph (Dynamo breaks the graph at
+    some hooks), a side-effecting hook never in a region body, module hooks on module instances."""
+    names = program.options.autograd
+    if not names:
+        return
+    unknown = [n for n in names if n not in AUTOGRAD]
+    families = [AUTOGRAD[n].family for n in names if n in AUTOGRAD]
+    if unknown or len(set(families)) != len(families):
+        raise MalformedProgram(f"autograd {list(names)}: at most one of each family of {', '.join(AUTOGRAD)}")
+    if program.options.door or program.options.fullgraph:
+        raise MalformedProgram("autograd features are drawn for plainly compiled programs without fullgraph")
+    fit = fitting_autograd(program)
+    for n in names:
+        if n not in fit:
+            raise MalformedProgram(f"autograd feature {n} does not fit this program (a side effect in a region "
+                                   "body, module hooks without module instances, parameter hooks without parameters, "
+                                   "a hook on the layer's first value where it has none)")
+
+
 def check(program: Program) -> list[dict[str, TT]]:
     """Validate ``program``; return the type of every block value, per repeat."""
     _check_shape_of_program(program)
@@ -705,6 +741,7 @@ def check(program: Program) -> list[dict[str, TT]]:
     if unknown or len(set(families)) != len(families):
         raise MalformedProgram(f"settings {list(program.options.settings)}: at most one of each family of "
                                f"{', '.join(SETTINGS)}")
+    _check_autograd(program)
     for name, dim, _ in program.options.mark_dynamic:
         if name not in specs or not 0 <= dim < len(specs[name].shape) or specs[name].shape[dim] < 2:
             raise MalformedProgram(f"cannot mark {name} dim {dim} dynamic")

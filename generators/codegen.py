@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import fields, replace
 
+from .autograd import CONTEXT, DEFAULT_DRIVE, DRIVE, FEATURES as AUTOGRAD, HELPERS as AUTOGRAD_HELPERS, INPLACE
 from .returns import SINGLE, item, reads_second, return_line
 from .check import PER_INSTANCE, check, default_value
 from .doors import DOORS, PRELUDE as DOOR_PRELUDE, source_door
@@ -133,7 +134,9 @@ def _first(b: Block, call: str) -> str:
     return call if b.returns == SINGLE else item(b.returns, call, 0)
 
 
-def _body_lines(program: Program, b: Block, operand) -> list[str]:
+def _body_lines(program: Program, b: Block, operand, hooks: dict | None = None) -> list[str]:
+    """``hooks``: lines after the statement that makes a value (by name), and before the return ("")."""
+    hooks = hooks or {}
     lines = []
     for s in b.body:
         if s.op == CHILD:
@@ -141,9 +144,10 @@ def _body_lines(program: Program, b: Block, operand) -> list[str]:
         else:
             fmt = template(OPS[s.op].fmt, s.op, s.spelling, instance_name(b.name, s.out))
             lines += render_call(OPS[s.op], [operand(o) for o in s.operands], s.out, fmt)
+        lines += hooks.get(s.out, [])
     if b.takes:
         lines.append(TAKES[b.takes].use.format(r=b.result))
-    return lines + [return_line(b.returns, b.result, b.inputs[0], b.body[0].out if b.body else b.result)]
+    return lines + hooks.get("", []) + [return_line(b.returns, b.result, b.inputs[0], b.body[0].out if b.body else b.result)]
 
 
 def _render_sub(program: Program, b: Block) -> list[str]:
@@ -308,7 +312,8 @@ def _render_block_def(program: Program) -> list[str]:
             return f"self.{o.name}" if b.attrs and module else o.name
         return f"self.{o.name}" if module and o.name in state else o.name
 
-    body = _unpack_extras(b) + _body_lines(program, b, operand)
+    hooks = _hooks(program)
+    body = _unpack_extras(b) + hooks.pop("input", []) + _body_lines(program, b, operand, hooks)
     decorator = [DECORATOR] if b.compile_region else []
     inputs = [b.inputs[0], EXTRAS_PARAM] if EXTRA_PACKS[b.extras].packed else list(b.inputs)
     call_args = [] if b.attrs else [PACKED] if b.pack else list(b.args)
@@ -332,6 +337,50 @@ def _render_block_def(program: Program) -> list[str]:
     fwd_params = [*inputs, *call_args, *passed]
     lines += ["", *(IND + d for d in decorator), f"{IND}def forward(self, {', '.join(fwd_params)}):"]
     return lines + [IND * 2 + line for line in body]
+
+
+def hooked_values(program: Program) -> dict[str, str]:
+    """The layer values a body feature (generators.autograd) hooks: its primary input, its first
+    value (the first statement that is no sub-block call) and its result."""
+    b = program.block
+    first = next((st.out for st in b.body if st.op != CHILD), "")
+    return {"input": b.inputs[0], "mid": first, "output": b.result}
+
+
+def _hooks(program: Program) -> dict[str, list[str]]:
+    """The layer's body-feature lines by where they go: "input" (after the extras are unpacked), the
+    first value's name (after its statement), "" (at the result, before the return)."""
+    values = hooked_values(program)
+    out: dict[str, list[str]] = {}
+    for n in program.options.autograd:
+        f = AUTOGRAD[n]
+        if f.place == "body":
+            where = {"input": "input", "mid": values["mid"], "output": ""}[f.at]
+            out.setdefault(where, []).extend(line.format(t=values[f.at], m=values["mid"]) for line in f.lines)
+    return out
+
+
+def _render_autograd(program: Program) -> list[str]:
+    """The helpers, the context and the drive of the program's autograd features (generators.autograd)."""
+    features = [AUTOGRAD[n] for n in program.options.autograd]
+    if not features:
+        return []
+    lines = AUTOGRAD_HELPERS.rstrip("\n").split("\n")
+    around = [f.lines[0] for f in features if f.place == "around"]
+    if around:
+        lines += ["", "", f"def {CONTEXT}():", f"{IND}return {around[0]}"]
+    writes = any(f.writes for f in features)
+    drives = [f for f in features if f.place == "drive" and f.lines]
+    if writes or drives:
+        backward = list(drives[0].lines if drives else DEFAULT_DRIVE)
+        lines += ["", "", f"def {DRIVE}(outs, cots, leaves, inputs):"]
+        if writes:
+            lines += [f"{IND}_write(inputs)", f"{IND}try:", *(IND * 2 + x for x in backward),
+                      f"{IND}except RuntimeError as e:", f"{IND * 2}if {INPLACE!r} not in str(e):", f"{IND * 3}raise",
+                      f"{IND * 2}_record('error.inplace', torch.ones(()))"]
+        else:
+            lines += [IND + x for x in backward]
+    return lines
 
 
 def uses_form(program: Program, name: str) -> bool:
@@ -428,6 +477,7 @@ def _render_init(program: Program) -> list[str]:
                         body.append(f"self.{attr}_{i}.forward = types.MethodType(Block.forward, self.{attr}_{i})")
                 body += [f"self.{attr}_{i}.requires_grad_(False)" for i, c in enumerate(s.calls) if c.frozen]
     body += {"module": list(MODULE_INIT), "parameter": list(PARAMETER_INIT)}.get(b.takes, [])
+    body += [line for n in program.options.autograd if AUTOGRAD[n].place == "init" for line in AUTOGRAD[n].lines]
     if b.pack == "module":
         calls = [c for s in program.sections for c in s.calls]
         objs = [f"{PACK_CLASS}({', '.join(literal(v) for v in c.args)})" for c in calls]
@@ -755,6 +805,7 @@ def render(program: Program, reference: bool = False) -> str:
     parts = [
         header(program),
         "\n".join(_prelude(program)),
+        "\n".join(_render_autograd(program)),
         *(DOOR_PRELUDE[n] for n in (door.prelude if door is not None else ())),
         "\n".join(_render_globals(program)),
         "\n".join(_render_given(program)),

@@ -10,6 +10,7 @@ from dataclasses import fields
 from .inputs import TAKES
 from .returns import RETURNS, SINGLE
 from .settings import SETTINGS
+from .autograd import FEATURES as AUTOGRAD
 from .differences import DIFFERENCES, between_calls
 from .differences import reached as differences_reached
 from .interludes import INTERLUDES
@@ -59,6 +60,7 @@ def universe() -> list[str]:
     out += [f"difference:{d.name}" for d in DIFFERENCES]
     out += [f"spelling:{k}" for k in drawn_kinds()]
     out += [f"setting:{name}" for name in SETTINGS]
+    out += [f"autograd:{name}" for name in AUTOGRAD]
     out += [f"{where}:{kind}" for where in ("returns", "sub_returns") for kind in RETURNS]
     out += [f"given:{t.name}:{v}" for t in TAKES.values() for v, _ in t.variants]
     out += [f"sub_takes:{t.name}" for t in TAKES.values() if t.sub]
@@ -335,6 +337,7 @@ def features(program: Program) -> set[str]:
     if program.options.fullgraph:
         out.add("fullgraph")
     out |= {f"setting:{name}" for name in program.options.settings}
+    out |= {f"autograd:{name}" for name in program.options.autograd}
     out |= {f"{'sub_returns' if blk.name else 'returns'}:{blk.returns}" for blk in program.blocks()
             if blk.returns != SINGLE}
     out |= taken_features(program)

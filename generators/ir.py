@@ -246,6 +246,7 @@ class Options:
     mark_dynamic: tuple[tuple[str, int, bool], ...] = ()  # (input, dim, strict)
     door: str = ""  # how the program is reached (generators.doors; "": torch.compile(model)(inputs))
     settings: tuple[str, ...] = ()  # torch config it is compiled under (generators.settings)
+    autograd: tuple[str, ...] = ()  # hooks, saved tensors and gradient drives it uses (generators.autograd)
 
 
 @dataclass(frozen=True)
@@ -724,6 +725,7 @@ def to_dict(p: Program) -> dict:
             "mark_dynamic": [list(m) for m in p.options.mark_dynamic],
             **({"door": p.options.door} if p.options.door else {}),
             **({"settings": list(p.options.settings)} if p.options.settings else {}),
+            **({"autograd": list(p.options.autograd)} if p.options.autograd else {}),
         },
         "seed": p.seed,
         "frees": [[f.name, enc_value(f.value), f.home] for f in p.frees],
@@ -764,6 +766,7 @@ def from_dict(d: Any) -> Program:
                 mark_dynamic=tuple((str(n), int(i), bool(s)) for n, i, s in o.get("mark_dynamic", [])),
                 door=str(o.get("door", "")),
                 settings=tuple(str(x) for x in o.get("settings", ())),
+                autograd=tuple(str(x) for x in o.get("autograd", ())),
             ),
             seed=int(d.get("seed", 0)),
             frees=tuple(FreeVar(str(n), dec_value(v), str(h)) for n, v, h in d.get("frees", [])),

@@ -20,7 +20,8 @@ from typing import Callable, Optional
 from .inputs import TAKES, TAKES_LIST
 from .returns import RETURNS, SINGLE, returning
 from .settings import SETTINGS
-from .check import check, checked
+from .autograd import FEATURES as AUTOGRAD
+from .check import check, checked, fitting_autograd
 from .forms import FORMS_LIST, applies
 from .ir import (CHILD, EXTRAS, FLOWS, HOLDERS, SETTABLE, WRITES, Arg, Call, Const, Context, Free, FreeVar, Program,
                  Ref, Section, Stmt, TensorSpec, respelled, taking, with_block, with_call)
@@ -441,6 +442,26 @@ def give(p: Program, rng: random.Random, other=None) -> Optional[Program]:
     return with_call(p, k, i, replace(call, given=rng.choice(variants))) if variants else None
 
 
+def hook(p: Program, rng: random.Random, other=None) -> Optional[Program]:
+    """Give the program an autograd feature (generators.autograd: a hook, saved-tensor hooks, another
+    way of asking for gradients), or take one away, or swap one for another of its family."""
+    have = list(p.options.autograd)
+    fit = fitting_autograd(replace(p, options=replace(p.options, autograd=())))
+    if have and (rng.random() < 0.3 or not fit):
+        gone = rng.choice(have)
+        have.remove(gone)
+        if rng.random() < 0.5:  # its family's other entry in its place
+            same = [n for n in fit if AUTOGRAD[n].family == AUTOGRAD[gone].family and n != gone]
+            have += [rng.choice(same)] if same else []
+    else:
+        taken = {AUTOGRAD[n].family for n in have}
+        fresh = [n for n in fit if AUTOGRAD[n].family not in taken]
+        if not fresh:
+            return None
+        have.append(rng.choice(fresh))
+    return replace(p, options=replace(p.options, autograd=tuple(have)))
+
+
 def _fix_structures(p: Program, kind: str) -> Program:
     allowed = STRUCTURES_BY_KIND[kind]
     return replace(p, sections=tuple(s if s.structure in allowed else replace(s, structure="for_range", outer=1)
@@ -511,7 +532,8 @@ def untrigger(p: Program, rng: random.Random, other=None) -> Optional[Program]:
 
 OPERATORS: dict[str, Operator] = {op.__name__: Operator(op.__name__, op, (op.__doc__ or "").split("\n")[0]) for op in (
     cut, duplicate_call, vary_call, change_call, change_value, free_value, swap_op, respell, repeat_stmt, insert_stmt,
-    write_input, toggle_region, reshape_section, write_between, repack, reshape_return, give, compile_options, reseed, splice, untrigger)}
+    write_input, toggle_region, reshape_section, write_between, repack, reshape_return, give, hook, compile_options, reseed,
+    splice, untrigger)}
 
 
 def mutate(program: Program, operator: str, rng: random.Random, other: Optional[Program] = None) -> Optional[Program]:

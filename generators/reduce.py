@@ -142,7 +142,7 @@ def measure(program: Program) -> dict[str, int]:
     flags += sum((x.kind == "module") + x.compile_region + (x.holder != "attr") for x in blocks)
     flags += _levels(program) - 1
     o = program.options
-    flags += o.fullgraph + (o.dynamic is not None) + len(o.mark_dynamic) + bool(o.door) + len(o.settings)
+    flags += o.fullgraph + (o.dynamic is not None) + len(o.mark_dynamic) + bool(o.door) + len(o.settings) + len(o.autograd)
     flags += sum(x.returns != SINGLE for x in blocks) + sum(bool(x.takes) for x in blocks)
     flags += sum(c.given != calls[0].given for c in calls)  # repeats passing another variant than the first
     return {
@@ -341,6 +341,8 @@ def proposals(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
                                               if (kk, jj) == (k, j) else cc)
     for name in o.settings:
         yield "settings", replace(p, options=replace(o, settings=tuple(n for n in o.settings if n != name)))
+    for name in o.autograd:
+        yield "autograd", replace(p, options=replace(o, autograd=tuple(n for n in o.autograd if n != name)))
     # Global state of each repeat: everything, then per section, then per field.
     if any(c.context != Context() for s in p.sections for c in s.calls):
         yield "context", _map_calls(p, lambda k, j, c: replace(c, context=Context()))

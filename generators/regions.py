@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .autograd import FEATURES as AUTOGRAD
 from .ir import Block, Program
 
 
@@ -61,10 +62,15 @@ def moves(program: Program) -> list[tuple[str, Program]]:
     out = []
     for name in marked(program):
         for other in _neighbours(program, name):
-            if other not in now:
+            if other not in now and not (other == "" and _side_effects_in_body(program)):
                 label = f"level{depth[name]}->level{depth[other]}"
                 out.append((label, with_regions(program, (now - {name}) | {other})))
     return out
+
+
+def _side_effects_in_body(program: Program) -> bool:
+    """The layer's body has a hook with a side effect (generators.autograd): it cannot be a region body."""
+    return any(AUTOGRAD[n].place == "body" and not AUTOGRAD[n].pure for n in program.options.autograd)
 
 
 def twins(program: Program) -> list[tuple[str, Program]]:

@@ -38,6 +38,8 @@ from .check import (
 from .inputs import PACKS as EXTRA_PACKS, TAKES, TAKES_LIST
 from .returns import RETURNS_LIST, returning
 from .settings import SETTINGS, SETTINGS_LIST
+from .autograd import FEATURES as AUTOGRAD
+from .check import fitting_autograd
 from .forms import FORMS_LIST, applies
 from .spellings import kinds_of
 from .swarm import NONE as NO_SWARM, Swarm
@@ -696,7 +698,8 @@ def programs(
         _add_stmt(b, Stmt(b.fresh(), "clone", (Ref(b.body[-1].out),)), OPS["clone"])
     block = replace(b.block(kind), compile_region=compile_region, attrs=attrs)
     if len(block.inputs) > 1 and _edge(draw, edges, 3):
-        positional_args = bool(block.args and not attrs)  # Python arguments after the tensors: no tensor keywords
+        # Python arguments (a function block's weights too) after the tensors: no tensor keywords
+        positional_args = bool(block.args and not attrs) or (kind == "function" and bool(block.weights or block.buffers))
         # (tensors by keyword fit fewer blocks: where they fit, they are drawn at twice the weight)
         block = replace(block, extras=draw(st.sampled_from([e for e in EXTRAS[1:] for _ in range(
             0 if EXTRA_PACKS[e].keywords and positional_args else 2 if EXTRA_PACKS[e].keywords else 1)])))
@@ -749,8 +752,22 @@ def programs(
     program = _draw_settings(draw, program, edges)
     program = _draw_returns(draw, program, edges)
     program = _draw_takes(draw, program, edges)
+    program = _draw_autograd(draw, program, edges)
     check(program)  # valid by construction; a failure here is a generator bug
     return program
+
+
+def _draw_autograd(draw, program: Program, focus: bool = False) -> Program:
+    """Maybe give the program one or two autograd features (generators.autograd: hooks, saved tensors,
+    how the gradients are asked for), of two families, where they fit."""
+    chosen: list[str] = []
+    while len(chosen) < 2 and _edge(draw, focus, 6 if not chosen else 2):
+        taken = {AUTOGRAD[n].family for n in chosen}
+        pool = [n for n in fitting_autograd(program) if AUTOGRAD[n].family not in taken]
+        if not pool:
+            break
+        chosen.append(draw(st.sampled_from(pool)))
+    return replace(program, options=replace(program.options, autograd=tuple(chosen))) if chosen else program
 
 
 def _draw_takes(draw, program: Program, focus: bool = False) -> Program:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 import traceback
 from typing import Any, Callable
 
 import torch
 import torch._dynamo.exc as dynamo_exc
 from torch.utils._pytree import tree_flatten
+
+from generators.autograd import CONTEXT, DRIVE
 
 from .clock import in_torch
 from .outcome import Execution, Failure
@@ -111,11 +114,29 @@ def execute(
     """``hold``, if given, receives ``(where, tensor)`` for every output and
     gradient as the run produced it (not a copy): CUDA graphs may overwrite
     those later (harness.replay)."""
+    trace, context, drive = _autograd(model)
+    trace.clear()
+    with context():
+        return _execute(fn, model, inputs, input_names, backward, kwargs, hold, trace, drive)
+
+
+def _autograd(model: torch.nn.Module):
+    """The trace list, the context and the drive of the program's autograd features
+    (generators.autograd), read from the module that defines the model: a list of its own, no
+    context and the plain backward where it has none."""
+    module = sys.modules.get(type(model).__module__)
+    trace = getattr(module, "TRACE", None)
+    return (trace if isinstance(trace, list) else [], getattr(module, CONTEXT, contextlib.nullcontext),
+            getattr(module, DRIVE, None))
+
+
+def _execute(fn, model, inputs, input_names, backward, kwargs, hold, trace, drive) -> Execution:
     try:
         with in_torch():
             out = fn(*inputs, **(kwargs or {}))
     except Exception as e:  # the compiler under test may raise anything
         return Execution(failure=failure(e, "runtime"))
+    forward = len(trace)
     leaves, spec = tree_flatten(out)
     result = Execution(
         outputs=[_snapshot(x) for x in leaves],
@@ -130,11 +151,19 @@ def execute(
             if isinstance(x, torch.Tensor) and x.requires_grad
         ]
         if pairs:
+            outs, cots = [x for x, _ in pairs], [c for _, c in pairs]
             try:
                 with in_torch():
-                    torch.autograd.backward([x for x, _ in pairs], [c for _, c in pairs])
+                    if drive is None:
+                        torch.autograd.backward(outs, cots)
+                    else:
+                        wanted = [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad]
+                        wanted += [p for p in model.parameters() if p.requires_grad]
+                        drive(outs, cots, wanted, [t for t in inputs if isinstance(t, torch.Tensor)])
             except Exception as e:
                 result.failure = failure(e, "backward")
+    result.trace = [("forward" if i < forward else "backward", label, value) for i, (label, value) in enumerate(trace)]
+    trace.clear()
     tensors = [(n, t) for n, t in zip(input_names, inputs) if isinstance(t, torch.Tensor)]
     result.state = {f"input:{n}": t.detach().clone() for n, t in tensors}
     result.state.update({f"buffer:{n}": b.detach().clone() for n, b in model.named_buffers()})

@@ -79,6 +79,9 @@ class Execution:
     # Every input and buffer after the run: in-place mutations are results too.
     state: dict[str, torch.Tensor] = field(default_factory=dict)
     failure: Optional[Failure] = None
+    # (phase, label, value) of every hook and pack/unpack the program's autograd features recorded
+    # (generators.autograd), phase "forward" or "backward", in the order they ran
+    trace: list[tuple[str, str, Optional[torch.Tensor]]] = field(default_factory=list)
 
 
 @dataclass

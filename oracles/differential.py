@@ -11,6 +11,7 @@ import re
 
 import torch
 
+from generators.autograd import FEATURES as AUTOGRAD
 from generators.check import aliases_outside_schema, lowest_precision, zero_signs_determined
 from harness.outcome import Execution, Outcome
 
@@ -39,8 +40,9 @@ def check(outcome: Outcome) -> Verdict:
     eager, compiled = outcome.eager, outcome.compiled
     if compiled.failure is not None:
         f = compiled.failure
-        if unsupported(outcome.config, f):
-            # the backend said it does not know an op: counted apart, never a crash finding
+        if unsupported(outcome.config, f) or refused(outcome.program, f):
+            # the backend said it does not know an op, or torch documents that it refuses what a program's
+            # autograd feature asks (double backward through AOTAutograd): counted apart, never a crash finding
             return Verdict(NAME, Status.INCONCLUSIVE, kind="unsupported", where=f.stage, message=f"{f.type}: {f.message}")
         return Verdict(
             NAME, Status.FAIL, kind="crash", where=f.stage,
@@ -83,6 +85,13 @@ def unsupported(config, failure) -> bool:
     """``failure`` is a rejection of an op by a backend that rejects ops it does not know."""
     return config.rejects and failure.stage == "backend_compile" and bool(
         UNSUPPORTED.search(f"{failure.type}: {failure.message}"))
+
+
+def refused(program, failure) -> bool:
+    """``failure`` is a refusal torch documents for one of the program's autograd features
+    (generators.autograd: ``Feature.refusals``)."""
+    names = program.options.autograd if program is not None else ()
+    return any(re.search(pattern, failure.message) for n in names for pattern in AUTOGRAD[n].refusals)
 
 
 def numerics(outcome: Outcome) -> dict:

@@ -15,7 +15,7 @@ from typing import Callable
 from harness.backend_capabilities import FLOATS, probe, program_mode, resolve_mode
 from harness.outcome import Outcome, RunConfig
 
-from . import (compile_region, completeness, cudagraph, dedup_toggle, determinism, differential, door,
+from . import (autograd_trace, compile_region, completeness, cudagraph, dedup_toggle, determinism, differential, door,
                graph_validity, guards, hygiene, region_identity, rewrite)
 from .verdict import Verdict
 
@@ -37,6 +37,7 @@ ORACLES: dict[str, Oracle] = {
     o.name: o
     for o in [
         Oracle(differential.NAME, differential.check, structure=False),
+        Oracle(autograd_trace.NAME, autograd_trace.check, structure=False),
         Oracle(hygiene.NAME, hygiene.check, structure=False),
         Oracle(region_identity.NAME, region_identity.check),
         Oracle(rewrite.NAME, rewrite.check),

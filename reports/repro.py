@@ -193,6 +193,7 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         backward=backward,
         # as oracles.differential: what outputs share storage with, where eager's aliasing is the schema's
         aliasing=check == "differential" and not aliases_outside_schema(program),
+        autograd=_autograd_fields(program),
         needs="Needs only torch." if backend.name in BUILTIN or ":" in backend.repro_spec else
         f"Needs torch and the backend {backend.repro_spec!r} installed (a third-party backend's issue).",
         tolerances={str(dtype): t.atol for dtype, t in BY_DTYPE.items()},
@@ -206,6 +207,19 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         **region,
         **door,
     )
+
+
+def _autograd_fields(program: Program) -> dict:
+    """What the run of a program with autograd features (generators.autograd) does beside a plain one:
+    its context, its drive, and what torch promises of each recorded call (none: a plain run)."""
+    from generators.autograd import FEATURES, PROMISES
+
+    features = [FEATURES[n] for n in program.options.autograd]
+    if not features:
+        return {}
+    drive = [f.name for f in features if f.place == "drive" or f.writes]
+    return {"context": any(f.place == "around" for f in features), "drive": ", ".join(drive),
+            "promises": [(prefix, promise) for prefix, promise, _ in PROMISES]}
 
 
 def render_model_repro(*, signature: str, spec: str, backend: str, dedup: bool, changes: list[str], oracle: str,

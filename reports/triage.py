@@ -93,6 +93,15 @@ def _settings(program: Program, config: RunConfig, oracle: Callable[[Outcome], V
     return "settings=" + "+".join(needed) if needed else ""
 
 
+def _autograd(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict], like: Verdict) -> str:
+    """The autograd features (generators.autograd) a failure needs, as ``autograd=tensor.output`` (two
+    joined by ``+``): a known crash that a program with a hook also meets is the known crash still."""
+    names = list(program.options.autograd)
+    needed = _needed(names, lambda kept: checked(replace(program, options=replace(program.options, autograd=tuple(
+        n for n in names if n in kept)))), config, oracle, like)
+    return "autograd=" + "+".join(needed) if needed else ""
+
+
 def _interface(program: Program) -> dict[str, Callable[[Program], Program]]:
     """What its blocks are given (generators.inputs), by label: how the layer's extra tensors travel
     (``extras.tuple``), what a block takes beside them (``module``; ``sub.optional`` for sub-blocks', one
@@ -191,6 +200,7 @@ def fingerprint(outcome: Outcome, verdict: Verdict, partial: str) -> str:
                      str(verdict.details.get("twin", "")), f"grouped={outcome.capture.deduplicated}",
                      *([f"spelled={'+'.join(spelt)}"] if spelt else []),
                      *([f"settings={'+'.join(outcome.program.options.settings)}"] if outcome.program.options.settings else []),
+                     *([f"autograd={'+'.join(outcome.program.options.autograd)}"] if outcome.program.options.autograd else []),
                      *([f"inputs={'+'.join(given)}"] if (given := _interface(outcome.program)) else [])])
 
 
@@ -263,7 +273,8 @@ def _triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> 
         # (what a block is given is not named: a crash's stage and message name its cause, and a known crash
         # that only a container or a keyword reaches, by defeating a region's reuse, is the same crash)
         detail = ":".join(p for p in (verdict.details.get('stage'), normalize(verdict.message),
-                                      _settings(program, config, oracle, verdict)) if p)
+                                      _settings(program, config, oracle, verdict),
+                                      _autograd(program, config, oracle, verdict)) if p)
     elif not wrong_values:  # structural oracles name the difference themselves
         label = verdict.details["label"]
         if verdict.kind == "stale" and (verdict.details.get("variant") or {}).get("neutral") and program.variations():
@@ -287,6 +298,7 @@ def _triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> 
             trigger = ""  # a backend failing on identical repeats: nothing between repeats to name
         spelt = _spelling(program, config, oracle, verdict)
         detail = ":".join(p for p in (trigger, *tags(program), spelt, _settings(program, config, oracle, verdict),
+                                      _autograd(program, config, oracle, verdict),
                                       _inputs(program, config, oracle, verdict), *where, *change) if p)
     if verdict.kind != "crash":  # a tag the trigger already names is said once
         detail = ":".join(dict.fromkeys(detail.split(":")))

@@ -17,16 +17,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional
 
+from generators.autograd import FEATURES as AUTOGRAD
 from generators.ir import Program, plain_inputs, to_dict
 from generators.returns import SINGLE, returning
 from harness.pipeline import InvalidProgram, run_program
 from oracles.registry import judge, run_config
 
-from . import planted_inputs, planted_returns, planted_settings
+from . import planted_autograd, planted_inputs, planted_returns, planted_settings
 from .difference_faults import drawn
 
 DATA = Path(__file__).parent / "data" / "planted_features.json"
-ORACLES = ("differential", "dedup_toggle")
+ORACLES = ("differential", "dedup_toggle", "autograd_trace")
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,15 @@ def _packed(p: Program) -> bool:
     return p.block.compile_region and p.block.extras not in ("positional", "dataclass")
 
 
+def _hooked(family: str) -> Callable[[Program], bool]:
+    """The program has an autograd feature of ``family`` (generators.autograd)."""
+    return lambda p: any(AUTOGRAD[n].family == family for n in p.options.autograd)
+
+
+def without_autograd(program: Program) -> Program:
+    return replace(program, options=replace(program.options, autograd=()))
+
+
 def _reads_requires_grad(p: Program) -> bool:
     return any(b.compile_region and b.takes == "requires_grad" for b in p.blocks())
 
@@ -103,6 +113,12 @@ FEATURES: dict[str, FeatureFault] = {
                                           dedup=False),
     "inputs:derived": FeatureFault(_reads_requires_grad, plain_inputs, planted_inputs.requires_grad_ignored,
                                    dedup=False),
+    "autograd:tensor": FeatureFault(_hooked("tensor"), without_autograd, planted_autograd.intermediate_hook_dropped),
+    "autograd:node": FeatureFault(_hooked("node"), without_autograd, planted_autograd.compiled_node_prehook_halved),
+    "autograd:module": FeatureFault(_hooked("module"), without_autograd,
+                                    planted_autograd.forward_hooks_skipped_when_compiling),
+    "autograd:saved": FeatureFault(_hooked("saved"), without_autograd, planted_autograd.compiled_saves_unhooked),
+    "autograd:grad": FeatureFault(_hooked("grad"), without_autograd, planted_autograd.retained_backward_zeroed),
 }
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from generators.ir import from_dict
+from generators.autograd import FAMILIES as AUTOGRAD_FAMILIES
 from generators.inputs import FAMILIES as INPUT_FAMILIES
 from generators.settings import FAMILIES, SETTINGS
 from harness import torch_config, warm
@@ -35,6 +36,7 @@ FOUND = json.loads(DATA.read_text()) if DATA.exists() else {}
 def test_every_feature_family_has_a_planted_fault_and_a_program_that_catches_it():
     assert {f"setting:{family}" for family in FAMILIES} <= set(FEATURES)
     assert {"inputs:pytree", *(f"inputs:{family}" for family in INPUT_FAMILIES)} <= set(FEATURES)
+    assert {f"autograd:{family}" for family in AUTOGRAD_FAMILIES} <= set(FEATURES)
     missing = [f for f in FEATURES if "program" not in FOUND.get(f, {})]
     assert not missing, f"no program found for {missing}: rerun python -m suites.feature_faults"
     for feature, f in FEATURES.items():
@@ -43,9 +45,13 @@ def test_every_feature_family_has_a_planted_fault_and_a_program_that_catches_it(
         assert all(torch_config.available(s) for s in program.options.settings if s in SETTINGS)
 
 
-# The gate judges every setting and returns family and one family of inputs (their faults share one
-# mechanism, nested_compile_region reuse); the nightly tier judges the other input families.
-@pytest.mark.parametrize("feature", [f if not f.startswith("inputs:") or f == "inputs:pytree"
+# The gate judges every setting and returns family, one family of inputs (their faults share one
+# mechanism, nested_compile_region reuse) and one of autograd (the trace oracle's); the nightly tier judges
+# the other input and autograd families.
+GATE = ("inputs:pytree", "autograd:module")
+
+
+@pytest.mark.parametrize("feature", [f if not f.startswith(("inputs:", "autograd:")) or f in GATE
                                      else pytest.param(f, marks=pytest.mark.nightly) for f in sorted(FEATURES)])
 def test_a_planted_feature_fault_is_caught_only_through_its_feature(feature):
     program = from_dict(FOUND[feature]["program"])

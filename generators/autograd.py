@@ -1,0 +1,279 @@
+"""The autograd graph through regions (``Options.autograd``): hooks, saved
+tensors, gradient edges and higher-order gradients, read from
+torch/autograd/graph.py, torch/nn/modules/module.py (``_call_impl``'s hook
+order) and how Dynamo traces a hook (torch/_dynamo/variables/tensor.py: a
+hook on an intermediate is traced into the graph as ``register_hook_op``; a
+hook with a side effect inside a ``nested_compile_region`` body is refused).
+
+A feature is one entry: its family, where it sits in the program (``place``)
+and the lines it adds there. Places:
+
+- ``body``: lines in the layer block's body, at its primary input, its first
+  value or its result (``at``); ``{t}`` the value hooked, ``{m}`` the first value;
+- ``init``: lines at the end of ``Program.__init__`` (module and parameter hooks);
+- ``around``: a context manager the forward and the backward run under;
+- ``drive``: how the gradients are asked for (replaces the plain backward).
+
+Every hook that observes writes ``(label, value)`` to the program's ``TRACE``
+(``harness.execute`` reads it after each run): the autograd-trace oracle
+compares eager's with the compiled run's, as torch promises (``PROMISES``).
+A hook that changes a gradient shows in the gradients themselves. Nothing
+here imports torch.
+
+Left out, with the reason: ``allow_mutation_on_saved_tensors`` (a dispatch
+mode: Dynamo compiles nothing under it, so nothing of the compiler is
+tested); the global module hooks (``register_module_forward_hook``: process
+state that would outlive the program); hooks added or removed between
+compiled calls (Dynamo documents that it does not guard on module hooks,
+``skip_nnmodule_hook_guards``); a door (each door's contract says what
+reaches autograd through it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FAMILIES = ("tensor", "node", "module", "saved", "grad")
+PLACES = ("body", "init", "around", "drive")
+ATS = ("input", "mid", "output")
+
+
+@dataclass(frozen=True)
+class Feature:
+    name: str
+    family: str  # FAMILIES
+    place: str  # PLACES
+    lines: tuple[str, ...]  # body/init/drive lines; around: one context-manager expression
+    changes: str  # what it exercises, one line
+    at: str = ""  # body: which value it hooks (ATS)
+    pure: bool = False  # no side effect: may sit in a nested_compile_region body
+    module: bool = False  # needs module instances (a module block or module sub-block)
+    weights: bool = False  # needs parameters
+    writes: bool = False  # writes the inputs that need no gradient between the forward and the backward
+    # Documented refusals of the compiled path (message patterns): a compiled failure matching one is
+    # "unsupported", counted apart, never a finding (e.g. AOTAutograd's "does not support double backward").
+    refusals: tuple[str, ...] = ()
+
+
+FEATURES_LIST = (
+    # --- tensor hooks: observe, change the gradient, on the input, an intermediate, the result, parameters
+    Feature("tensor.observe", "tensor", "body", ("_observe({t}, 'tensor.mid')",),
+            "Tensor.register_hook on the block's first value, observing its gradient", at="mid"),
+    Feature("tensor.input", "tensor", "body", ("_observe({t}, 'tensor.input')",),
+            "Tensor.register_hook on the block's primary input inside the body", at="input"),
+    Feature("tensor.scale", "tensor", "body", ("_scale({t})",),
+            "a hook returning a new gradient (twice the one it gets) on the first value", at="mid", pure=True),
+    Feature("tensor.output", "tensor", "body", ("_scale({t})", "_observe({t}, 'tensor.output')"),
+            "two hooks on the result, run in the order registered: the second sees what the first returned",
+            at="output"),
+    Feature("tensor.post_accumulate", "tensor", "init", ("_post_accumulate(self)",),
+            "register_post_accumulate_grad_hook on every other parameter", weights=True),
+    # --- autograd node hooks
+    Feature("node.hooks", "node", "body", ("_node_hooks({t}, 'node')",),
+            "grad_fn.register_prehook and register_hook on the first value's node (the pre-hook first)", at="mid"),
+    Feature("node.multi_all", "node", "body", ("_multi({m}, {t}, 'multi.all', 'all')",),
+            "register_multi_grad_hook(mode='all') over the first value and the result", at="output"),
+    Feature("node.multi_any", "node", "body", ("_multi({m}, {t}, 'multi.any', 'any')",),
+            "register_multi_grad_hook(mode='any'): called once, with whichever gradient comes first", at="output"),
+    # --- module hooks, on every other instance of the program's own module classes
+    Feature("module.forward_pre", "module", "init", ("_module_hooks(self, 'forward_pre')",),
+            "a forward pre-hook observing the first argument", module=True),
+    Feature("module.forward", "module", "init", ("_module_hooks(self, 'forward')",),
+            "a forward hook observing the output", module=True),
+    Feature("module.forward_kwargs", "module", "init", ("_module_hooks(self, 'forward_kwargs')",),
+            "a forward hook with_kwargs=True, always_call=True", module=True),
+    Feature("module.forward_replace", "module", "init", ("_module_hooks(self, 'forward_replace')",),
+            "a forward hook returning a new output (twice the float output)", module=True),
+    Feature("module.backward", "module", "init", ("_module_hooks(self, 'backward')",),
+            "a full backward pre-hook and a full backward hook (the pre-hook first)", module=True),
+    Feature("module.backward_replace", "module", "init", ("_module_hooks(self, 'backward_replace')",),
+            "a full backward pre-hook returning a new grad_output (twice the one it gets)", module=True),
+    # --- saved tensors
+    Feature("saved.pair", "saved", "around", ("torch.autograd.graph.saved_tensors_hooks(_pack, _unpack)",),
+            "saved_tensors_hooks packing each saved tensor in a tagged pair, counting packs and unpacks"),
+    Feature("saved.float64", "saved", "around", ("torch.autograd.graph.saved_tensors_hooks(_pack64, _unpack64)",),
+            "saved_tensors_hooks moving each float saved tensor to float64 and back (lossless)"),
+    Feature("saved.cpu", "saved", "around", ("torch.autograd.graph.save_on_cpu(pin_memory=False)",),
+            "save_on_cpu"),
+    Feature("saved.disabled", "saved", "around",
+            ("torch.autograd.graph.disable_saved_tensors_hooks('this program runs with saved tensors hooks off')",),
+            "disable_saved_tensors_hooks: registering saved tensors hooks raises"),
+    Feature("saved.modified", "saved", "drive", (),
+            "the inputs written between the forward and the backward: eager raises where a saved one was "
+            "written (recorded as 'error.inplace'); compiled code must raise alike", writes=True),
+    # --- gradient edges and partial gradients (the drive: how the gradients are asked for)
+    Feature("grad.subset", "grad", "drive",
+            ("chosen = leaves[::2]", "_assign(chosen, torch.autograd.grad(outs, chosen, cots, allow_unused=True))"),
+            "torch.autograd.grad for every other leaf"),
+    Feature("grad.inputs", "grad", "drive", ("torch.autograd.backward(outs, cots, inputs=leaves[::2])",),
+            "backward(inputs=...) for every other leaf"),
+    Feature("grad.edge", "grad", "drive",
+            ("edges = [torch.autograd.graph.get_gradient_edge(t) for t in leaves]",
+             "_assign(leaves, torch.autograd.grad(outs, edges, cots, allow_unused=True))"),
+            "torch.autograd.grad by get_gradient_edge of each leaf"),
+    Feature("grad.retain", "grad", "drive",
+            ("torch.autograd.backward(outs, cots, retain_graph=True)", "torch.autograd.backward(outs, cots)"),
+            "backward with retain_graph=True, then again: the gradients accumulate twice",
+            refusals=(r"compiled with non-empty donated buffers",)),
+    Feature("grad.double", "grad", "drive",
+            ("first = torch.autograd.grad(outs, leaves, cots, create_graph=True, allow_unused=True)",
+             "_record_all('grad.first', first)",
+             "_second(first)"),
+            "create_graph=True, then the gradient of the first gradients' squares: a double backward",
+            refusals=(r"does not currently support double backward",
+                      r"compiled with non-empty donated buffers")),
+)
+FEATURES: dict[str, Feature] = {f.name: f for f in FEATURES_LIST}
+
+# Module-level helpers the features' lines call (every program with a feature gets them all).
+HELPERS = '''\
+TRACE = []  # (label, value) of every hook call: harness.execute reads and clears it around each run
+
+
+def _record(label, value):
+    TRACE.append((label, value.detach().clone() if isinstance(value, torch.Tensor) else None))
+
+
+def _record_all(label, values):
+    for i, v in enumerate(values):
+        _record(f"{label}[{i}]", v)
+
+
+def _observe(t, label):
+    if t.requires_grad:
+        t.register_hook(lambda g: _record(label, g))
+    return t
+
+
+def _double(g):
+    return g * 2
+
+
+def _scale(t):
+    if t.requires_grad:
+        t.register_hook(_double)
+    return t
+
+
+def _node_hooks(t, label):
+    if t.grad_fn is not None:
+        t.grad_fn.register_prehook(lambda grad_outputs: _record(label + ".pre", grad_outputs[0]))
+        t.grad_fn.register_hook(lambda grad_inputs, grad_outputs: _record(label + ".post", grad_outputs[0]))
+    return t
+
+
+def _multi(a, b, label, mode):
+    ts = [t for t in (a, b) if isinstance(t, torch.Tensor) and t.requires_grad]
+    if len(ts) == 2 and ts[0] is ts[1]:
+        ts = ts[:1]
+    if len(ts) == 2 and mode == "all":
+        torch.autograd.graph.register_multi_grad_hook(ts, lambda grads: _record_all(label, grads))
+    elif len(ts) == 2:
+        torch.autograd.graph.register_multi_grad_hook(ts, lambda grad: _record(label, torch.ones(())), mode="any")
+    return b
+
+
+def _instances(root):
+    """Every other instance of the program's own module classes, in module order."""
+    own = [m for m in root.modules() if m is not root and type(m).__module__ == __name__]
+    return own[::2]
+
+
+def _module_hooks(root, kind):
+    for i, m in enumerate(_instances(root)):
+        label = f"module.{kind}[{i}]"
+        if kind == "forward_pre":
+            m.register_forward_pre_hook(lambda mod, args, label=label: _record(label, args[0] if args else None))
+        elif kind == "forward":
+            m.register_forward_hook(lambda mod, args, out, label=label: _record(label, out))
+        elif kind == "forward_kwargs":
+            m.register_forward_hook(lambda mod, args, kwargs, out, label=label: _record(label, out),
+                                    with_kwargs=True, always_call=True)
+        elif kind == "forward_replace":
+            m.register_forward_hook(lambda mod, args, out: out * 2 if isinstance(out, torch.Tensor)
+                                    and out.is_floating_point() else None)
+        elif kind == "backward":
+            m.register_full_backward_pre_hook(lambda mod, go, label=label: _record(label + ".pre", go[0]))
+            m.register_full_backward_hook(lambda mod, gi, go, label=label: _record(label + ".post", go[0]))
+        elif kind == "backward_replace":
+            m.register_full_backward_pre_hook(lambda mod, go: tuple(None if g is None else g * 2 for g in go))
+
+
+def _post_accumulate(root):
+    for i, p in enumerate(root.parameters()):
+        if i % 2 == 0 and p.requires_grad:
+            p.register_post_accumulate_grad_hook(lambda p, i=i: _record(f"tensor.post[{i}]", p.grad))
+
+
+def _pack(t):
+    _record("saved.pack", torch.ones(()))
+    return ("packed", t)
+
+
+def _unpack(packed):
+    tag, t = packed
+    assert tag == "packed", "unpacked what was never packed"
+    _record("saved.unpack", torch.ones(()))
+    return t
+
+
+def _pack64(t):
+    return (t.dtype, t.to(torch.float64) if t.is_floating_point() else t)
+
+
+def _unpack64(packed):
+    dtype, t = packed
+    return t.to(dtype)
+
+
+def _assign(leaves, grads):
+    for t, g in zip(leaves, grads):
+        if g is not None:
+            t.grad = g if t.grad is None else t.grad + g
+
+
+def _second(first):
+    loss = sum((g * g).sum() for g in first if g is not None and g.requires_grad)
+    if isinstance(loss, torch.Tensor):
+        loss.backward()
+
+
+def _write(inputs):
+    for t in inputs:
+        if not t.requires_grad and t.is_floating_point() and 0 not in t.stride():
+            t.mul_(0.5)
+'''
+
+DRIVE = "drive"  # the generated function harness.execute calls for the backward: drive(outs, cots, leaves, inputs)
+CONTEXT = "autograd_context"  # the generated function returning the context the forward and backward run under
+DEFAULT_DRIVE = ("torch.autograd.backward(outs, cots)",)
+INPLACE = "modified by an inplace operation"  # what eager raises for a saved tensor written in place
+
+# What torch promises about each record a trace holds, by label prefix, and the kind a broken
+# promise gets (oracles.autograd_trace):
+# "each": every call in eager is matched by one in the compiled run (count and value);
+# "some": if eager made any, the compiled run made at least one (the partitioner chooses what to save);
+# "once": as many calls, values not compared (mode="any": whichever gradient comes first).
+PROMISES = (
+    ("saved.", "some", "pack"),
+    ("multi.any", "once", "hook"),
+    ("error.", "each", "error"),
+    ("grad.", "each", "grad"),
+    ("", "each", "hook"),
+)
+# Records torch orders: within one backward, every record of the second label comes after one of the first
+# (a node's pre-hook before its hook, a module's full backward pre-hook before its backward hook).
+ORDERED = ((".pre", ".post"),)
+
+
+def promise(label: str) -> tuple[str, str]:
+    """(promise, kind prefix) of a record's label."""
+    return next((p, k) for prefix, p, k in PROMISES if label.startswith(prefix))
+
+
+def fits(feature: Feature, region: bool, modules: bool, weights: bool) -> bool:
+    """Whether ``feature`` may join a program whose layer block is a region body (``region``), that has
+    instances of its own module classes (``modules``), and parameters (``weights``)."""
+    if feature.place == "body" and region and not feature.pure:
+        return False  # a hook with a side effect in a region body is refused by design (UncapturedHigherOrderOp)
+    return (modules or not feature.module) and (weights or not feature.weights)

@@ -1,0 +1,148 @@
+"""Autograd-trace oracle: the hooks and pack/unpack calls of the compiled run against eager's.
+
+A program's autograd features (generators.autograd) record every hook call as ``(label, value)``;
+``harness.execute`` keeps them with the phase they ran in. Judged only as far as torch promises
+(``generators.autograd.PROMISES``): forward records (module hooks run in program order) in eager's
+order; backward records matched per label whatever their order (the engine orders independent
+branches as it likes, and a compiled backward is one node), each value against eager's within the
+float64 referee's tolerance; pack counts only as "some" (the partitioner chooses what to save);
+pre-hooks before their hooks (``ORDERED``). A difference is a kind of its own: ``hook:missing``,
+``hook:extra``, ``hook:value``, ``hook:order``, ``pack:count``, ``error:missing`` (eager raised for
+a saved tensor written in place, compiled code did not), ``grad:value`` (a first gradient of a
+double backward).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from generators.autograd import ORDERED, promise
+from harness.outcome import Execution, Outcome
+
+from .compare import compare
+from .differential import numerics
+from .verdict import Status, Verdict, combine
+
+NAME = "autograd_trace"
+
+
+def _labels(run: Execution, phase: str) -> list[str]:
+    """The labels of ``phase`` whose every call torch promises ("each"; the others are judged by count)."""
+    return [label for p, label, _ in run.trace if p == phase and promise(label)[0] == "each"]
+
+
+def _values(run: Execution | None, phase: str, label: str) -> list:
+    return [] if run is None else [v for p, lab, v in run.trace if p == phase and lab == label]
+
+
+def check(outcome: Outcome) -> Verdict:
+    eager, compiled = outcome.eager, outcome.compiled
+    if not eager.trace and not compiled.trace:
+        return Verdict(NAME, Status.PASS, message="no autograd trace")
+    if compiled.failure is not None:
+        return Verdict(NAME, Status.INCONCLUSIVE, kind="crash", message="the compiled run failed (the differential "
+                                                                         "oracle judges the crash)")
+    again = outcome.eager_again
+    if again is not None and [(p, lab) for p, lab, _ in again.trace] != [(p, lab) for p, lab, _ in eager.trace]:
+        return Verdict(NAME, Status.INCONCLUSIVE, kind="nondeterministic", message="eager's trace differs from itself")
+    verdicts = _counted(eager, compiled) + _forward(outcome) + _backward(outcome) + _order(eager, compiled)
+    return combine(NAME, verdicts or [Verdict(NAME, Status.PASS)])
+
+
+def _forward(outcome: Outcome) -> list[Verdict]:
+    """Forward records run in program order: the same labels in the same order, each value alike."""
+    e, c = _labels(outcome.eager, "forward"), _labels(outcome.compiled, "forward")
+    if e != c:
+        missing, extra = Counter(e) - Counter(c), Counter(c) - Counter(e)
+        if missing or extra:
+            label = next(iter(missing or extra))
+            what = "missing" if missing else "extra"
+            return [Verdict(NAME, Status.FAIL, kind=f"{promise(label)[1]}:{what}", where=label,
+                            message=f"forward: expected {e}, got {c}")]
+        return [Verdict(NAME, Status.FAIL, kind="hook:order", where=c[0] if c else "",
+                        message=f"forward hooks ran in another order: expected {e}, got {c}")]
+    out = []
+    for label in dict.fromkeys(e):
+        out += _matched(outcome, "forward", label, ordered=True)
+    return out
+
+
+def _counted(eager: Execution, compiled: Execution) -> list[Verdict]:
+    """Records judged by count, in whichever phase they ran: "some" (pack and unpack: if eager made
+    any, the compiled run made one), "once" (as many calls)."""
+    e = Counter(label for _, label, _ in eager.trace if promise(label)[0] != "each")
+    c = Counter(label for _, label, _ in compiled.trace if promise(label)[0] != "each")
+    out = []
+    for label in sorted(e.keys() | c.keys()):
+        kept, kind = promise(label)
+        if kept == "some" and e[label] and not c[label]:
+            out.append(Verdict(NAME, Status.FAIL, kind=f"{kind}:count", where=label,
+                               message=f"eager called it {e[label]} times, the compiled run never"))
+        elif kept == "once" and e[label] != c[label]:
+            out.append(Verdict(NAME, Status.FAIL, kind=f"{kind}:{'missing' if e[label] > c[label] else 'extra'}",
+                               where=label, message=f"called {e[label]} times in eager, {c[label]} in the compiled run"))
+    return out
+
+
+def _backward(outcome: Outcome) -> list[Verdict]:
+    e, c = Counter(_labels(outcome.eager, "backward")), Counter(_labels(outcome.compiled, "backward"))
+    out = []
+    for label in sorted(e.keys() | c.keys()):
+        kind = promise(label)[1]
+        if e[label] != c[label]:
+            what = "missing" if e[label] > c[label] else "extra"
+            out.append(Verdict(NAME, Status.FAIL, kind=f"{kind}:{what}", where=label,
+                               message=f"called {e[label]} times in eager, {c[label]} in the compiled run"))
+        else:
+            out += _matched(outcome, "backward", label, ordered=False)
+    return out
+
+
+def _matched(outcome: Outcome, phase: str, label: str, ordered: bool) -> list[Verdict]:
+    """Each eager value of ``label`` against a compiled one: the one in its place (``ordered``), else
+    any not yet matched that agrees (the referee's value in eager's place sets the tolerance)."""
+    exp, act = _values(outcome.eager, phase, label), _values(outcome.compiled, phase, label)
+    ref = _values(outcome.reference, phase, label)
+    ref = ref if len(ref) == len(exp) else [None] * len(exp)
+    judged = numerics(outcome)
+    free = list(range(len(act)))
+    kind = f"{promise(label)[1]}:value"
+    for k, (e, r) in enumerate(zip(exp, ref)):
+        candidates = [k] if ordered else free
+        first = None
+        for j in candidates:
+            diff = compare(e, act[j], r, judged["floor"], judged["signed_zeros"])
+            if diff is None or diff.inconclusive:
+                free.remove(j) if j in free else None
+                break
+            first = first or diff
+        else:
+            return [Verdict(NAME, Status.FAIL, kind=kind, where=label,
+                            message=f"call {k} of {len(exp)}: {first.message if first else 'no value to match'}")]
+    return [Verdict(NAME, Status.PASS, where=label)]
+
+
+def _order(eager: Execution, compiled: Execution) -> list[Verdict]:
+    """A site's pre-hook records come before its hook records: at no point of the run more hook records
+    than pre-hook records of the same site, in the compiled run where eager keeps it so."""
+    out = []
+    for pre, post in ORDERED:
+        early = _early(compiled, pre, post)
+        if early and not _early(eager, pre, post):
+            site = early[: -len(post)]
+            out.append(Verdict(NAME, Status.FAIL, kind="hook:order", where=early,
+                               message=f"{early} ran before {site}{pre}"))
+    return out
+
+
+def _early(run: Execution, pre: str, post: str) -> str:
+    """The first ``post`` record with no ``pre`` record of its site left before it ("": none)."""
+    seen: Counter = Counter()
+    for _, label, _ in run.trace:
+        if label.endswith(pre):
+            seen[label[: -len(pre)]] += 1
+        elif label.endswith(post):
+            seen[label[: -len(post)]] -= 1
+            if seen[label[: -len(post)]] < 0:
+                return label
+    return ""

@@ -1,0 +1,164 @@
+"""Planted faults in torch's hook and saved-tensor machinery where it meets
+compiled code, one per family of autograd features (generators.autograd),
+each reached only by programs with a feature of its family:
+
+- ``intermediate_hook_dropped`` (tensor): the first hook on an intermediate
+  is kept, the others dropped: per frame where Dynamo traces the hook into
+  the graph, per compiled graph where it is registered after a graph break
+  (a body compiled once, run for every repeat);
+- ``compiled_node_prehook_halved`` (node): a pre-hook registered on the node
+  of a compiled graph (AOTAutograd's ``CompiledFunction``) sees half the
+  gradient its node receives;
+- ``forward_hooks_skipped_when_compiling`` (module): Dynamo's inlining of
+  ``Module._call_impl`` runs the forward of a module with forward hooks
+  without them;
+- ``compiled_saves_unhooked`` (saved): a compiled function saves its tensors
+  past the user's ``saved_tensors_hooks`` (no pack, no unpack);
+- ``retained_backward_zeroed`` (grad): a compiled node run backward a
+  second time (``retain_graph=True``) returns zeros, as if its saved state
+  were freed after the first.
+
+``<fault>__<backend>`` enters one in a repro's own process.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+from typing import Iterator
+
+import torch
+from torch._dynamo.variables import tensor as dynamo_tensor
+
+from .planted_pass import _patched, fault_backend
+
+
+def _compiled(node) -> bool:  # type: ignore[no-untyped-def]
+    return getattr(getattr(node, "_forward_cls", None), "__name__", "") == "CompiledFunction"
+
+
+@contextlib.contextmanager
+def intermediate_hook_dropped() -> Iterator[None]:
+    """Both ways a hook on an intermediate reaches compiled code: traced into the graph (a hook without
+    side effects: Dynamo's ``register_hook_op``), a frame keeps its first and drops the rest; registered
+    after a graph break on an output of a compiled graph, each compiled graph keeps its first."""
+    def wrap(orig):  # type: ignore[no-untyped-def]
+        def register(self, tx, name, hook):  # type: ignore[no-untyped-def]
+            if not self.source:
+                seen = tx.output.__dict__.setdefault("_planted_hooks", [0])
+                seen[0] += 1
+                if seen[0] > 1:
+                    from torch._dynamo import variables
+
+                    return variables.RemovableHandleVariable(mutation_type=variables.base.ValueMutationNew())
+            return orig(self, tx, name, hook)
+
+        return register
+
+    original = torch.Tensor.register_hook
+    kept: set = set()
+
+    def register_hook(self, hook):  # type: ignore[no-untyped-def]
+        node = self.grad_fn
+        if node is not None and _compiled(node) and not torch.compiler.is_compiling():
+            if type(node) in kept:
+                return torch.utils.hooks.RemovableHandle(collections.OrderedDict())
+            kept.add(type(node))
+        return original(self, hook)
+
+    torch.Tensor.register_hook = register_hook
+    try:
+        with _patched(dynamo_tensor.TensorVariable, "_method_register_hook", wrap):
+            yield
+    finally:
+        torch.Tensor.register_hook = original
+
+
+@contextlib.contextmanager
+def compiled_node_prehook_halved() -> Iterator[None]:
+    cls = torch.autograd.function.BackwardCFunction
+    original = cls.register_prehook
+
+    def register_prehook(self, fn):  # type: ignore[no-untyped-def]
+        if not _compiled(self):
+            return original(self, fn)
+        return original(self, lambda grad_outputs: fn(tuple(None if g is None else g * 0.5 for g in grad_outputs)))
+
+    cls.register_prehook = register_prehook
+    try:
+        yield
+    finally:
+        cls.register_prehook = original
+
+
+def forward_hooks_skipped_when_compiling():
+    def wrap(orig):  # type: ignore[no-untyped-def]
+        def _call_impl(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            if torch.compiler.is_compiling() and self._forward_hooks:
+                return self.forward(*args, **kwargs)
+            return orig(self, *args, **kwargs)
+
+        return _call_impl
+
+    return _patched(torch.nn.Module, "_call_impl", wrap)
+
+
+def compiled_saves_unhooked():
+    def wrap(orig):  # type: ignore[no-untyped-def]
+        @classmethod  # type: ignore[misc]
+        def apply(cls, *args, **kwargs):  # type: ignore[no-untyped-def]
+            hooks = torch._C._autograd._top_saved_tensors_default_hooks(False)
+            if cls.__name__ != "CompiledFunction" or hooks is None:
+                return orig.__func__(cls, *args, **kwargs)
+            torch._C._autograd._pop_saved_tensors_default_hooks()
+            try:
+                return orig.__func__(cls, *args, **kwargs)
+            finally:
+                torch._C._autograd._push_saved_tensors_default_hooks(*hooks)
+
+        return apply
+
+    return _patched_class_attr(torch.autograd.Function, "apply", wrap)
+
+
+@contextlib.contextmanager
+def _patched_class_attr(owner, name: str, value) -> Iterator[None]:  # type: ignore[no-untyped-def]
+    """``_patched`` for a classmethod: the descriptor itself, not what it binds to."""
+    original = owner.__dict__[name]
+    setattr(owner, name, value(original))
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+def retained_backward_zeroed():
+    def wrap(orig):  # type: ignore[no-untyped-def]
+        def get(self):  # type: ignore[no-untyped-def]
+            fn = orig(self)
+            if not _compiled(self):
+                return fn
+
+            def once(ctx, *args):  # type: ignore[no-untyped-def]
+                out = fn(ctx, *args)
+                calls = ctx.__dict__.get("_planted_calls", 0)
+                ctx.__dict__["_planted_calls"] = calls + 1
+                if not calls:
+                    return out
+                return tuple(None if g is None else torch.zeros_like(g) for g in out) if isinstance(out, tuple) \
+                    else torch.zeros_like(out)
+
+            return once
+
+        return get
+
+    return _patched(torch.autograd.function.BackwardCFunction, "_get_user_fn", wrap)
+
+
+FAULTS = {f.__name__: f for f in (intermediate_hook_dropped, compiled_node_prehook_halved,
+                                   forward_hooks_skipped_when_compiling, compiled_saves_unhooked,
+                                   retained_backward_zeroed)}
+
+
+def __getattr__(name: str):  # type: ignore[no-untyped-def]
+    return fault_backend(name, FAULTS)
