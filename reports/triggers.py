@@ -4,7 +4,8 @@ A known issue names its triggers (``KnownIssue.triggers``), each alone enough
 to avoid it: the deduplication pass, the ``nested_compile_region``
 decorator, a tensor subclass argument, in-place writes, random ops, a
 default-dtype change, function instances, a grad-mode switch, symbolic
-shapes. Two uses:
+shapes, an autograd feature (a hook, saved-tensor hooks, a partial or
+higher-order gradient). Two uses:
 
 - a failure that matches an issue in a run *without* one of its triggers is
   not that issue (``claimed``): it is named ``unexplained:<issue>:...``, a
@@ -104,6 +105,9 @@ TRIGGERS: dict[str, tuple[Callable[[Program, RunConfig], bool], Removal]] = {
     "grad_mode": (_grad_mode, _program_only(without_grad_mode)),
     "higher_order": (_higher_order, _program_only(_without_higher_order)),
     "dynamic": (lambda p, c: bool(p.options.dynamic or p.options.mark_dynamic), _program_only(_static)),
+    # hooks, saved-tensor hooks, another way of asking for gradients (generators.autograd)
+    "autograd": (lambda p, c: bool(p.options.autograd),
+                 _program_only(lambda p: replace(p, options=replace(p.options, autograd=())))),
 }
 
 

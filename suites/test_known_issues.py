@@ -207,8 +207,8 @@ def _judged(issue, names: tuple[str, ...] | None) -> tuple[list, list[str]]:
     that backend can run it."""
     same = ON[issue.id] == issue.backend
     outcome = run_program(issue.program(), run_config(ON[issue.id], names, variants=-1 if issue.variant else None,
-                                                      **({"mode": issue.mode, "precision": issue.precision}
-                                                         if same else {})))
+                                                      **({"mode": issue.mode, "precision": issue.precision,
+                                                          "dedup": issue.dedup} if same else {})))
     failures = [v for v in judge(outcome, names) if v.failed]
     return failures, [triage(outcome, v).signature for v in failures]
 

@@ -1,0 +1,453 @@
+"""Repro: KI-114: A gradient hook inside a nested_compile_region body called twice, on the eager backend: RuntimeError: cannot register a hook on a tensor that doesn't require gradient
+
+Exit status 1: reproduced; 0: not reproduced; 3: fails, but differently; 2: the repro itself failed. Needs only torch."""
+import os as _os
+import sys as _sys
+import traceback as _traceback
+
+
+def _error_before_check(kind, value, tb):
+    _traceback.print_exception(kind, value, tb)
+    print("ERROR: the repro itself failed (exit 2), not the failure it checks for", flush=True)
+    _sys.stderr.flush()
+    _os._exit(2)
+
+
+_sys.excepthook = _error_before_check
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+TRACE = []  # (label, value) of every hook call: harness.execute reads and clears it around each run
+
+
+def _record(label, value):
+    TRACE.append((label, value.detach().clone() if isinstance(value, torch.Tensor) else None))
+
+
+def _record_all(label, values):
+    for i, v in enumerate(values):
+        _record(f"{label}[{i}]", v)
+
+
+def _observe(t, label):
+    if t.requires_grad:
+        t.register_hook(lambda g: _record(label, g))
+    return t
+
+
+def _double(g):
+    return g * 2
+
+
+def _scale(t):
+    if t.requires_grad:
+        t.register_hook(_double)
+    return t
+
+
+def _node_hooks(t, label):
+    if t.grad_fn is not None:
+        t.grad_fn.register_prehook(lambda grad_outputs: _record(label + ".pre", grad_outputs[0]))
+        t.grad_fn.register_hook(lambda grad_inputs, grad_outputs: _record(label + ".post", grad_outputs[0]))
+    return t
+
+
+def _multi(a, b, label, mode):
+    ts = [t for t in (a, b) if isinstance(t, torch.Tensor) and t.requires_grad]
+    if len(ts) == 2 and ts[0] is ts[1]:
+        ts = ts[:1]
+    if len(ts) == 2 and mode == "all":
+        torch.autograd.graph.register_multi_grad_hook(ts, lambda grads: _record_all(label, grads))
+    elif len(ts) == 2:
+        torch.autograd.graph.register_multi_grad_hook(ts, lambda grad: _record(label, torch.ones(())), mode="any")
+    return b
+
+
+def _instances(root):
+    """Every other instance of the program's own module classes, in module order."""
+    own = [m for m in root.modules() if m is not root and type(m).__module__ == __name__]
+    return own[::2]
+
+
+def _module_hooks(root, kind):
+    for i, m in enumerate(_instances(root)):
+        label = f"module.{kind}[{i}]"
+        if kind == "forward_pre":
+            m.register_forward_pre_hook(lambda mod, args, label=label: _record(label, args[0] if args else None))
+        elif kind == "forward":
+            m.register_forward_hook(lambda mod, args, out, label=label: _record(label, out))
+        elif kind == "forward_kwargs":
+            m.register_forward_hook(lambda mod, args, kwargs, out, label=label: _record(label, out),
+                                    with_kwargs=True, always_call=True)
+        elif kind == "forward_replace":
+            m.register_forward_hook(lambda mod, args, out: out * 2 if isinstance(out, torch.Tensor)
+                                    and out.is_floating_point() else None)
+        elif kind == "backward":
+            m.register_full_backward_pre_hook(lambda mod, go, label=label: _record(label + ".pre", go[0]))
+            m.register_full_backward_hook(lambda mod, gi, go, label=label: _record(label + ".post", go[0]))
+        elif kind == "backward_replace":
+            m.register_full_backward_pre_hook(lambda mod, go: tuple(None if g is None else g * 2 for g in go))
+
+
+def _post_accumulate(root):
+    for i, p in enumerate(root.parameters()):
+        if i % 2 == 0 and p.requires_grad:
+            p.register_post_accumulate_grad_hook(lambda p, i=i: _record(f"tensor.post[{i}]", p.grad))
+
+
+def _pack(t):
+    _record("saved.pack", torch.ones(()))
+    return ("packed", t)
+
+
+def _unpack(packed):
+    tag, t = packed
+    assert tag == "packed", "unpacked what was never packed"
+    _record("saved.unpack", torch.ones(()))
+    return t
+
+
+def _pack64(t):
+    return (t.dtype, t.to(torch.float64) if t.is_floating_point() else t)
+
+
+def _unpack64(packed):
+    dtype, t = packed
+    return t.to(dtype)
+
+
+def _assign(leaves, grads):
+    for t, g in zip(leaves, grads):
+        if g is not None:
+            t.grad = g if t.grad is None else t.grad + g
+
+
+def _second(first):
+    loss = sum((g * g).sum() for g in first if g is not None and g.requires_grad)
+    if isinstance(loss, torch.Tensor):
+        loss.backward()
+
+
+def _write(inputs):
+    for t in inputs:
+        if not t.requires_grad and t.is_floating_point() and 0 not in t.stride():
+            t.mul_(0.5)
+
+
+@torch.compiler.nested_compile_region
+def block(x, w0):
+    v0 = x @ w0
+    _scale(v0)
+    return v0
+
+
+class Program(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w0 = nn.Parameter(torch.randn((1, 1)) / 1 ** 0.5)
+
+    def forward(self, x):
+        h = x
+        h = block(h, self.w0)
+        h = block(h, self.w0)
+        return h
+
+
+def make_inputs(device="cpu"):
+    x = torch.randn((1, 1), dtype=torch.float32, device=device).requires_grad_(True)
+    return [x]
+
+
+# ---- how this repro compiles: the backend and the torch config of the run ----
+import importlib
+import os
+import sys
+
+import torch._dynamo
+
+BACKEND = 'eager'  # a torch backend name, or package.module:callable
+TORCH_CONFIG = {}
+
+
+def backend():
+    if ":" not in BACKEND:
+        return BACKEND
+    sys.path.append(os.getcwd())  # a plugin imports as the campaign imported it: run from the same folder
+    module, _, name = BACKEND.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def configure(dedup):
+    """Deduplication on or off, and the torch config the finding was made under."""
+    import torch._functorch.config
+    import torch._inductor.config
+
+    torch._dynamo.config.use_graph_deduplication = dedup
+    sections = {"dynamo": torch._dynamo.config, "inductor": torch._inductor.config, "functorch": torch._functorch.config}
+    for key, value in TORCH_CONFIG.items():
+        section, _, name = key.partition(".")
+        setattr(sections[section], name, value)
+
+
+# ---- driver: exits 1 when the failure reproduces, 0 when it does not ----
+import sys
+import traceback
+import contextlib
+
+from torch.utils._pytree import tree_leaves
+
+DEDUP = False
+SEED = 0
+COMPILE_KWARGS = {'fullgraph': False}
+# Tolerances by dtype, as the harness's oracles judge (oracles.tolerance: PyTorch's
+# benchmark accuracy checker), never tighter than the program's least precise dtype's.
+TOLERANCE = {'torch.float64': 1e-07, 'torch.float32': 0.0001, 'torch.float16': 0.01, 'torch.bfloat16': 0.016}
+ATOL = RTOL = 0.0001  # the least precise dtype's
+
+
+def tol(dtype):
+    return max(TOLERANCE.get(str(dtype), TOLERANCE["torch.float32"]), ATOL)
+
+
+def run(compiled, float64=False):
+    torch.manual_seed(SEED)
+    model = Program()
+    inputs = make_inputs()
+    if float64:
+        model = model.double()
+        inputs = [t.detach().double().requires_grad_(t.requires_grad) if t.is_floating_point() else t
+                  for t in inputs]
+    fn = model
+    if compiled:
+        torch._dynamo.reset()
+        configure(DEDUP)
+        fn = torch.compile(model, backend=backend(), **COMPILE_KWARGS)
+    TRACE.clear()
+    with contextlib.nullcontext():
+        outs, forward = forward_and_backward(fn, model, inputs)
+    values = {f"output[{i}]": o.detach() for i, o in enumerate(outs)}
+    values.update(traced(forward))
+    values["output aliasing"] = aliasing(outs, inputs)
+    values.update({f"output[{i}].requires_grad": torch.tensor(o.requires_grad) for i, o in enumerate(outs)})
+    values.update({f"input {i} after the run": t.detach() for i, t in enumerate(inputs)})
+    values.update({f"buffer {n} after the run": b for n, b in model.named_buffers()})
+    values.update({f"grad[input {i}]": t.grad for i, t in enumerate(inputs) if t.requires_grad})
+    values.update({f"grad[{n}]": p.grad for n, p in model.named_parameters()})
+    return values
+
+
+def aliasing(outs, inputs):
+    """What each output shares storage with (an input, an earlier output, or nothing): what a write
+    through it changes."""
+    def key(t):
+        return t.untyped_storage().data_ptr() if t.layout == torch.strided and t.untyped_storage().nbytes() else None
+
+    owners = {key(t): f"input {i}" for i, t in reversed(list(enumerate(inputs))) if key(t) is not None}
+    shares = []
+    for i, o in enumerate(outs):
+        shares.append(owners.get(key(o), "nothing") if key(o) is not None else "nothing")
+        if key(o) is not None:
+            owners.setdefault(key(o), f"output[{i}]")
+    return ", ".join(f"output[{i}] shares storage with {s}" for i, s in enumerate(shares))
+
+
+def forward_and_backward(fn, model, inputs):
+    """The forward, then the gradients as the program asks for them (a plain backward);
+    also how many hook calls the forward made."""
+    outs = [o for o in tree_leaves(fn(*inputs)) if isinstance(o, torch.Tensor)]
+    forward = len(TRACE)
+    diff = [(i, o) for i, o in enumerate(outs) if o.requires_grad]
+    if diff:
+        cots = []
+        for i, o in diff:
+            g = torch.Generator().manual_seed(1000 + i)
+            cots.append(torch.randn(o.shape, generator=g).to(o.dtype))
+        torch.autograd.backward([o for _, o in diff], cots)
+    return outs, forward
+
+
+PROMISES = [('saved.', 'some'), ('multi.any', 'once'), ('error.', 'each'), ('grad.', 'each'), ('', 'each')]  # label prefix -> what torch promises of its calls
+
+
+def traced(forward):
+    """The hook calls the program recorded (TRACE), keyed as torch promises them: the forward's in the
+    order they ran; the backward's per label, sorted by value (their order is the engine's); pack and
+    unpack only whether any ran (the partitioner chooses what to save); mode="any" by count."""
+    out, rows = {}, {}
+    for i, (label, value) in enumerate(TRACE):
+        promise = next(p for prefix, p in PROMISES if label.startswith(prefix))
+        phase = "forward" if i < forward and promise == "each" else "backward" if promise == "each" else "count"
+        rows.setdefault((phase, label), []).append(value)
+    for (phase, label), vals in rows.items():
+        promise = next(p for prefix, p in PROMISES if label.startswith(prefix))
+        if promise == "some":
+            out[f"trace[{label}] ran"] = torch.tensor(True)
+            continue
+        out[f"trace[{label}] {phase} calls"] = torch.tensor(len(vals))
+        if promise == "once":
+            continue
+        if phase == "backward":
+            vals = sorted(vals, key=lambda v: 0.0 if v is None else float(v.double().sum()))
+        out.update({f"trace[{label}] {phase} #{k}": v for k, v in enumerate(vals)})
+    return out
+
+
+SIGNED_ZEROS = False  # the program decides the sign of its zeros (no summing op)
+
+
+def bad(name, exp, act, ref):
+    """What is wrong with ``act`` as a compiled ``exp`` (None: nothing). NaN,
+    infinities and signed zeros that eager and its float64 run agree on must
+    match exactly; where the two disagree it is float noise, left out."""
+    if (exp is None) != (act is None):
+        return f"expected {'None' if exp is None else 'a tensor'}, got {'None' if act is None else 'a tensor'}"
+    if exp is None:
+        return None
+    if isinstance(exp, str):  # what outputs share storage with
+        return None if exp == act else f"expected {exp}; got {act}"
+    mine = [None if type(t).__module__.split(".")[0] == "torch" else type(t) for t in (exp, act)]
+    if mine[0] is not mine[1]:  # a Tensor subclass the program defined is compared by type, then by values
+        return f"expected {type(exp).__name__}, got {type(act).__name__}"
+    exp, act = [t.as_subclass(torch.Tensor) if m is not None else t for t, m in zip((exp, act), mine)]
+    ref = ref.as_subclass(torch.Tensor) if isinstance(ref, torch.Tensor) and type(ref).__module__.split(".")[0] != "torch" else ref
+    if exp.dtype != act.dtype or exp.shape != act.shape:
+        return f"expected {exp.dtype}{tuple(exp.shape)}, got {act.dtype}{tuple(act.shape)}"
+    if not (exp.is_floating_point() or exp.is_complex()):
+        return None if torch.equal(exp, act) else "exact values differ"
+    if exp.is_complex():
+        exp, act = torch.view_as_real(exp.resolve_conj()), torch.view_as_real(act.resolve_conj())
+        ref = torch.view_as_real(ref.resolve_conj()) if ref is not None and ref.is_complex() else None
+    e, a = exp.flatten().double(), act.flatten().double()
+    r = ref.flatten().double() if ref is not None and ref.shape == exp.shape and ref.is_floating_point() else None
+
+    def at(mask, what):
+        i = int(mask.nonzero()[0])
+        f64 = f" (float64 {r[i].item():.6g})" if r is not None else ""
+        return f"{what}: expected {e[i].item():.6g}, got {a[i].item():.6g}{f64} at flat index {i}"
+
+    if r is None:
+        keep = e.isfinite() & a.isfinite()  # no referee: edge values decide nothing
+    else:
+        if (e.isnan() & r.isnan() & ~a.isnan()).any():
+            return at(e.isnan() & r.isnan() & ~a.isnan(), "NaN lost")
+        if (e.isinf() & (e == r) & (a != e)).any():
+            return at(e.isinf() & (e == r) & (a != e), "infinity lost")
+        both = e.isfinite() & r.isfinite()
+        wild = both & ~a.isfinite() & ~(e.abs() > torch.finfo(exp.dtype).max / 4)
+        if wild.any():
+            return at(wild, "non-finite where eager and float64 are finite")
+        zero = (e == 0) & (r == 0) & (e.signbit() == r.signbit()) & (a == 0) & (a.signbit() != e.signbit())
+        if SIGNED_ZEROS and zero.any():
+            return at(zero, "sign of zero")
+        keep = both & a.isfinite()
+    e, a = e[keep], a[keep]
+    r = r[keep] if r is not None else e
+    t = tol(exp.dtype)
+    if torch.allclose(e, a, atol=t, rtol=t):
+        return None
+    rmse = lambda d: d.pow(2).mean().sqrt().item() if d.numel() else 0.0  # noqa: E731
+    if ref is not None and (a - r).abs().max().item() <= 3 * (e - r).abs().max().item() + t \
+            and rmse(a - r) <= 3 * rmse(e - r) + t / 10:
+        return None
+    i = int((a - e).abs().argmax())
+    return f"expected {e[i].item():.6g}, got {a[i].item():.6g} (float64 {r[i].item():.6g})"
+
+
+import fnmatch
+import re
+
+# The failure this repro checks for: a crash (a glob over its normalized
+# "Type: message"), "" for wrong values (a crash then fails differently:
+# exit 3), None for any failure.
+EXPECT_CRASH = "RuntimeError: cannot register a hook on a tensor that doesn't require gradient"
+
+def normalize(message: str) -> str:
+    """Drop what varies between hits of one bug: numbers, names, addresses,
+    the op a fake-tensor check met, tensor reprs."""
+    message = re.sub(r"\baten\.\w+(\.\w+)?", "aten.OP", message)
+    message = re.sub(r"\b(\w*Tensor|tensor)\(.*", "TENSOR(...)", message)  # a repr runs to the end: it nests
+    message = re.sub(r"<([\w.]+) object at 0x[0-9a-fA-F]+>", r"<\1>", message)  # an object's repr names its type
+    message = re.sub(r"0x[0-9a-fA-F]+", "ADDR", message)
+    message = re.sub(r"/[\w./-]+\.py", "FILE", message)
+    message = re.sub(r"\b(gp_)?[0-9a-f]{16}\b", "ID", message)
+    message = re.sub(r"[-+]?\d+(\.\d+)?(e[-+]?\d+)?", "N", message)
+    return message[:200]
+
+def first_line(exc: BaseException) -> str:
+    """The line of an exception's message that names the error (rendered
+    into crash repros too, so both read a crash alike)."""
+    import os
+    import traceback
+
+    text = str(exc).split("from user code:")[0]  # Dynamo appends where in the user's code
+    hints = ("Set TORCHDYNAMO_VERBOSE", "For even more developer context")  # and how to log more (2.10)
+    lines = [line for line in text.strip().splitlines() if line.strip() and not line.startswith(hints)]
+    message = lines[0] if lines else ""
+    if message.endswith("raised:") and len(lines) > 1:  # BackendCompilerFailed: the error is on the next line
+        message = f"{message} {lines[1]}"
+    if message.endswith("C++ compile error"):  # inductor's C++ build failed: the compiler's first error says which
+        import re
+
+        found = re.search(r":\d+:\d+: ((?:fatal |internal compiler )?error: .*)", text)
+        message = f"{message}: {found.group(1).strip()}" if found else message
+    if message.endswith("raised:") or not message:  # a bare assert: name where it fired
+        inner = exc
+        while inner.__cause__ is not None:
+            inner = inner.__cause__
+        frames = traceback.extract_tb(inner.__traceback__)
+        where = f"{os.path.basename(frames[-1].filename)}:{frames[-1].name}" if frames else "?"
+        message = f"{message} {type(inner).__qualname__} in {where}".strip()
+    return message
+
+
+def crashed(e, what):
+    """The exit status for crash ``e`` of ``what``: 1 when it is the expected one."""
+    traceback.print_exc()
+    # the backend by any name (this script's may be a counting wrapper): the expected glob says backend=*
+    got = normalize(re.sub(r"backend='[^']*'", "backend=*", f"{type(e).__qualname__}: {first_line(e)}"))
+    if EXPECT_CRASH is not None and not (EXPECT_CRASH and fnmatch.fnmatchcase(got, EXPECT_CRASH)):
+        print(f"FAILS DIFFERENTLY (exit 3): expected {EXPECT_CRASH or 'wrong values'}, got {got}")
+        return 3
+    print(f"REPRODUCED: {what} raised {got} (torch {torch.__version__})")
+    return 1
+
+
+def wrong_values(what):
+    """The exit status for wrong values (``what`` went wrong): 1, or 3 where a
+    crash was expected (the crash is gone, the values are wrong: another failure)."""
+    if EXPECT_CRASH:
+        print(f"FAILS DIFFERENTLY (exit 3): expected {EXPECT_CRASH}, but the compiled program ran with wrong values")
+        return 3
+    print(f"REPRODUCED: {what} (torch {torch.__version__})")
+    return 1
+
+def main():
+    expected = run(compiled=False)
+    try:
+        reference = run(compiled=False, float64=True)
+    except Exception:
+        reference = {}
+    try:
+        actual = run(compiled=True)
+    except Exception as e:
+        return crashed(e, f"torch.compile(backend={BACKEND!r}, deduplication {DEDUP})")
+    failures = [(k, bad(k, expected[k], actual.get(k), reference.get(k))) for k in expected]
+    failures = [(k, m) for k, m in failures if m]
+    for k, m in failures:
+        print(f"{k}: {m}")
+    if failures:
+        return wrong_values(f"{len(failures)} value(s) differ from eager")
+    print(f"not reproduced: compiled matches eager (torch {torch.__version__})")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        status = main()
+    except Exception:  # the failure did not show; something else went wrong
+        traceback.print_exc()
+        print("ERROR: the repro itself failed (exit 2), not the failure it checks for")
+        status = 2
+    sys.exit(status)
