@@ -29,6 +29,8 @@ from generators.strategies import programs
 from generators.swarm import draw_swarm
 from harness.branches import WATCHED, watched_files
 from harness import torch_config
+from generators.autograd import assign as assign_autograd
+from generators.check import fitting_autograd
 from generators.doors import DOORS, assign, in_share, with_door
 from harness.capabilities import has, unavailable
 from harness.doors import available as door_names
@@ -83,6 +85,9 @@ class Options:
     batches: int = 0
     stop_on_new: bool = False  # stop at the first finding no known issue names (bench: time to a planted fault)
     door_share: float = 0.25  # share of programs also run through a door (generators.doors), one door each
+    # share of the drawn programs without an autograd feature given one (generators.autograd; the draw gives
+    # them rarely, and at even odds at the edges)
+    autograd_share: float = 0.0
     doors: tuple[str, ...] = ()  # the doors drawn from (empty: every door this torch has)
     inductor_share: float = 0.1  # share of those door runs compiled with inductor (the campaign's backend otherwise)
     feedback: str = "off"  # FEEDBACK: steer by torch's branches (campaigns.steer), or only count them
@@ -121,7 +126,7 @@ def check_options(o: Options) -> tuple[tuple[str, ...], tuple]:
     if unknown:
         raise ValueError(f"unknown door(s) {', '.join(unknown)}: use {', '.join(DOORS)}")
     for what, share in (("lint", o.lint_share), ("door", o.door_share), ("inductor", o.inductor_share),
-                        ("trace", o.trace_share)):
+                        ("trace", o.trace_share), ("autograd", o.autograd_share)):
         if not 0 <= share <= 1:
             raise ValueError(f"{what} share {share}: expected a fraction between 0 and 1")
     if o.feedback not in FEEDBACK:
@@ -629,6 +634,10 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
                     campaign.unfit[why] += 1
                     continue
                 submitted += 1
+                if options.autograd_share and not program.options.autograd:
+                    feature = assign_autograd(f"{pid}:autograd", options.autograd_share, fitting_autograd(program))
+                    program = replace(program, options=replace(program.options, autograd=(feature,))) if feature \
+                        else program
                 if doors:
                     program = with_door(program, assign(pid, options.door_share, doors, program))
                 door_backend = "inductor" if program.options.door and in_share(f"{pid}:inductor", options.inductor_share) \

@@ -108,6 +108,10 @@ def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                            "control-flow operator, torch.export, a warm compile cache, symbolic shapes (default 0.25)")
     fuzz.add_argument("--doors", default="", metavar="DOOR,...",
                       help="the doors drawn from, e.g. control_flow:cond,export:strict (default: every door)")
+    fuzz.add_argument("--autograd-share", type=float, default=0.0, metavar="SHARE",
+                      help="share of drawn programs given a hook, saved-tensor hooks or another way of asking for "
+                           "gradients (generators.autograd) when the draw gave them none (default 0: the draw's own "
+                           "rare share)")
     fuzz.add_argument("--inductor-share", type=float, default=0.1,
                       help="share of door runs compiled with inductor whatever --backend is (default 0.1)")
     fuzz.add_argument("--coverage", action="store_true",
@@ -273,7 +277,8 @@ def _campaign(args, out: Path, until, claims, shard) -> int:
         backend=args.backend, budget=args.budget, seed=args.seed, out=out, until=until, claims=claims,
         oracles=tuple(o for o in args.oracles.split(",") if o), variants=args.variants,
         workers=args.workers, shard=shard, resume=args.resume, config=tuple(args.config),
-        lint_share=args.lint_share, door_share=args.door_share, doors=tuple(d for d in args.doors.split(",") if d),
+        lint_share=args.lint_share, door_share=args.door_share, autograd_share=args.autograd_share,
+        doors=tuple(d for d in args.doors.split(",") if d),
         inductor_share=args.inductor_share, coverage=args.coverage, feedback=args.feedback, watch=tuple(args.watch),
         corpus=tuple(args.corpus), trace_share=args.trace_share, timeout=args.timeout, memory_mb=args.memory_mb,
         minimize_seconds=args.minimize_seconds, verify_repros=not args.no_verify, device=args.device,

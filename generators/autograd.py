@@ -31,6 +31,7 @@ reaches autograd through it).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 FAMILIES = ("tensor", "node", "module", "saved", "grad")
@@ -125,11 +126,10 @@ FEATURES_LIST = (
 )
 FEATURES: dict[str, Feature] = {f.name: f for f in FEATURES_LIST}
 
-# Module-level helpers the features' lines call (every program with a feature gets them all).
+# Module-level helpers the features' lines call: a program gets the ones its features' lines name, and
+# the ones those name (``helpers``), with TRACE first.
+TRACE_LINE = "TRACE = []  # (label, value) of every hook call: harness.execute reads and clears it around each run"
 HELPERS = '''\
-TRACE = []  # (label, value) of every hook call: harness.execute reads and clears it around each run
-
-
 def _record(label, value):
     TRACE.append((label, value.detach().clone() if isinstance(value, torch.Tensor) else None))
 
@@ -244,6 +244,35 @@ def _write(inputs):
             t.mul_(0.5)
 '''
 
+def _split(source: str) -> dict[str, str]:
+    """HELPERS by function name."""
+    out = {}
+    for chunk in source.strip().split("\n\n\n"):
+        out[chunk.split("(")[0].removeprefix("def ")] = chunk
+    return out
+
+
+def _names(name: str, text: str) -> bool:
+    return re.search(rf"\b{name}\b", text) is not None
+
+
+HELPER_DEFS = _split(HELPERS)
+_CALLS = {name: {other for other in HELPER_DEFS if other != name and _names(other, src)}
+          for name, src in HELPER_DEFS.items()}
+
+
+def helpers(lines: list[str]) -> list[str]:
+    """The definitions ``lines`` name, and those they name, in HELPERS' order, TRACE first."""
+    wanted = {name for name in HELPER_DEFS if any(_names(name, line) for line in lines)}
+    todo = list(wanted)
+    while todo:
+        for other in _CALLS[todo.pop()]:
+            if other not in wanted:
+                wanted.add(other)
+                todo.append(other)
+    return [TRACE_LINE, *(HELPER_DEFS[n] for n in HELPER_DEFS if n in wanted)]
+
+
 DRIVE = "drive"  # the generated function harness.execute calls for the backward: drive(outs, cots, leaves, inputs)
 CONTEXT = "autograd_context"  # the generated function returning the context the forward and backward run under
 DEFAULT_DRIVE = ("torch.autograd.backward(outs, cots)",)
@@ -277,3 +306,12 @@ def fits(feature: Feature, region: bool, modules: bool, weights: bool) -> bool:
     if feature.place == "body" and region and not feature.pure:
         return False  # a hook with a side effect in a region body is refused by design (UncapturedHigherOrderOp)
     return (modules or not feature.module) and (weights or not feature.weights)
+
+
+def assign(key: str, share: float, fit: list[str]) -> str:
+    """The feature a campaign gives the program ``key`` names (a program id), among ``fit`` (those that
+    fit it): none for ``1 - share`` of keys; the same for every run of one seed and shard (a stable hash)."""
+    import zlib
+
+    h = zlib.crc32(key.encode())
+    return fit[(h // 1000) % len(fit)] if fit and h % 1000 < share * 1000 else ""

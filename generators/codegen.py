@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import fields, replace
 
-from .autograd import CONTEXT, DEFAULT_DRIVE, DRIVE, FEATURES as AUTOGRAD, HELPERS as AUTOGRAD_HELPERS, INPLACE
+from .autograd import CONTEXT, DEFAULT_DRIVE, DRIVE, FEATURES as AUTOGRAD, INPLACE, helpers as autograd_helpers
 from .returns import SINGLE, item, reads_second, return_line
 from .check import PER_INSTANCE, check, default_value
 from .doors import DOORS, PRELUDE as DOOR_PRELUDE, source_door
@@ -365,22 +365,24 @@ def _render_autograd(program: Program) -> list[str]:
     features = [AUTOGRAD[n] for n in program.options.autograd]
     if not features:
         return []
-    lines = AUTOGRAD_HELPERS.rstrip("\n").split("\n")
+    defs: list[str] = []
     around = [f.lines[0] for f in features if f.place == "around"]
     if around:
-        lines += ["", "", f"def {CONTEXT}():", f"{IND}return {around[0]}"]
+        defs += [f"def {CONTEXT}():\n{IND}return {around[0]}"]
     writes = any(f.writes for f in features)
     drives = [f for f in features if f.place == "drive" and f.lines]
     if writes or drives:
         backward = list(drives[0].lines if drives else DEFAULT_DRIVE)
-        lines += ["", "", f"def {DRIVE}(outs, cots, leaves, inputs):"]
+        lines = [f"def {DRIVE}(outs, cots, leaves, inputs):"]
         if writes:
             lines += [f"{IND}_write(inputs)", f"{IND}try:", *(IND * 2 + x for x in backward),
                       f"{IND}except RuntimeError as e:", f"{IND * 2}if {INPLACE!r} not in str(e):", f"{IND * 3}raise",
                       f"{IND * 2}_record('error.inplace', torch.ones(()))"]
         else:
             lines += [IND + x for x in backward]
-    return lines
+        defs.append("\n".join(lines))
+    used = [line for f in features if f.place in ("body", "init") for line in f.lines] + defs
+    return "\n\n\n".join([*autograd_helpers(used), *defs]).split("\n")
 
 
 def uses_form(program: Program, name: str) -> bool:

@@ -245,9 +245,10 @@ def pick(key: int, names: tuple[str, ...]) -> str:
 def fits(door: str, program) -> bool:
     """Every door calls a layer of its tensors alone that returns one tensor (generators.returns,
     generators.inputs): a source door's operator (checkpoint, torch.cond, a transform) and a call door's
-    outputs take tensors alone."""
+    outputs take tensors alone; no door takes a program's hooks (generators.autograd)."""
     d = DOORS[door]
-    return program.block.returns == SINGLE and not any(b.takes for b in program.blocks()) and (
+    return program.block.returns == SINGLE and not any(b.takes for b in program.blocks()) \
+        and not program.options.autograd and (
         d.fits is None or d.fits(program))
 
 

@@ -22,21 +22,6 @@ import torch.nn.functional as F
 TRACE = []  # (label, value) of every hook call: harness.execute reads and clears it around each run
 
 
-def _record(label, value):
-    TRACE.append((label, value.detach().clone() if isinstance(value, torch.Tensor) else None))
-
-
-def _record_all(label, values):
-    for i, v in enumerate(values):
-        _record(f"{label}[{i}]", v)
-
-
-def _observe(t, label):
-    if t.requires_grad:
-        t.register_hook(lambda g: _record(label, g))
-    return t
-
-
 def _double(g):
     return g * 2
 
@@ -45,95 +30,6 @@ def _scale(t):
     if t.requires_grad:
         t.register_hook(_double)
     return t
-
-
-def _node_hooks(t, label):
-    if t.grad_fn is not None:
-        t.grad_fn.register_prehook(lambda grad_outputs: _record(label + ".pre", grad_outputs[0]))
-        t.grad_fn.register_hook(lambda grad_inputs, grad_outputs: _record(label + ".post", grad_outputs[0]))
-    return t
-
-
-def _multi(a, b, label, mode):
-    ts = [t for t in (a, b) if isinstance(t, torch.Tensor) and t.requires_grad]
-    if len(ts) == 2 and ts[0] is ts[1]:
-        ts = ts[:1]
-    if len(ts) == 2 and mode == "all":
-        torch.autograd.graph.register_multi_grad_hook(ts, lambda grads: _record_all(label, grads))
-    elif len(ts) == 2:
-        torch.autograd.graph.register_multi_grad_hook(ts, lambda grad: _record(label, torch.ones(())), mode="any")
-    return b
-
-
-def _instances(root):
-    """Every other instance of the program's own module classes, in module order."""
-    own = [m for m in root.modules() if m is not root and type(m).__module__ == __name__]
-    return own[::2]
-
-
-def _module_hooks(root, kind):
-    for i, m in enumerate(_instances(root)):
-        label = f"module.{kind}[{i}]"
-        if kind == "forward_pre":
-            m.register_forward_pre_hook(lambda mod, args, label=label: _record(label, args[0] if args else None))
-        elif kind == "forward":
-            m.register_forward_hook(lambda mod, args, out, label=label: _record(label, out))
-        elif kind == "forward_kwargs":
-            m.register_forward_hook(lambda mod, args, kwargs, out, label=label: _record(label, out),
-                                    with_kwargs=True, always_call=True)
-        elif kind == "forward_replace":
-            m.register_forward_hook(lambda mod, args, out: out * 2 if isinstance(out, torch.Tensor)
-                                    and out.is_floating_point() else None)
-        elif kind == "backward":
-            m.register_full_backward_pre_hook(lambda mod, go, label=label: _record(label + ".pre", go[0]))
-            m.register_full_backward_hook(lambda mod, gi, go, label=label: _record(label + ".post", go[0]))
-        elif kind == "backward_replace":
-            m.register_full_backward_pre_hook(lambda mod, go: tuple(None if g is None else g * 2 for g in go))
-
-
-def _post_accumulate(root):
-    for i, p in enumerate(root.parameters()):
-        if i % 2 == 0 and p.requires_grad:
-            p.register_post_accumulate_grad_hook(lambda p, i=i: _record(f"tensor.post[{i}]", p.grad))
-
-
-def _pack(t):
-    _record("saved.pack", torch.ones(()))
-    return ("packed", t)
-
-
-def _unpack(packed):
-    tag, t = packed
-    assert tag == "packed", "unpacked what was never packed"
-    _record("saved.unpack", torch.ones(()))
-    return t
-
-
-def _pack64(t):
-    return (t.dtype, t.to(torch.float64) if t.is_floating_point() else t)
-
-
-def _unpack64(packed):
-    dtype, t = packed
-    return t.to(dtype)
-
-
-def _assign(leaves, grads):
-    for t, g in zip(leaves, grads):
-        if g is not None:
-            t.grad = g if t.grad is None else t.grad + g
-
-
-def _second(first):
-    loss = sum((g * g).sum() for g in first if g is not None and g.requires_grad)
-    if isinstance(loss, torch.Tensor):
-        loss.backward()
-
-
-def _write(inputs):
-    for t in inputs:
-        if not t.requires_grad and t.is_floating_point() and 0 not in t.stride():
-            t.mul_(0.5)
 
 
 def block(x, w0):
