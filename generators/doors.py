@@ -272,11 +272,14 @@ def assign(key: str, share: float, names: tuple[str, ...], program=None) -> str:
 
 
 def with_door(program, door: str):
-    """``program`` reached through ``door`` ("": plainly), with what the door adds to it."""
+    """``program`` reached through ``door`` ("": plainly), with what the door adds to it and without its
+    autograd features (generators.autograd)."""
     from dataclasses import replace
 
     d = DOORS.get(door)
     if d is not None and d.furnish is not None:
         program = d.furnish(program)
-    return replace(program, options=replace(program.options, door=door))
+    # a door's own contract says what reaches autograd through it: its program asks for gradients plainly
+    autograd = () if door else program.options.autograd
+    return replace(program, options=replace(program.options, door=door, autograd=autograd))
 

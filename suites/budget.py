@@ -74,6 +74,7 @@ SUITES: dict[str, float] = {
     "test_unmask.py": 17,
     "test_planted_features.py": 20,
     "test_inputs.py": 5,
+    "test_autograd.py": 24,
     "test_spellings.py": 3,
     "test_shrinking.py": 3,
     "test_html_templates.py": 3,
