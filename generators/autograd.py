@@ -14,7 +14,7 @@ and the lines it adds there. Places:
 - ``around``: a context manager the forward and the backward run under;
 - ``drive``: how the gradients are asked for (replaces the plain backward).
 
-Every hook that observes writes ``(label, value)`` to the program's ``TRACE``
+Every hook that observes writes ``(label, value)`` to the program's ``AUTOGRAD_TRACE``
 (``harness.execute`` reads it after each run): the autograd-trace oracle
 compares eager's with the compiled run's, as torch promises (``PROMISES``).
 A hook that changes a gradient shows in the gradients themselves. Nothing
@@ -128,10 +128,11 @@ FEATURES: dict[str, Feature] = {f.name: f for f in FEATURES_LIST}
 
 # Module-level helpers the features' lines call: a program gets the ones its features' lines name, and
 # the ones those name (``helpers``), with TRACE first.
-TRACE_LINE = "TRACE = []  # (label, value) of every hook call: harness.execute reads and clears it around each run"
+TRACE = "AUTOGRAD_TRACE"  # names distinct enough that a model's own module never has them
+TRACE_LINE = f"{TRACE} = []  # (label, value) of every hook call: harness.execute reads and clears it around each run"
 HELPERS = '''\
 def _record(label, value):
-    TRACE.append((label, value.detach().clone() if isinstance(value, torch.Tensor) else None))
+    AUTOGRAD_TRACE.append((label, value.detach().clone() if isinstance(value, torch.Tensor) else None))
 
 
 def _record_all(label, values):
@@ -273,7 +274,7 @@ def helpers(lines: list[str]) -> list[str]:
     return [TRACE_LINE, *(HELPER_DEFS[n] for n in HELPER_DEFS if n in wanted)]
 
 
-DRIVE = "drive"  # the generated function harness.execute calls for the backward: drive(outs, cots, leaves, inputs)
+DRIVE = "autograd_drive"  # the generated function harness.execute calls for the backward: drive(outs, cots, leaves, inputs)
 CONTEXT = "autograd_context"  # the generated function returning the context the forward and backward run under
 DEFAULT_DRIVE = ("torch.autograd.backward(outs, cots)",)
 INPLACE = "modified by an inplace operation"  # what eager raises for a saved tensor written in place

@@ -11,7 +11,7 @@ import torch
 import torch._dynamo.exc as dynamo_exc
 from torch.utils._pytree import tree_flatten
 
-from generators.autograd import CONTEXT, DRIVE
+from generators.autograd import CONTEXT, DRIVE, TRACE
 
 from .clock import in_torch
 from .outcome import Execution, Failure
@@ -125,7 +125,7 @@ def _autograd(model: torch.nn.Module):
     (generators.autograd), read from the module that defines the model: a list of its own, no
     context and the plain backward where it has none."""
     module = sys.modules.get(type(model).__module__)
-    trace = getattr(module, "TRACE", None)
+    trace = getattr(module, TRACE, None)
     return (trace if isinstance(trace, list) else [], getattr(module, CONTEXT, contextlib.nullcontext),
             getattr(module, DRIVE, None))
 

@@ -19,11 +19,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
-TRACE = []  # (label, value) of every hook call: harness.execute reads and clears it around each run
+AUTOGRAD_TRACE = []  # (label, value) of every hook call: harness.execute reads and clears it around each run
 
 
 def _record(label, value):
-    TRACE.append((label, value.detach().clone() if isinstance(value, torch.Tensor) else None))
+    AUTOGRAD_TRACE.append((label, value.detach().clone() if isinstance(value, torch.Tensor) else None))
 
 
 def _observe(t, label):
@@ -129,7 +129,7 @@ def run(compiled, float64=False):
         torch._dynamo.reset()
         configure(DEDUP)
         fn = torch.compile(model, backend=backend(), **COMPILE_KWARGS)
-    TRACE.clear()
+    AUTOGRAD_TRACE.clear()
     with contextlib.nullcontext():
         outs, forward = forward_and_backward(fn, model, inputs)
     values = {f"output[{i}]": o.detach() for i, o in enumerate(outs)}
@@ -162,7 +162,7 @@ def forward_and_backward(fn, model, inputs):
     """The forward, then the gradients as the program asks for them (a plain backward);
     also how many hook calls the forward made."""
     outs = [o for o in tree_leaves(fn(*inputs)) if isinstance(o, torch.Tensor)]
-    forward = len(TRACE)
+    forward = len(AUTOGRAD_TRACE)
     diff = [(i, o) for i, o in enumerate(outs) if o.requires_grad]
     if diff:
         cots = []
@@ -177,11 +177,11 @@ PROMISES = [('saved.', 'some'), ('multi.any', 'once'), ('error.', 'each'), ('gra
 
 
 def traced(forward):
-    """The hook calls the program recorded (TRACE), keyed as torch promises them: the forward's in the
+    """The hook calls the program recorded (AUTOGRAD_TRACE), keyed as torch promises them: the forward's in the
     order they ran; the backward's per label, sorted by value (their order is the engine's); pack and
     unpack only whether any ran (the partitioner chooses what to save); mode="any" by count."""
     out, rows = {}, {}
-    for i, (label, value) in enumerate(TRACE):
+    for i, (label, value) in enumerate(AUTOGRAD_TRACE):
         promise = next(p for prefix, p in PROMISES if label.startswith(prefix))
         phase = "forward" if i < forward and promise == "each" else "backward" if promise == "each" else "count"
         rows.setdefault((phase, label), []).append(value)
