@@ -170,3 +170,13 @@ def test_the_family_raises_no_false_alarm_on_a_correct_pipeline(program):
     from suites.test_property import assert_only_known_findings
 
     assert_only_known_findings(program, "eager", dedup=False)
+
+
+def test_a_campaign_share_gives_a_fitting_feature_by_program_id():
+    from generators.autograd import assign
+
+    fit = ["tensor.observe", "saved.pair"]
+    given = [assign(f"{i}:autograd", 0.5, fit) for i in range(400)]
+    assert 150 < sum(bool(g) for g in given) < 250 and set(given) == {"", *fit}
+    assert assign("7:autograd", 0.5, fit) == assign("7:autograd", 0.5, fit)  # the same for every run of a seed
+    assert not any(assign(f"{i}:autograd", 0.0, fit) for i in range(100)) and not assign("1", 1.0, [])
