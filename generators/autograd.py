@@ -92,6 +92,9 @@ FEATURES_LIST = (
     # --- saved tensors
     Feature("saved.pair", "saved", "around", ("torch.autograd.graph.saved_tensors_hooks(_pack, _unpack)",),
             "saved_tensors_hooks packing each saved tensor in a tagged pair, counting packs and unpacks"),
+    Feature("saved.negate", "saved", "around", ("torch.autograd.graph.saved_tensors_hooks(_pack_neg, _unpack_neg)",),
+            "saved_tensors_hooks storing each float saved tensor negated, negating it back (exact): a hook applied "
+            "on one side only changes the gradients"),
     Feature("saved.float64", "saved", "around", ("torch.autograd.graph.saved_tensors_hooks(_pack64, _unpack64)",),
             "saved_tensors_hooks moving each float saved tensor to float64 and back (lossless)"),
     Feature("saved.cpu", "saved", "around", ("torch.autograd.graph.save_on_cpu(pin_memory=False)",),
@@ -218,6 +221,15 @@ def _unpack(packed):
     return t
 
 
+def _pack_neg(t):
+    return ("negated", t.neg() if t.is_floating_point() else t)
+
+
+def _unpack_neg(packed):
+    tag, t = packed
+    return t.neg() if t.is_floating_point() else t
+
+
 def _pack64(t):
     return (t.dtype, t.to(torch.float64) if t.is_floating_point() else t)
 
@@ -282,10 +294,11 @@ INPLACE = "modified by an inplace operation"  # what eager raises for a saved te
 # What torch promises about each record a trace holds, by label prefix, and the kind a broken
 # promise gets (oracles.autograd_trace):
 # "each": every call in eager is matched by one in the compiled run (count and value);
-# "some": if eager made any, the compiled run made at least one (the partitioner chooses what to save);
+# "free": not compared (pack and unpack: what is saved is the partitioner's choice, and code no gradient needs
+# is dropped; a hook applied on one side shows in the gradients, or as the tag check's error);
 # "once": as many calls, values not compared (mode="any": whichever gradient comes first).
 PROMISES = (
-    ("saved.", "some", "pack"),
+    ("saved.", "free", "pack"),
     ("multi.any", "once", "hook"),
     ("error.", "each", "error"),
     ("grad.", "each", "grad"),

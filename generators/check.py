@@ -543,10 +543,7 @@ def has_graph_breaks(program: Program) -> bool:
                     for s in program.sections for c in s.calls) >= 2
     # Data-dependent ops (an unbacked size, .item()) break the graph unless
     # Dynamo is told to capture them (the dynamic:unbacked door does).
-    data_dependent = any(OPS[st.op].category == "unbacked" for b in program.blocks() for st in b.body) or any(
-        b.returns != SINGLE and not RETURNS[b.returns].fullgraph for b in program.blocks()) or any(
-        b.takes in TAKES and not TAKES[b.takes].fullgraph for b in program.blocks())
-    return rewrapped or data_dependent or any(
+    return rewrapped or sizes_follow_values(program) or any(
         INTERLUDES[n].breaks for n in (*program.interludes, *(s.interleave for s in program.sections)) if n
     ) or any(homes.get(n) in BREAKING_SETS for _, c in program.repeats() for n, _ in c.sets) or any(
         isinstance(v, Sub) and v.cls in BREAKING_SUBCLASSES for _, c in program.repeats()
@@ -678,6 +675,14 @@ def named_sub_scopes(program: Program) -> dict[tuple, dict[str, TT]]:
         for _, call in program.repeats():
             visit(program.block, block_types(program, call, carried), env_of(call.context))
     return seen
+
+
+def sizes_follow_values(program: Program) -> bool:
+    """Some size or Python number the program computes depends on tensor values (an unbacked op, a
+    data-dependent return or take): new values may rightly recompile (generators.variants: not neutral)."""
+    return any(OPS[st.op].category == "unbacked" for b in program.blocks() for st in b.body) or any(
+        b.returns != SINGLE and not RETURNS[b.returns].fullgraph for b in program.blocks()) or any(
+        b.takes in TAKES and not TAKES[b.takes].fullgraph for b in program.blocks())
 
 
 def fitting_autograd(program: Program) -> list[str]:

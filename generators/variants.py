@@ -13,7 +13,8 @@ input's shape, dtype or layout, to a Python value, or to the global state a
 program runs under is offered only if the program with that change still
 passes ``check``. A ``neutral`` change (new tensor values, a parameter
 replaced by another of its shape) cannot change what the program computes,
-so it must not force a recompile; any other change may only reuse a cached
+so it must not force a recompile (unless a size the program computes follows
+the values: ``check.sizes_follow_values``); any other change may only reuse a cached
 graph if the guards prove it still right.
 
 A kind reads ``family:what[:qualifier]``. Python values change in every
@@ -34,7 +35,7 @@ import random
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Callable, Optional
 
-from .check import check, mutation_rules
+from .check import check, mutation_rules, sizes_follow_values
 from .codegen import (CHILDREN, FACTORY, INSTANCES, OBJECTS, PACKED, SETTINGS, _columns, free_read, frees_at,
                       global_name, input_expr, instance_attr, literal, pack_ref, sub_callable)
 from .ir import FLOATS, LAYOUTS, Arg, Fn, Free, FreeVar, MalformedProgram, Program, PyList, TensorSpec, Value, typed_key
@@ -247,7 +248,8 @@ def _make_input(program: Program, i: int, spec: TensorSpec) -> list[str]:
 
 def _input_values(program: Program) -> list[Variant]:
     name, spec = program.inputs[0]
-    return [Variant("input:values", name, f"{name}: new values", tuple(_make_input(program, 0, spec)), (), True)]
+    return [Variant("input:values", name, f"{name}: new values", tuple(_make_input(program, 0, spec)), (),
+                    not sizes_follow_values(program))]
 
 
 def grown(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
@@ -538,10 +540,10 @@ def _params_and_buffers(program: Program) -> list[Variant]:
         # a frozen parameter's replacement is frozen too: requires_grad is a change of its own
         out.append(Variant("param:replace", p, f"{p} replaced by a new Parameter",
                            ("_saved = " + p, f"{p} = nn.Parameter({fresh}, requires_grad=_saved.requires_grad)"),
-                           (f"{p} = _saved",), True))
+                           (f"{p} = _saved",), not sizes_follow_values(program)))
         out.append(Variant("param:mutate", p, f"{p} scaled in place",
                            (f"_saved = {p}.detach().clone()", f"with torch.no_grad(): {p}.mul_(-0.5)"),
-                           (f"with torch.no_grad(): {p}.copy_(_saved)",), True))
+                           (f"with torch.no_grad(): {p}.copy_(_saved)",), not sizes_follow_values(program)))
         frozen = any(c.frozen for s in program.sections for c in s.calls)
         if not frozen:
             out.append(Variant("param:requires_grad", p, f"{p}.requires_grad_(False)",

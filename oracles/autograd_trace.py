@@ -5,9 +5,10 @@ A program's autograd features (generators.autograd) record every hook call as ``
 (``generators.autograd.PROMISES``): forward records (module hooks run in program order) in eager's
 order; backward records matched per label whatever their order (the engine orders independent
 branches as it likes, and a compiled backward is one node), each value against eager's within the
-float64 referee's tolerance; pack counts only as "some" (the partitioner chooses what to save);
+float64 referee's tolerance; packs and unpacks not at all (what is saved is the partitioner's choice,
+and code no gradient needs is dropped: a hook applied on one side shows in the gradients instead);
 pre-hooks before their hooks (``ORDERED``). A difference is a kind of its own: ``hook:missing``,
-``hook:extra``, ``hook:value``, ``hook:order``, ``pack:count``, ``error:missing`` (eager raised for
+``hook:extra``, ``hook:value``, ``hook:order``, ``error:missing`` (eager raised for
 a saved tensor written in place, compiled code did not), ``grad:value`` (a first gradient of a
 double backward).
 """
@@ -68,20 +69,12 @@ def _forward(outcome: Outcome) -> list[Verdict]:
 
 
 def _counted(eager: Execution, compiled: Execution) -> list[Verdict]:
-    """Records judged by count, in whichever phase they ran: "some" (pack and unpack: if eager made
-    any, the compiled run made one), "once" (as many calls)."""
-    e = Counter(label for _, label, _ in eager.trace if promise(label)[0] != "each")
-    c = Counter(label for _, label, _ in compiled.trace if promise(label)[0] != "each")
-    out = []
-    for label in sorted(e.keys() | c.keys()):
-        kept, kind = promise(label)
-        if kept == "some" and e[label] and not c[label]:
-            out.append(Verdict(NAME, Status.FAIL, kind=f"{kind}:count", where=label,
-                               message=f"eager called it {e[label]} times, the compiled run never"))
-        elif kept == "once" and e[label] != c[label]:
-            out.append(Verdict(NAME, Status.FAIL, kind=f"{kind}:{'missing' if e[label] > c[label] else 'extra'}",
-                               where=label, message=f"called {e[label]} times in eager, {c[label]} in the compiled run"))
-    return out
+    """Records judged by count alone, in whichever phase they ran: "once" (mode="any": as many calls)."""
+    e = Counter(label for _, label, _ in eager.trace if promise(label)[0] == "once")
+    c = Counter(label for _, label, _ in compiled.trace if promise(label)[0] == "once")
+    return [Verdict(NAME, Status.FAIL, kind=f"{promise(label)[1]}:{'missing' if e[label] > c[label] else 'extra'}",
+                    where=label, message=f"called {e[label]} times in eager, {c[label]} in the compiled run")
+            for label in sorted(e.keys() | c.keys()) if e[label] != c[label]]
 
 
 def _backward(outcome: Outcome) -> list[Verdict]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 
+from generators.autograd import TRACE
 from harness.outcome import Outcome, VariantRun
 
 from .dedup_toggle import guard_difference
@@ -204,6 +205,13 @@ def check(outcome: Outcome) -> Verdict:
     return result
 
 
+def _traced(reason: str) -> bool:
+    """A guard on the length of the program's autograd trace (generators.autograd: hooks traced into the
+    forward append to it; a recompile mid-forward guards on how much the call recorded so far): the
+    harness's own record, not the program's meaning."""
+    return TRACE in reason
+
+
 def _data_dependent(reason: str) -> bool:
     """A guard on a Python scalar computed from tensor data and handed across
     a graph break (``h.mean().item()``), or on the size of a tensor whose size
@@ -220,10 +228,10 @@ def _other_state(reason: str) -> bool:
 
 
 def _explained_by_data(reasons: list[str]) -> bool:
-    """Every entry that could serve the call failed on a data-dependent guard
-    (the others were compiled under another global state)."""
+    """Every entry that could serve the call failed on a data-dependent guard, or on the length of the
+    harness's autograd trace (the others were compiled under another global state)."""
     own = [r for r in reasons if not _other_state(r)]
-    return not reasons or bool(own) and all(_data_dependent(r) for r in own)
+    return not reasons or bool(own) and all(_data_dependent(r) or _traced(r) for r in own)
 
 
 def check_recompiles(outcome: Outcome) -> Verdict:

@@ -205,9 +205,14 @@ def match(signature: str, backend: Optional[str] = None) -> Optional[KnownIssue]
     """The known issue a signature (seen on ``backend``; None: any) is. A
     backend named ``<planted Dynamo fault>__<backend>`` (suites.planted_pass)
     is that backend with a fault in Dynamo: its backend-scoped issues hold."""
+    return next(iter(matching(signature, backend)), None)
+
+
+def matching(signature: str, backend: Optional[str] = None) -> list[KnownIssue]:
+    """Every known issue a signature matches, in baseline order (``match`` is the first; triage keeps the
+    first whose triggers the run has: reports.triggers.claimed)."""
     base = backend.rsplit("__", 1)[-1] if backend and "__" in backend else backend
-    return next((i for i in load() if i.matches(signature)
-                 and (not i.backends or base is None or base in i.backends)), None)
+    return [i for i in load() if i.matches(signature) and (not i.backends or base is None or base in i.backends)]
 
 
 def crash_issue(message: str) -> Optional[KnownIssue]:

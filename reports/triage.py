@@ -27,9 +27,9 @@ from oracles.differential import compare_runs, numerics
 from oracles.registry import ORACLES, REPLAY_ORACLES
 from oracles.verdict import Status, Verdict
 
-from .known_issues import match
+from .known_issues import match, matching
 from .signature import normalize
-from .triggers import claimed, tags
+from .triggers import CLAIMED, claimed, tags
 
 
 @dataclass
@@ -532,5 +532,8 @@ def known_issue(finding: Finding):
     none for a failure in a run lacking the trigger of the issue it matches
     (reports.triggers.claimed)."""
     backend = finding.config.backend
+    claimed_by = finding.extra.get(CLAIMED)
+    if claimed_by:
+        return next(i for i in matching(finding.signature, backend) if i.id == claimed_by)
     return match(finding.signature, backend) or (
         match(finding.extra["equivalent"], backend) if "equivalent" in finding.extra else None)

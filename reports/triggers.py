@@ -31,7 +31,9 @@ from generators.without import (SUBCLASS, without_default_dtype, without_fn_inst
                                 without_random, without_subclass, without_writes)
 from harness.outcome import RunConfig
 
-from .known_issues import UNEXPLAINED, KnownIssue, match
+from .known_issues import UNEXPLAINED, KnownIssue, match, matching
+
+CLAIMED = "claimed_by"  # Finding.extra: the issue that explains a signature two issues match, when not the first
 
 
 def tags(program: Program) -> list[str]:
@@ -135,8 +137,12 @@ def claimed(finding):
     """A finding (reports.triage.Finding) as triage names it: where its
     signature matches an issue whose trigger the run lacks, renamed
     ``unexplained:<issue>:<signature>`` and no longer that issue's."""
-    issue = match(finding.signature, finding.config.backend)
-    if issue is None or explains(issue, finding.program, finding.config):
+    issues = matching(finding.signature, finding.config.backend)
+    if not issues:
         return finding
-    return replace(finding, signature=f"{UNEXPLAINED}:{issue.id}:{finding.signature}",
-                   extra={**finding.extra, UNEXPLAINED: issue.id})
+    explained = next((i for i in issues if explains(i, finding.program, finding.config)), None)
+    if explained is not None:  # of two issues a signature matches, the one whose triggers the run has
+        return replace(finding, extra={**finding.extra, CLAIMED: explained.id}) if explained is not issues[0] \
+            else finding
+    return replace(finding, signature=f"{UNEXPLAINED}:{issues[0].id}:{finding.signature}",
+                   extra={**finding.extra, UNEXPLAINED: issues[0].id})

@@ -117,7 +117,7 @@ FEATURES: dict[str, FeatureFault] = {
     "autograd:node": FeatureFault(_hooked("node"), without_autograd, planted_autograd.compiled_node_prehook_halved),
     "autograd:module": FeatureFault(_hooked("module"), without_autograd,
                                     planted_autograd.forward_hooks_skipped_when_compiling),
-    "autograd:saved": FeatureFault(_hooked("saved"), without_autograd, planted_autograd.compiled_saves_unhooked),
+    "autograd:saved": FeatureFault(_hooked("saved"), without_autograd, planted_autograd.compiled_unpack_skipped),
     "autograd:grad": FeatureFault(_hooked("grad"), without_autograd, planted_autograd.retained_backward_zeroed),
 }
 

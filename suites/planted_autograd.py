@@ -12,8 +12,9 @@ each reached only by programs with a feature of its family:
 - ``forward_hooks_skipped_when_compiling`` (module): Dynamo's inlining of
   ``Module._call_impl`` runs the forward of a module with forward hooks
   without them;
-- ``compiled_saves_unhooked`` (saved): a compiled function saves its tensors
-  past the user's ``saved_tensors_hooks`` (no pack, no unpack);
+- ``compiled_unpack_skipped`` (saved): a compiled function's saved tensors
+  get the user's pack hook and a stock unpack (the payload as packed: a
+  transform the user's unpack undoes stays);
 - ``retained_backward_zeroed`` (grad): a compiled node run backward a
   second time (``retain_graph=True``) returns zeros, as if its saved state
   were freed after the first.
@@ -103,17 +104,22 @@ def forward_hooks_skipped_when_compiling():
     return _patched(torch.nn.Module, "_call_impl", wrap)
 
 
-def compiled_saves_unhooked():
+def compiled_unpack_skipped():
     def wrap(orig):  # type: ignore[no-untyped-def]
         @classmethod  # type: ignore[misc]
         def apply(cls, *args, **kwargs):  # type: ignore[no-untyped-def]
             hooks = torch._C._autograd._top_saved_tensors_default_hooks(False)
             if cls.__name__ != "CompiledFunction" or hooks is None:
                 return orig.__func__(cls, *args, **kwargs)
+            pack, _ = hooks
             torch._C._autograd._pop_saved_tensors_default_hooks()
+            # the user's pack, then a stock unpack: the payload as packed, its transform not undone
+            torch._C._autograd._push_saved_tensors_default_hooks(
+                pack, lambda packed: packed[1] if isinstance(packed, tuple) else packed)
             try:
                 return orig.__func__(cls, *args, **kwargs)
             finally:
+                torch._C._autograd._pop_saved_tensors_default_hooks()
                 torch._C._autograd._push_saved_tensors_default_hooks(*hooks)
 
         return apply
@@ -156,7 +162,7 @@ def retained_backward_zeroed():
 
 
 FAULTS = {f.__name__: f for f in (intermediate_hook_dropped, compiled_node_prehook_halved,
-                                   forward_hooks_skipped_when_compiling, compiled_saves_unhooked,
+                                   forward_hooks_skipped_when_compiling, compiled_unpack_skipped,
                                    retained_backward_zeroed)}
 
 
