@@ -28,6 +28,7 @@ NEEDS = ("dedup_off", "recapture")
 
 
 def _stable(guard: str) -> str:
+    guard = re.sub(r"(_hooks\w*)\[\d+\]", r"\1[N]", guard)  # a module hook's handle id: a process-wide counter
     return re.sub(r"_\d+_c\d+\b", "_ID_cN", re.sub(r"___\d+", "___N", guard))
 
 
@@ -36,7 +37,9 @@ def guard_difference(on: list[str], off: list[str]) -> tuple[list[str], list[str
     ``off`` and lacks. Dynamo numbers the globals dicts it installs
     (``__builtins_dict___6``) with a process-wide counter, and names the
     globals it installs by object id and compile id (``_140620626826704_c11``,
-    torch 2.8): neither is part of the guard."""
+    torch 2.8), and a module's hook dicts are keyed by the handle id of each
+    registration (``_forward_hooks_always_called[8251]``, a process-wide
+    counter: each model instance's differ): none is part of the guard."""
     a, b = (collections.Counter(_stable(g) for g in guards) for guards in (on, off))
     return sorted((a - b).elements()), sorted((b - a).elements())
 
