@@ -124,7 +124,7 @@ def test_repro_reproduces_the_planted_fault_and_not_on_aot_eager():
 
 
 # A fifth of the profile's examples: 10 in the gate, 80 in the nightly tier.
-@pytest.mark.long(seconds=13)
+@pytest.mark.long(seconds=18)  # 13 until issue 45's draws moved its sample
 @settings(max_examples=max(10, settings.default.max_examples // 5))
 @given(programs().filter(lambda p: bool(marked(p))))
 def test_no_false_alarm_on_drawn_programs_with_a_decorated_block(program):

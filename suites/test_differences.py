@@ -110,6 +110,7 @@ def test_semantic_coverage_names_every_entry_and_the_holes():
     assert table.count("\n| `") == len(DIFFERENCES) and "**never drawn**" in table
 
 
+@pytest.mark.long(seconds=22)  # 9 until the edge draw gave autograd features at even odds (issue 45)
 @settings(max_examples=EDGES)
 @given(program=programs(edges=True), entry=st.sampled_from(sorted(FORMS)))
 def test_call_differences_raise_no_false_alarm_on_a_correct_pipeline(program, entry):

@@ -316,6 +316,7 @@ def test_nested_regions_minimize_to_two_blocks():
     assert [s.op for s in p.block.body] == [CHILD, CHILD] and len(p.sub("mlp").body) == 1, render(p)
 
 
+@pytest.mark.long(seconds=12)
 @settings(max_examples=50)
 @given(programs().filter(lambda p: bool(p.subs)))
 def test_drawn_hierarchies_reduce_without_raising(program):

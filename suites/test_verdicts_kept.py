@@ -46,7 +46,7 @@ def _findings(i: int, learned: dict | None = None) -> dict:
 SHARES_27 = pytest.mark.shares("verdicts-27")
 
 
-@pytest.mark.long(seconds=16)
+@pytest.mark.long(seconds=18)
 @pytest.mark.parametrize("i", [pytest.param(i, marks=SHARES_27) if i == 27 else i for i in SAMPLE] + REST)
 def test_the_recorded_findings_are_found_again(i):
     result = _first(i)
