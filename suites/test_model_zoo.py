@@ -32,7 +32,9 @@ needs_transformers = pytest.mark.skipif(not HAS_TRANSFORMERS, reason=NO_TRANSFOR
 # the nightly tier runs the rest.
 FAMILIES = ("llama", "mistral", "qwen2", "gemma", "phi3", "opt", "gpt2", "bert", "bart", "t5", "vit", "convnext",
             "resnet")
-CI_FAMILIES = ("opt", "t5")  # llama, bert, vit and the rest: the nightly tier
+# T5 went nightly with issue 45's gate trim: its model-scoped known issue keeps its repro in the gate
+# (test_a_model_issue_reproduces)
+CI_FAMILIES = ("opt",)  # llama, bert, vit, t5 and the rest: the nightly tier
 MODEL_ISSUES = sorted(MODEL_ROOT.glob("*/repro.py"))
 
 
