@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 
 from generators.autograd import TRACE
-from harness.outcome import Outcome, VariantRun
+from harness.outcome import Execution, Outcome, VariantRun
 
 from .dedup_toggle import guard_difference
 from .differential import compare_runs, nondeterministic, numerics
