@@ -87,19 +87,19 @@ def _spelling(program: Program, config: RunConfig, oracle: Callable[[Outcome], V
     return "spelled=" + "+".join(needed) if needed else ""
 
 
-def _settings(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict], like: Verdict) -> str:
-    """The settings (generators.settings) a failure needs, as ``settings=inline.every`` (two joined by ``+``)."""
-    needed = _needed(list(program.options.settings), lambda kept: _under(program, tuple(kept)), config, oracle, like)
-    return "settings=" + "+".join(needed) if needed else ""
+def _options(field: str, program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict],
+             like: Verdict) -> str:
+    """The entries of ``Options.<field>`` a failure needs, as ``<field>=name`` (two joined by ``+``): the torch
+    settings (generators.settings: ``settings=inline.every``) and the autograd features (generators.autograd:
+    ``autograd=tensor.output``; a known crash that a program with a hook also meets is the known crash still)."""
+    names = list(getattr(program.options, field))
 
+    def keeping(kept: list) -> Optional[Program]:
+        return checked(replace(program, options=replace(program.options, **{field: tuple(n for n in names
+                                                                                      if n in kept)})))
 
-def _autograd(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict], like: Verdict) -> str:
-    """The autograd features (generators.autograd) a failure needs, as ``autograd=tensor.output`` (two
-    joined by ``+``): a known crash that a program with a hook also meets is the known crash still."""
-    names = list(program.options.autograd)
-    needed = _needed(names, lambda kept: checked(replace(program, options=replace(program.options, autograd=tuple(
-        n for n in names if n in kept)))), config, oracle, like)
-    return "autograd=" + "+".join(needed) if needed else ""
+    needed = _needed(names, keeping, config, oracle, like)
+    return f"{field}=" + "+".join(needed) if needed else ""
 
 
 def _interface(program: Program) -> dict[str, Callable[[Program], Program]]:
@@ -130,10 +130,6 @@ def _inputs(program: Program, config: RunConfig, oracle: Callable[[Outcome], Ver
 
     needed = _needed(list(parts), keeping, config, oracle, like)
     return "inputs=" + "+".join(needed) if needed else ""
-
-
-def _under(program: Program, settings: tuple[str, ...]) -> Program:
-    return replace(program, options=replace(program.options, settings=settings))
 
 
 def alike(other: Verdict, like: Verdict) -> bool:
@@ -273,8 +269,8 @@ def _triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> 
         # (what a block is given is not named: a crash's stage and message name its cause, and a known crash
         # that only a container or a keyword reaches, by defeating a region's reuse, is the same crash)
         detail = ":".join(p for p in (verdict.details.get('stage'), normalize(verdict.message),
-                                      _settings(program, config, oracle, verdict),
-                                      _autograd(program, config, oracle, verdict)) if p)
+                                      _options("settings", program, config, oracle, verdict),
+                                      _options("autograd", program, config, oracle, verdict)) if p)
     elif not wrong_values:  # structural oracles name the difference themselves
         label = verdict.details["label"]
         if verdict.kind == "stale" and (verdict.details.get("variant") or {}).get("neutral") and program.variations():
@@ -297,8 +293,9 @@ def _triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> 
         if culprit != "dedup" and trigger == "identical-repeats":
             trigger = ""  # a backend failing on identical repeats: nothing between repeats to name
         spelt = _spelling(program, config, oracle, verdict)
-        detail = ":".join(p for p in (trigger, *tags(program), spelt, _settings(program, config, oracle, verdict),
-                                      _autograd(program, config, oracle, verdict),
+        detail = ":".join(p for p in (trigger, *tags(program), spelt,
+                                      _options("settings", program, config, oracle, verdict),
+                                      _options("autograd", program, config, oracle, verdict),
                                       _inputs(program, config, oracle, verdict), *where, *change) if p)
     if verdict.kind != "crash":  # a tag the trigger already names is said once
         detail = ":".join(dict.fromkeys(detail.split(":")))
