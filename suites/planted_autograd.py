@@ -56,40 +56,35 @@ def intermediate_hook_dropped() -> Iterator[None]:
 
         return register
 
-    original = torch.Tensor.register_hook
     kept: set = set()
 
-    def register_hook(self, hook):  # type: ignore[no-untyped-def]
-        node = self.grad_fn
-        if node is not None and _compiled(node) and not torch.compiler.is_compiling():
-            if type(node) in kept:
-                return torch.utils.hooks.RemovableHandle(collections.OrderedDict())
-            kept.add(type(node))
-        return original(self, hook)
+    def wrap_eager(original):  # type: ignore[no-untyped-def]
+        def register_hook(self, hook):  # type: ignore[no-untyped-def]
+            node = self.grad_fn
+            if node is not None and _compiled(node) and not torch.compiler.is_compiling():
+                if type(node) in kept:
+                    return torch.utils.hooks.RemovableHandle(collections.OrderedDict())
+                kept.add(type(node))
+            return original(self, hook)
 
-    torch.Tensor.register_hook = register_hook
-    try:
-        with _patched(dynamo_tensor.TensorVariable, "_method_register_hook", wrap):
-            yield
-    finally:
-        torch.Tensor.register_hook = original
+        return register_hook
 
-
-@contextlib.contextmanager
-def compiled_node_prehook_halved() -> Iterator[None]:
-    cls = torch.autograd.function.BackwardCFunction
-    original = cls.register_prehook
-
-    def register_prehook(self, fn):  # type: ignore[no-untyped-def]
-        if not _compiled(self):
-            return original(self, fn)
-        return original(self, lambda grad_outputs: fn(tuple(None if g is None else g * 0.5 for g in grad_outputs)))
-
-    cls.register_prehook = register_prehook
-    try:
+    with _patched(torch.Tensor, "register_hook", wrap_eager), \
+            _patched(dynamo_tensor.TensorVariable, "_method_register_hook", wrap):
         yield
-    finally:
-        cls.register_prehook = original
+
+
+def compiled_node_prehook_halved():
+    def wrap(original):  # type: ignore[no-untyped-def]
+        def register_prehook(self, fn):  # type: ignore[no-untyped-def]
+            if not _compiled(self):
+                return original(self, fn)
+            return original(self, lambda grad_outputs: fn(tuple(None if g is None else g * 0.5
+                                                                for g in grad_outputs)))
+
+        return register_prehook
+
+    return _patched(torch.autograd.function.BackwardCFunction, "register_prehook", wrap)
 
 
 def forward_hooks_skipped_when_compiling():
@@ -124,18 +119,7 @@ def compiled_unpack_skipped():
 
         return apply
 
-    return _patched_class_attr(torch.autograd.Function, "apply", wrap)
-
-
-@contextlib.contextmanager
-def _patched_class_attr(owner, name: str, value) -> Iterator[None]:  # type: ignore[no-untyped-def]
-    """``_patched`` for a classmethod: the descriptor itself, not what it binds to."""
-    original = owner.__dict__[name]
-    setattr(owner, name, value(original))
-    try:
-        yield
-    finally:
-        setattr(owner, name, original)
+    return _patched(torch.autograd.Function, "apply", wrap)
 
 
 def retained_backward_zeroed():

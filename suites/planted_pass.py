@@ -14,12 +14,22 @@ from torch._dynamo import graph_deduplication, graph_region_tracker, output_grap
 
 @contextlib.contextmanager
 def _patched(owner, name: str, value) -> Iterator[None]:  # type: ignore[no-untyped-def]
-    original = getattr(owner, name)
+    """``owner.name`` replaced by ``value(original)`` for the duration, then put back exactly as it was:
+    a staticmethod or classmethod as its descriptor, an attribute the class inherited deleted again.
+    ``original`` is what the attribute reads as, but a classmethod's descriptor (a wrapper must bind it
+    to the class it is called on, a subclass too)."""
+    own = vars(owner)
+    raw = own.get(name)
+    had = name in own
+    original = raw if isinstance(raw, classmethod) else getattr(owner, name)
     setattr(owner, name, value(original))
     try:
         yield
     finally:
-        setattr(owner, name, original)
+        if had:
+            setattr(owner, name, raw)
+        else:
+            delattr(owner, name)
 
 
 def ints_ignored():
