@@ -24,6 +24,7 @@ from .check import (
     check,
     checked,
     env_of,
+    fitting_autograd,
     has_columns,
     has_graph_breaks,
     live_values,
@@ -39,7 +40,6 @@ from .inputs import PACKS as EXTRA_PACKS, TAKES, TAKES_LIST
 from .returns import RETURNS_LIST, returning
 from .settings import SETTINGS, SETTINGS_LIST
 from .autograd import FEATURES as AUTOGRAD
-from .check import fitting_autograd
 from .forms import FORMS_LIST, applies
 from .spellings import kinds_of
 from .swarm import NONE as NO_SWARM, Swarm

@@ -533,6 +533,7 @@ def _module_attrs(program: Program) -> list[Variant]:
 def _params_and_buffers(program: Program) -> list[Variant]:
     """Params and buffers: replaced by new objects, mutated in place, frozen."""
     owner = _owner(program)
+    neutral = not sizes_follow_values(program)  # new values keep sizes unless some size follows the values
     out = []
     for name, spec in program.block.weights[:1]:
         p = f"{owner}.{name}"
@@ -540,10 +541,10 @@ def _params_and_buffers(program: Program) -> list[Variant]:
         # a frozen parameter's replacement is frozen too: requires_grad is a change of its own
         out.append(Variant("param:replace", p, f"{p} replaced by a new Parameter",
                            ("_saved = " + p, f"{p} = nn.Parameter({fresh}, requires_grad=_saved.requires_grad)"),
-                           (f"{p} = _saved",), not sizes_follow_values(program)))
+                           (f"{p} = _saved",), neutral))
         out.append(Variant("param:mutate", p, f"{p} scaled in place",
                            (f"_saved = {p}.detach().clone()", f"with torch.no_grad(): {p}.mul_(-0.5)"),
-                           (f"with torch.no_grad(): {p}.copy_(_saved)",), not sizes_follow_values(program)))
+                           (f"with torch.no_grad(): {p}.copy_(_saved)",), neutral))
         frozen = any(c.frozen for s in program.sections for c in s.calls)
         if not frozen:
             out.append(Variant("param:requires_grad", p, f"{p}.requires_grad_(False)",

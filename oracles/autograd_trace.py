@@ -106,7 +106,8 @@ def _matched(outcome: Outcome, phase: str, label: str, ordered: bool) -> list[Ve
         for j in candidates:
             diff = compare(e, act[j], r, judged["floor"], judged["signed_zeros"])
             if diff is None or diff.inconclusive:
-                free.remove(j) if j in free else None
+                if j in free:
+                    free.remove(j)
                 break
             first = first or diff
         else:
