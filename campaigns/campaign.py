@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 import time
+import zlib
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -47,6 +48,7 @@ from .budget import plan
 from .claims import HEARTBEAT, Claims, campaign_key
 from .corpus import FOLDER as CORPUS, Corpus
 from .folder import CAPABILITIES, prepare, slug, write_reports
+from .op_sweep import MODES as SWEEP_MODES, Sweep, start as start_sweep
 from .steer import Steering
 from .upstream import EnvCapture, describe_finding
 from .worker import config_from, config_to, lost_finding
@@ -96,6 +98,12 @@ class Options:
     trace_share: float = 0.5  # share of programs whose capture is traced for arcs (all give the harness's own edges)
     # train, inference (no_grad or inference_mode, drawn per program), one of those, or auto: by what the backend can do
     mode: str = "auto"
+    # the OpInfo sweep before the search (campaigns.op_sweep): "on", "off", or "auto" (on for every backend but the
+    # default aot_eager, whose op-level behaviour is eager's own)
+    sweep: str = "auto"
+    sweep_share: float = 0.25  # of the budget, at most: the sweep's batches go out in the first part of it
+    sweep_ops: tuple[str, ...] = ()  # sweep these OpInfo ops alone (and sweep whatever the backend)
+    op_share: float = 0.5  # with the sweep on: share of the search's worker seconds given to OpInfo batches (steered)
 
 
 def check_options(o: Options) -> tuple[tuple[str, ...], tuple]:
@@ -126,9 +134,12 @@ def check_options(o: Options) -> tuple[tuple[str, ...], tuple]:
     if unknown:
         raise ValueError(f"unknown door(s) {', '.join(unknown)}: use {', '.join(DOORS)}")
     for what, share in (("lint", o.lint_share), ("door", o.door_share), ("inductor", o.inductor_share),
-                        ("trace", o.trace_share), ("autograd", o.autograd_share)):
+                        ("trace", o.trace_share), ("autograd", o.autograd_share), ("sweep", o.sweep_share),
+                        ("op", o.op_share)):
         if not 0 <= share <= 1:
             raise ValueError(f"{what} share {share}: expected a fraction between 0 and 1")
+    if o.sweep not in SWEEP_MODES:
+        raise ValueError(f"sweep {o.sweep!r}: use one of {', '.join(SWEEP_MODES)}")
     if o.feedback not in FEEDBACK:
         raise ValueError(f"feedback {o.feedback!r}: use one of {', '.join(FEEDBACK)}")
     if o.feedback != "off":
@@ -138,6 +149,10 @@ def check_options(o: Options) -> tuple[tuple[str, ...], tuple]:
     missing = [str(c) for c in o.corpus if not c.is_dir()]
     if missing:
         raise ValueError(f"--corpus: no such folder: {', '.join(missing)}")
+    if o.sweep_ops:
+        from harness.opinfo_db import check_names
+
+        check_names(o.sweep_ops)
     patch = torch_config.parse(o.config)
     resolve(o.backend)  # a bad name is one line before anything starts
     return names, patch
@@ -248,6 +263,10 @@ class Campaign:
     deferred: dict = field(default_factory=dict)  # signature -> follow-up job another shard claimed (or unfinished)
     pending: dict = field(default_factory=dict)  # signature -> the parts of its follow-up still running
     failed: set = field(default_factory=set)  # signatures this shard's minimization failed on
+    sweep: Optional[Sweep] = None  # the OpInfo sweep (campaigns.op_sweep), once its cases are loaded
+    sweep_singles: list = field(default_factory=list)  # one failing case each, to run as ordinary programs
+    sweep_sent: int = 0
+    search_seconds: Counter = field(default_factory=Counter)  # worker seconds of the search's tasks: "op" batches, "other"
 
     def __post_init__(self) -> None:
         for e in self.ledger.fingerprints:
@@ -271,6 +290,8 @@ class Campaign:
     def on_result(self, task: dict, result) -> None:
         if isinstance(result, dict) and "task_seconds" in result:
             self.log.write({"event": "task", "type": task["type"], **result["task_seconds"]})
+            if task.get("search") is not None:
+                self.search_seconds[task["search"]] += result["task_seconds"]["total"]
         if isinstance(result, Lost) and result.kind == "stopped":  # signalled from outside: run it again
             self.log.write({"event": "worker_stopped", "id": task["id"], "detail": result.detail})
             self.pool.submit(task, timeout=self.timeout(task), first=True)
@@ -282,6 +303,9 @@ class Campaign:
             if isinstance(result, dict) and entry is not None and not entry["minimized"]:  # a minimized repro was run by its minimizer
                 self.log.write({"event": "minimized", "signature": result["signature"], "repro_exit": result["repro_exit"]})
                 self._write_meta(entry, task)
+            return
+        if task["type"] == "sweep":
+            self._swept(task, result)
             return
         if task["type"] == "minimize":
             self.minimizing.discard(task["signature"])
@@ -296,12 +320,14 @@ class Campaign:
             self.pool.submit({**task, "retry": True}, timeout=self.timeout({**task, "retry": True}), first=True)
             return
         program = self.programs.pop(pid, task["program"])
+        found: list = []  # the findings a swept case's ordinary run made
         if isinstance(result, Lost):
             config = config_from(task["config"])
             finding = lost_finding(from_dict(program), config, result.kind, result.detail, result.log_tail,
                                    self.options.timeout, self.pool.memory_mb)
             self.log.write({"event": "lost", "id": pid, "kind": result.kind, "detail": result.detail})
             self._finding(pid, finding, program, task)
+            found = [{**finding, "known_issue": self.ledger.findings[finding["signature"]]["known_issue"]}]
         elif isinstance(result, tuple):  # ("error", traceback): a harness bug, kept apart
             self.log.write({"event": "harness_error", "id": pid, "traceback": result[1][-4000:]})
         elif "invalid" in result:
@@ -314,6 +340,47 @@ class Campaign:
             self.log.write({"event": "program", "id": pid, **result["program"], **steered})
             for finding in result["findings"]:
                 self._finding(pid, finding, program, task)
+            found = result["findings"]
+        if task.get("sweep_cell") and self.sweep is not None:
+            self.sweep.single_judged(program, found)
+
+    def _swept(self, task: dict, result) -> None:
+        """A sweep batch judged: its cells' statuses, and the cases to run alone next."""
+        if not isinstance(result, dict):  # the worker died or hung on the batch, or the harness raised
+            detail = result.detail if isinstance(result, Lost) else result[1][-500:]
+            result = {"runs": [{"label": "main", "status": "fail", "kind": "lost", "message": detail}]}
+        follow = self.sweep.judged(task["program"], result)
+        self.sweep_singles += [f["single"] for f in follow]
+        runs = result.get("runs", [])
+        self.log.write({"event": "sweep_batch", "id": task["id"], "cases": len(task["program"]["meta"]["opinfo"]),
+                        "runs": [{k: r.get(k) for k in ("label", "status", "kind", "masked")} for r in runs],
+                        "seconds": result.get("seconds", 0.0)})
+
+    def sweep_task(self, config: dict, sweeping: bool, search_seed: int | None = None) -> dict | None:
+        """The sweep's next task: a failing case alone, a half of a failing batch, then (``sweeping``) the
+        next batch, or (``search_seed``) a steered batch for the search."""
+        if self.sweep is None:
+            return None
+        self.sweep_sent += 1
+        if self.sweep_singles:
+            program = self.sweep_singles.pop(0)
+            pid = f"sweep-c{self.sweep_sent}"
+            self.programs[pid] = program
+            return {"type": "run", "id": pid, "program": program, "config": config, "oracles": list(self.oracles),
+                    "device": self.options.device, "learned": dict(self.learned), "sweep_cell": True}
+        picked = self.sweep.pending.pop() if self.sweep.pending else self.sweep.next_batch() if sweeping \
+            else self.sweep.search_batch(search_seed) if search_seed is not None else None
+        if picked is None:
+            self.sweep_sent -= 1
+            return None
+        cases, region = picked
+        return {"type": "sweep", "id": f"sweep-b{self.sweep_sent}", "program": self.sweep.program(cases, region),
+                "config": config, **({"search": "op"} if search_seed is not None else {})}
+
+    def op_due(self, share: float) -> bool:
+        """Whether the search's OpInfo batches have had less than ``share`` of its worker seconds so far."""
+        spent = self.search_seconds["op"] + self.search_seconds["other"]
+        return self.sweep is not None and self.search_seconds["op"] <= share * spent
 
     def _steer(self, task: dict, program: dict, reached: list, seconds: float, deduplicated: bool = False,
                known_crash: bool = False) -> dict:
@@ -526,6 +593,9 @@ class Campaign:
                                  corpus_skipped=len(self.steering.corpus.skipped))
         if final and self.options.coverage:
             s["coverage"] = coverage_report.combine(self.out / "coverage", covered_paths())
+        if self.sweep is not None:
+            self.sweep.save()
+            s["op_coverage"] = {self.options.backend: self.sweep.table()}
         write_reports(self.out, s)
         return s
 
@@ -554,11 +624,13 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
     workers = options.workers or default_workers(allocation)
     memory_mb = options.memory_mb or default_memory_mb(allocation, workers)
     caps = probe(options.backend)
+    loading = start_sweep(options.sweep, options.backend, options.sweep_ops)  # the OpInfo cases load while the pool starts
     mode = resolve_mode(options.backend, options.mode)
     config = config_to(replace(run_config(options.backend, oracles, variants=options.variants, mode=mode),
                                torch_config=patch))
     started = time.time()
     deadline = min(started + seconds, float("inf") if options.until is None else options.until)
+    sweep_until = started + options.sweep_share * (deadline - started)
     log = EventLog(out, ledger)
     (out / "campaign.json").write_text(json.dumps({**options.__dict__, "out": str(out), "workers": workers,
                                                    "memory_mb": memory_mb}, indent=2, default=str))
@@ -621,7 +693,20 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
             stop_on.check()
             if not verifying and time.time() >= verify_from:
                 verifying = campaign.verify_rest() > 0  # nothing left to run: go on fuzzing
+            if loading is not None and not loading.done:
+                if campaign.sweep is None:
+                    campaign.sweep = Sweep(out, options.shard, caps.dtypes,
+                                           {d: f"the capability probe: {options.backend} does not run {d}"
+                                            for d in ("float32", "float64", "bfloat16", "float16") if d not in caps.dtypes})
+                campaign.sweep.add(loading.take())
+                if loading.done:
+                    log.write({"event": "sweep_loaded", "cells": campaign.sweep.total,
+                               **({"error": loading.error} if loading.error else {})})
             while not verifying and pool.pending < workers and time.time() < deadline - 1 and not submitted_all():
+                swept = campaign.sweep_task(config, time.time() < sweep_until)
+                if swept is not None:  # the sweep first, in its share of the budget; its follow-ups always
+                    pool.submit(swept)
+                    continue
                 if campaign.steering is not None:
                     pid, program, origin = campaign.steering.next()
                 else:
@@ -629,6 +714,11 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
                     if options.batches and stream_batch(pid, options.shard) >= options.batches:
                         drawn_out = True
                         break
+                if time.time() >= sweep_until and campaign.op_due(options.op_share):
+                    steered = campaign.sweep_task(config, False, search_seed=zlib.crc32(pid.encode()))
+                    if steered is not None:  # the search's share of OpInfo batches: failing cells, untried ones
+                        pool.submit(steered)
+                        continue
                 why = unfit(program, caps)
                 if why:  # tests nothing of this backend: counted, never run
                     campaign.unfit[why] += 1
@@ -648,6 +738,7 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
                                                               ["dynamo.graph_deduplication_lint", True]]}
                 campaign.programs[pid] = to_dict(program)
                 pool.submit({"type": "run", "id": pid, "program": to_dict(program), "config": task_config,
+                             **({"search": "other"} if time.time() >= sweep_until else {}),
                              "oracles": list(oracles), "device": options.device, "learned": dict(campaign.learned),
                              **({"door_backend": door_backend} if door_backend else {}),
                              **({"feedback": True, "origin": origin,
@@ -669,6 +760,8 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
         log.write({"event": "aborted", "reason": f"{stopped} (the same command line with --resume auto goes on)"})
     finally:
         pool.close(now=True)
+        if loading is not None:
+            loading.close()
         if campaign.claims is not None:
             campaign.claims.release()  # unfinished follow-ups: another shard, or this one requeued, takes them over
         log.write({"event": "stop", "seconds": round(time.time() - started, 3), "complete": complete})

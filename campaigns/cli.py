@@ -112,6 +112,19 @@ def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                       help="share of drawn programs given a hook, saved-tensor hooks or another way of asking for "
                            "gradients (generators.autograd) when the draw gave them none (default 0: the draw's own "
                            "rare share)")
+    fuzz.add_argument("--sweep", choices=("auto", "on", "off"), default="auto",
+                      help="first run every (op, spelling, dtype) of torch's OpInfo database the backend supports, "
+                           "in batches of repeated blocks (campaigns.op_sweep); auto (default): for every backend but "
+                           "aot_eager")
+    fuzz.add_argument("--sweep-share", type=float, default=0.25, metavar="SHARE",
+                      help="the part of the budget the sweep's batches go out in (default 0.25; a resumed campaign "
+                           "goes on with the sweep where it stopped)")
+    fuzz.add_argument("--sweep-ops", default="", metavar="OP,...",
+                      help="sweep these OpInfo ops alone (e.g. add,nn.functional.relu,max.reduction_with_dim), "
+                           "whatever the backend")
+    fuzz.add_argument("--op-share", type=float, default=0.5, metavar="SHARE",
+                      help="with the sweep: share of the search's worker time given to OpInfo batches of the cells "
+                           "the sweep found failing or did not reach (default 0.5)")
     fuzz.add_argument("--inductor-share", type=float, default=0.1,
                       help="share of door runs compiled with inductor whatever --backend is (default 0.1)")
     fuzz.add_argument("--coverage", action="store_true",
@@ -278,6 +291,8 @@ def _campaign(args, out: Path, until, claims, shard) -> int:
         oracles=tuple(o for o in args.oracles.split(",") if o), variants=args.variants,
         workers=args.workers, shard=shard, resume=args.resume, config=tuple(args.config),
         lint_share=args.lint_share, door_share=args.door_share, autograd_share=args.autograd_share,
+        sweep=args.sweep, sweep_share=args.sweep_share, op_share=args.op_share,
+        sweep_ops=tuple(o for o in args.sweep_ops.split(",") if o),
         doors=tuple(d for d in args.doors.split(",") if d),
         inductor_share=args.inductor_share, coverage=args.coverage, feedback=args.feedback, watch=tuple(args.watch),
         corpus=tuple(args.corpus), trace_share=args.trace_share, timeout=args.timeout, memory_mb=args.memory_mb,

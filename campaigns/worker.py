@@ -535,4 +535,10 @@ def _verify(task: dict) -> dict:
     return {"signature": task["signature"], "repro_exit": verify_repro(task["repro"], task["timeout"])}
 
 
-HANDLERS = {"run": _run, "minimize": _minimize, "verify": _verify}
+def _sweep(task: dict) -> dict:
+    from .sweep_task import run_batch  # it imports this module's config helpers
+
+    return run_batch(task)
+
+
+HANDLERS = {"run": _run, "minimize": _minimize, "verify": _verify, "sweep": _sweep}

@@ -10,6 +10,8 @@ naming the offending part.
 
 from __future__ import annotations
 
+import math
+
 import functools
 from dataclasses import fields, replace
 from typing import Callable, Optional
@@ -55,6 +57,7 @@ from .returns import RETURNS, SINGLE, reads_second
 from .settings import SETTINGS
 from .autograd import FEATURES as AUTOGRAD, fits as autograd_fits
 from .spellings import KEEPS, instance_name, spelling
+from .opinfo import OPINFO, parts as opinfo_parts
 from .values import Sub, base_value, typed_key
 from .ops import CALL_VIEWS, OPS, TT, D, Env, OpSpec, Reject, S, T, W, accepts, broadcast, slot_values
 
@@ -89,10 +92,27 @@ def spec_type(spec: TensorSpec) -> TT:
 SubTyper = Callable[[str, TT, Env], TT]
 
 
+def _opinfo_type(stmt: Stmt, scope: dict[str, TT], env: Env) -> TT:
+    """An OpInfo case's output has the type it recorded (harness.opinfo_db ran it eagerly); under
+    autocast it might not, and a case is never drawn there."""
+    try:
+        refs, fmt, shape, dtype = opinfo_parts(stmt)
+    except (ValueError, AttributeError, TypeError):
+        raise Reject("an OpInfo case takes its tensors, its template, its output's shape and dtype") from None
+    if env.autocast:
+        raise Reject("an OpInfo case outside autocast only")
+    missing = [r for r in refs if not isinstance(r, Ref) or r.name not in scope]
+    if missing or not isinstance(fmt, str):
+        raise Reject(f"OpInfo case: {missing} not tensors in scope")
+    return TT(shape, dtype)
+
+
 def stmt_type(op: OpSpec, stmt: Stmt, scope: dict[str, TT], row: dict[str, Value], env: Env,
               subs: Optional[SubTyper] = None) -> TT:
     """Static type of ``stmt``'s output for one repeat; raises Reject if invalid.
     ``subs`` types a call of a sub-block (the program's own blocks)."""
+    if op.name == OPINFO:
+        return _opinfo_type(stmt, scope, env)
     if len(stmt.operands) != len(op.slots):
         raise Reject(f"{op.name} takes {len(op.slots)} operands, got {len(stmt.operands)}")
     form = spelling(op.name, stmt.spelling)
@@ -193,8 +213,10 @@ def _check_shape_of_program(program: Program) -> None:
     for _, spec in (*program.inputs, *b.weights, *b.buffers):
         _enum(spec.dtype, DTYPES, "dtype")
         _enum(spec.layout, LAYOUTS, "layout")
-        if any(d < 1 for d in spec.shape):
+        if any(d < (0 if spec.data is not None else 1) for d in spec.shape):  # OpInfo samples may be empty
             raise MalformedProgram(f"bad tensor shape {spec.shape}")
+        if spec.data is not None and (len(spec.data) != math.prod(spec.shape) or spec.layout != "contiguous"):
+            raise MalformedProgram(f"a tensor's values fill its shape {spec.shape}, contiguous")
         if spec.layout in ("transposed",) and len(spec.shape) < 2:
             raise MalformedProgram("a transposed input needs rank >= 2")
         if spec.layout != "contiguous" and not spec.shape:

@@ -24,6 +24,7 @@ from .inputs import PARAMETER_INIT, TAKES
 from .interludes import INTERLUDES
 from .ir import (CHILD, Arg, MalformedProgram, Block, Call, Const, Context, DType, Fn, Free, Program, PyList, PySlice, Ref, Section,
                  Stmt, Sub, TensorSpec, Value, typed_key)
+from .opinfo import OPINFO, parts as opinfo_parts
 from .ops import CALL_VIEWS, OPS, WEIGHT_INITS, W, render_call
 from .spellings import instance_name, spelling, template
 
@@ -141,6 +142,9 @@ def _body_lines(program: Program, b: Block, operand, hooks: dict | None = None) 
     for s in b.body:
         if s.op == CHILD:
             lines.append(_child_call(program, b, s, operand(s.operands[0])))
+        elif s.op == OPINFO:
+            refs, fmt, _, _ = opinfo_parts(s)
+            lines += render_call(OPS[s.op], [operand(o) for o in refs], s.out, fmt)
         else:
             fmt = template(OPS[s.op].fmt, s.op, s.spelling, instance_name(b.name, s.out))
             lines += render_call(OPS[s.op], [operand(o) for o in s.operands], s.out, fmt)
@@ -748,6 +752,8 @@ def input_expr(spec: TensorSpec, device: str = "") -> str:
     """``device``: an expression for the device keyword (none: the default device)."""
     dtype = f"dtype=torch.{spec.dtype}" + (f", device={device}" if device else "")
     s = spec.shape
+    if spec.data is not None:
+        return f"torch.tensor({literal(tuple(spec.data))}, {dtype}).reshape({_shape(s)})"
     if spec.layout == "transposed":
         swapped = s[:-2] + (s[-1], s[-2])
         return f"torch.randn({_shape(swapped)}, {dtype}).transpose(-1, -2)"

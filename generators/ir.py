@@ -67,6 +67,7 @@ class TensorSpec:
     dtype: str = "float32"
     requires_grad: bool = False
     layout: str = "contiguous"  # how make_inputs builds it: see LAYOUTS
+    data: Optional[tuple] = None  # its values, flattened (an OpInfo sample's: generators.opinfo); None: random
 
 
 @dataclass(frozen=True)
@@ -595,11 +596,16 @@ def _dec_operand(d: Any) -> Operand:
 
 
 def _enc_spec(s: TensorSpec) -> dict:
-    return {"shape": list(s.shape), "dtype": s.dtype, "requires_grad": s.requires_grad, "layout": s.layout}
+    d = {"shape": list(s.shape), "dtype": s.dtype, "requires_grad": s.requires_grad, "layout": s.layout}
+    if s.data is not None:
+        d["data"] = [enc_value(v) for v in s.data]
+    return d
 
 
 def _dec_spec(d: dict) -> TensorSpec:
-    return TensorSpec(tuple(d["shape"]), d["dtype"], bool(d["requires_grad"]), d.get("layout", "contiguous"))
+    data = d.get("data")
+    return TensorSpec(tuple(d["shape"]), d["dtype"], bool(d["requires_grad"]), d.get("layout", "contiguous"),
+                      None if data is None else tuple(dec_value(v) for v in data))
 
 
 def _enc_named(pairs) -> list:

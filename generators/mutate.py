@@ -25,7 +25,7 @@ from .check import check, checked, fitting_autograd
 from .forms import FORMS_LIST, applies
 from .ir import (CHILD, EXTRAS, FLOWS, HOLDERS, SETTABLE, WRITES, Arg, Call, Const, Context, Free, FreeVar, Program,
                  Ref, Section, Stmt, TensorSpec, respelled, taking, with_block, with_call)
-from .ops import OPS, S, T
+from .ops import OPS, UNDRAWN, S, T
 from .reduce import labeled_candidates
 from .spellings import kinds_of
 from .strategies import HAS_NESTED_COMPILE_REGION, STRUCTURES_BY_KIND, _fix_loops
@@ -272,7 +272,7 @@ def repeat_stmt(p: Program, rng: random.Random, other=None) -> Optional[Program]
 
 # Ops insert_stmt may write: tensor operands and Python values only (weights and
 # derived operands are the draw's to build), none of the draw's own closers.
-_INSERTABLE = tuple(o for o in OPS.values() if o.category not in ("merge", "block", "unbacked")
+_INSERTABLE = tuple(o for o in OPS.values() if o.category not in UNDRAWN
                     and all(type(slot) in (T, S) for slot in o.slots))
 
 

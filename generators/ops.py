@@ -559,6 +559,10 @@ def _typed_by_body(t: list[TT], v: list[Value], e: Env) -> TT:
     raise Reject("a sub-block call is typed by the sub-block's body")
 
 
+def _typed_by_operands(t: list[TT], v: list[Value], e: Env) -> TT:
+    raise Reject("an OpInfo case is typed by the type its operands record")
+
+
 def _op(name: str, category: str, fmt: str, slots=_u, rule: Rule = same, **flags) -> OpSpec:
     return OpSpec(name, category, fmt, tuple(slots), rule, **flags)
 
@@ -823,6 +827,12 @@ _ENTRIES = [
 OPS: dict[str, OpSpec] = {op.name: op for op in _ENTRIES}
 MERGES = ("merge_add", "merge_cast", "merge_mean")
 CATEGORIES = tuple(dict.fromkeys(op.category for op in _ENTRIES))
+# a call of an OpInfo case (generators.opinfo): operands are its tensors, its template, the output's
+# shape and dtype; generators.check types it from those, and the rule below is never asked
+OPS["opinfo"] = _op("opinfo", "opinfo", "", (), _typed_by_operands, saves_output=True)
+# categories the generator never draws an op of: merges and sub-block calls are placed by the
+# structure, unbacked ops by their own switch, OpInfo cases by the sweep and its steered search
+UNDRAWN = ("merge", "block", "unbacked", "opinfo")
 
 
 def render_call(op: OpSpec, operand_src: list[str], out: str, fmt: str = "") -> list[str]:

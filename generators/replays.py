@@ -155,7 +155,7 @@ def default_plan(program: Program) -> ReplayPlan:
 
 # Random ops draw from the graph-safe generator under CUDA graphs, not in
 # eager's order: comparing their values needs an RNG-aware oracle (not built).
-REPLAY_OPS = tuple(n for n, op in OPS.items() if not op.random and op.category not in ("merge", "unbacked"))
+REPLAY_OPS = tuple(n for n, op in OPS.items() if not op.random and op.category not in ("merge", "unbacked", "opinfo"))
 
 
 # Half the replayed programs draw from the ops that make state CUDA graphs must

@@ -76,7 +76,7 @@ from .ir import (
     taking,
     with_call,
 )
-from .ops import CALL_VIEWS, MERGES, OPS, TT, D, Env, OpSpec, Reject, S, T, W, edge_values
+from .ops import CALL_VIEWS, MERGES, OPS, TT, D, Env, OpSpec, Reject, S, T, UNDRAWN, W, edge_values
 
 MAX_DIM = 5
 # Loop structures a block kind can be repeated by, simplest first.
@@ -587,7 +587,7 @@ def programs(
     writes between repeats) at even odds instead of rarely. ``swarm``
     switches features off (or boosts some) for this draw (generators.swarm)."""
     by_category: dict[str, list[OpSpec]] = {}
-    for name in ops or tuple(n for n in OPS if OPS[n].category not in ("merge", "block", "unbacked")):
+    for name in ops or tuple(n for n in OPS if OPS[n].category not in UNDRAWN):
         by_category.setdefault(OPS[name].category, []).append(OPS[name])
     kept = {c: g for c, g in by_category.items() if swarm.allows(f"op:{c}")}
     by_category = kept if len(kept) >= 2 else by_category

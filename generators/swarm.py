@@ -13,11 +13,11 @@ import random
 from dataclasses import dataclass
 
 from .ir import FLOWS, STRUCTURES, BLOCK_KINDS
-from .ops import OPS
+from .ops import OPS, UNDRAWN
 
 # Op categories a plain draw takes from (strategies.programs' default).
 DRAWN_CATEGORIES = tuple(dict.fromkeys(op.category for op in OPS.values()
-                                       if op.category not in ("merge", "block", "unbacked")))
+                                       if op.category not in UNDRAWN))
 # Parts of a draw a configuration can switch off, each on its own.
 PARTS = ("hierarchy", "contexts", "interludes", "writes", "retypes", "forms", "sections:2", "args", "spellings")
 # Features a configuration can switch on for every program of its batch

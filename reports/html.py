@@ -20,7 +20,7 @@ from typing import Any, Iterable, Optional
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-from reports import door_coverage, feedback, semantic
+from reports import door_coverage, feedback, op_coverage, semantic
 from reports.known_issues import known_met
 from reports.schema import REPRO_EXITS, SEVERITIES, confirmed, grouped, root_cause_line
 
@@ -76,6 +76,11 @@ def render_html(summary: dict, out: Path) -> str:
         door_columns=door_coverage.COLUMNS,
         cudagraphs=list((s.get("cudagraphs") or {}).items()),
         masked=s.get("masked"),
+        op_coverage=[{"backend": b, "counts": op_coverage.counts(t), "columns": op_coverage.columns(t),
+                      "by_column": op_coverage.by_column(t), "rows": op_coverage.heat_rows(t),
+                      "failing": op_coverage.failing(t), "cells": t.get("cells", 0), "done": t.get("done")}
+                     for b, t in (s.get("op_coverage") or {}).items()],
+        op_statuses=op_coverage.STATUSES,
         features=generator, never_drawn=sum(1 for _, v in generator if not v),
         sections=[_finding_section(f, out) for f in _ordered(findings)],
         known_met=known_met(findings),

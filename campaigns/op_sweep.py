@@ -1,0 +1,318 @@
+"""The sweep before the search: every (op, spelling, dtype) of torch's OpInfo
+database that the backend supports, once, in small programs of repeated blocks.
+
+Cases go out in batches (``generators.opinfo.sweep_program``), in the order
+of ``STAGES``: every op's simplest spelling at float32 first, then its other
+spellings, then the other dtypes; a quarter of the batches make the block a
+``nested_compile_region`` body. A batch that passes passes its cells; one that
+fails is halved until one case is left, which runs as an ordinary program
+(all oracles, triage, a minimized repro) and whose findings the cell keeps.
+Once a cell fails, the rest of its op moves to the front (a backend that gets
+one spelling wrong often gets its neighbours wrong too). The sweep's state is
+``sweep.json`` in the campaign folder: a resumed campaign goes on where it
+stopped and skips the sweep once it is done; a shard sweeps its own share of
+cells. ``search_program`` gives the steered search a batch of the cells the
+sweep found failing (their other samples) or never reached.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+import zlib
+from collections import Counter
+from pathlib import Path
+
+from generators.ir import to_dict
+from generators.opinfo import KINDS, Case, cases_of, halves, split_cell, sweep_program
+
+FILE = "sweep.json"
+BATCH = 24  # cases per batch: the dedup pass's cost grows faster than the graph
+REGION_EVERY = 4  # one batch in this many is a nested_compile_region body
+DTYPE_ORDER = ("float32", "float64", "bfloat16", "float16", "int64", "bool")
+# A cell's status: exercised = passed + failed + known + inconclusive.
+STATUSES = ("passed", "failed", "known", "expected", "inconclusive", "unsupported", "invalid", "untried")
+
+
+def stage(case: Case, default_kind: str) -> int:
+    """0: the op's simplest spelling at float32; 1: its others at float32; 2...: one per other dtype."""
+    if case.dtype == "float32":
+        return 0 if case.kind == default_kind else 1
+    return 1 + DTYPE_ORDER.index(case.dtype) if case.dtype in DTYPE_ORDER else len(DTYPE_ORDER) + 1
+
+
+def _mine(cell: str, shard: tuple[int, int]) -> bool:
+    index, count = shard
+    return count <= 1 or zlib.crc32(cell.encode()) % count == index
+
+
+class Sweep:
+    def __init__(self, out: Path | None, shard: tuple[int, int] = (0, 1), dtypes: tuple[str, ...] = (),
+                 unsupported_dtypes: dict[str, str] | None = None, batch: int = BATCH, region: bool | None = None):
+        """``out``: the campaign folder its state lives in (None: kept in memory); ``region``: every batch a
+        nested_compile_region body (True), none (False), one in REGION_EVERY (None)."""
+        self.path, self.batch, self.shard, self.region = out / FILE if out else None, batch, shard, region
+        self.dtypes, self.unsupported_dtypes = dtypes, unsupported_dtypes or {}
+        self.samples: dict[str, list[Case]] = {}  # every sample of a cell, in the database's order
+        self.queue: list = []  # (priority, n, case): the first sample of each cell not yet judged
+        self.pending: list[tuple[list[Case], bool]] = []  # halves of failing batches, judged first
+        self.ops: dict[str, int] = {}  # op -> its place in the database
+        self._n = 0  # cases queued so far (the queue's tie-break)
+        state = json.loads(self.path.read_text()) if self.path and self.path.exists() else {}
+        self.cells: dict[str, dict] = state.get("cells", {})
+        self.batches = state.get("batches", 0)
+        self.seconds = state.get("seconds", 0.0)
+
+    def add(self, cases: list[Case]) -> None:
+        """More of the database's cases (whole ops), as they are built: their cells join the queue."""
+        fresh: dict[str, list[Case]] = {}
+        for case in cases:
+            if _mine(case.cell, self.shard):
+                fresh.setdefault(case.cell, []).append(case)
+                self.ops.setdefault(case.op, len(self.ops))
+        first_kind: dict[str, str] = {}
+        for cell in fresh:
+            op, kind, dtype = split_cell(cell)
+            if dtype == "float32":
+                first_kind[op] = min(first_kind.get(op, kind), kind, key=KINDS.index)
+        for cell, samples in fresh.items():
+            self.samples.setdefault(cell, []).extend(samples)
+            op, kind, dtype = split_cell(cell)
+            if self.cells.get(cell, {}).get("status", "untried") != "untried":
+                continue
+            if self.dtypes and dtype in ("float32", "float64", "bfloat16", "float16") and dtype not in self.dtypes:
+                self.cells[cell] = {"status": "unsupported", "reason": self.unsupported_dtypes.get(dtype, f"dtype {dtype}")}
+                continue
+            self.cells[cell] = {"status": "untried"}
+            for case in samples:
+                if case.sample == samples[0].sample:  # every item of the first sample
+                    self._n += 1
+                    n = self._n
+                    heapq.heappush(self.queue, ((stage(case, first_kind.get(op, "torch")), self.ops[op],
+                                                 KINDS.index(kind), n), n, case))
+
+    @property
+    def total(self) -> int:
+        return len(self.samples)
+
+    # --- what goes out -----------------------------------------------------
+
+    @property
+    def done(self) -> bool:
+        return not self.queue and not self.pending
+
+    def next_batch(self) -> tuple[list[Case], bool | None] | None:
+        """The next cases to judge together (one output dtype), and whether in a region body (None: by turn)."""
+        if self.pending:
+            return self.pending.pop()
+        if not self.queue:
+            return None
+        first = heapq.heappop(self.queue)[2]
+        batch, kept = [first], []
+        while self.queue and len(batch) < self.batch and len(kept) <= 4 * self.batch:
+            item = heapq.heappop(self.queue)
+            if item[2].out.dtype == first.out.dtype:
+                batch.append(item[2])
+            else:
+                kept.append(item)
+        for item in kept:
+            heapq.heappush(self.queue, item)
+        return batch, None
+
+    def program(self, cases: list[Case], region: bool | None = None) -> dict:
+        self.batches += 1
+        if region is None:
+            region = self.region if self.region is not None else self.batches % REGION_EVERY == 0
+        return to_dict(sweep_program(cases, region=region, seed=self.batches))
+
+    # --- what comes back -----------------------------------------------------
+
+    def judged(self, program: dict, result: dict) -> list[dict]:
+        """A batch's runs: its cells' statuses; the programs to run next (halves, or
+        the one failing case as an ordinary program: ``{"single": program}``)."""
+        from generators.ir import from_dict
+
+        self.seconds += float(result.get("seconds", 0.0))
+        p = from_dict(program)
+        cases = cases_of(p)
+        runs = result.get("runs", [])
+        judged = [r for r in runs if not r.get("masked")]
+        bad = [r for r in judged if r["status"] in ("fail", "unsupported", "invalid")]
+        if not bad:
+            status = "inconclusive" if any(r["status"] == "inconclusive" for r in judged) or not judged else "passed"
+            masked = [r["masked"] for r in runs if r.get("masked")]
+            for case in cases:
+                self._set(case, status, ("masked " + ", ".join(masked)) if masked else "")
+            return []
+        if len(cases) > 1:
+            k = bad[0].get("blame")
+            if k is not None and 0 <= k < len(cases):  # the wrong value names its case: it runs alone, the rest again
+                rest = cases[:k] + cases[k + 1:]
+                if rest:
+                    self.pending.append((rest, p.block.compile_region))
+                return self._alone(cases[k], p.block.compile_region)
+            for half in reversed(halves(cases)):
+                self.pending.append((half, p.block.compile_region))
+            return []
+        return self._alone(cases[0], p.block.compile_region, bad[0], program)
+
+    def _alone(self, case: Case, region: bool, bad: dict | None = None, program: dict | None = None) -> list[dict]:
+        """One failing case: an ordinary program of it (unless the backend or the database explains it)."""
+        bad = bad or {"status": "fail"}
+        if bad["status"] == "unsupported":
+            self._set(case, "unsupported", bad["message"])
+            return []
+        if bad["status"] == "invalid":
+            self._set(case, "invalid", bad["message"])
+            return []
+        if case.expected:
+            self._set(case, "expected", case.expected)
+            return []
+        self._promote(case.op)
+        if program is None:
+            self.batches += 1
+            program = to_dict(sweep_program([case], region=region, seed=self.batches))
+        return [{"single": program}]
+
+    def single_judged(self, program: dict, findings: list[dict]) -> None:
+        """The ordinary run of one failing case: its findings are the cell's."""
+        from generators.ir import from_dict
+
+        for case in cases_of(from_dict(program)):
+            if not findings:
+                self._set(case, "inconclusive", "failed in its batch, passed alone")
+            elif all(f.get("known_issue") for f in findings):
+                self._set(case, "known", ", ".join(sorted({f["known_issue"] for f in findings})))
+            else:
+                self._set(case, "failed", ", ".join(sorted({f["signature"] for f in findings if not f.get("known_issue")})))
+
+    def _set(self, case: Case, status: str, reason: str = "") -> None:
+        entry = self.cells.setdefault(case.cell, {"status": "untried"})
+        rank = {"failed": 5, "known": 4, "unsupported": 3, "invalid": 3, "expected": 3, "inconclusive": 2, "passed": 1,
+                "untried": 0}
+        if rank[status] >= rank.get(entry["status"], 0):
+            entry.update(status=status, **({"reason": reason} if reason else {}))
+
+    def _promote(self, op: str) -> None:
+        """The op's cells still queued go first."""
+        moved = [(((-1,) + item[0][1:]), item[1], item[2]) if item[2].op == op else item for item in self.queue]
+        self.queue = moved
+        heapq.heapify(self.queue)
+
+    # --- the steered search ----------------------------------------------------
+
+    def search_batch(self, seed: int) -> tuple[list[Case], bool | None] | None:
+        """Cases for a search program: other samples of failing cells first (in a region body or not,
+        by turn), then untried cells."""
+        failing = [c for c, e in self.cells.items() if e["status"] in ("failed", "known") and len(self.samples.get(c, [])) > 1]
+        if failing and seed % 2:
+            cell = failing[seed // 2 % len(failing)]
+            cases = [c for c in self.samples[cell] if c.sample != self.samples[cell][0].sample]
+            if cases:
+                return [c for c in cases if c.out.dtype == cases[0].out.dtype][: self.batch], None
+        return self.next_batch()
+
+    # --- the figure ------------------------------------------------------------
+
+    def table(self) -> dict:
+        counts = Counter(e["status"] for e in self.cells.values())
+        return {"cells": self.total, "batches": self.batches, "seconds": round(self.seconds, 1), "done": self.done,
+                "counts": {s: counts.get(s, 0) for s in STATUSES},
+                "exercised": sum(counts.get(s, 0) for s in ("passed", "failed", "known", "inconclusive", "expected")),
+                "by_cell": self.cells}
+
+    def save(self) -> None:
+        if self.path is None:
+            return
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"cells": self.cells, "batches": self.batches, "seconds": round(self.seconds, 3)}))
+        tmp.replace(self.path)
+
+
+# --- starting it ------------------------------------------------------------------
+
+MODES = ("auto", "on", "off")
+
+
+def wanted(mode: str, backend: str) -> bool:
+    """"auto": every backend but the default aot_eager, whose op-level behaviour is eager's own."""
+    return mode == "on" or (mode == "auto" and backend != "aot_eager")
+
+
+class Loading:
+    """The database's cases: read from the cache, or built op by op by a process of its own (about half a
+    minute the first time per torch version) while the campaign begins; ``take`` hands over what is ready."""
+
+    def __init__(self, ops: tuple[str, ...] = ()):
+        from harness.opinfo_db import cache_path
+
+        self.path, self.error, self.offset, self.proc, self.ops = cache_path(), "", 0, None, ops
+        self.partial = self.path.with_name(f"{self.path.name}.{os.getpid()}.partial")
+        self.done = False
+        if not self.path.exists() and not ops:
+            import subprocess
+            import sys
+
+            self.partial.parent.mkdir(parents=True, exist_ok=True)
+            self.proc = subprocess.Popen([sys.executable, "-m", "harness.opinfo_db", "--build", str(self.partial)],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def take(self) -> list[Case]:
+        """The cases built since the last call ([] once all are taken)."""
+        from harness.opinfo_db import load, read_partial, select
+
+        if self.done:
+            return []
+        if self.proc is None:
+            self.done = True
+            return select(self.ops) if self.ops else load(self.path)
+        finished = self.proc.poll() is not None
+        cases, self.offset, error = read_partial(self.partial, self.offset)
+        if finished:
+            self.done = True
+            more, self.offset, error = read_partial(self.partial, self.offset)
+            cases += more
+            self.error = error or (f"the build exited {self.proc.returncode}" if self.proc.returncode else "")
+            self.partial.unlink(missing_ok=True)
+        return cases
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc is not None:
+            self.partial.unlink(missing_ok=True)
+
+
+def start(mode: str, backend: str, ops: tuple[str, ...] = ()) -> Loading | None:
+    """``ops``: sweep these OpInfo ops alone (names as ``harness.opinfo_db.op_name`` gives them)."""
+    return Loading(ops) if wanted(mode, backend) or ops else None
+
+
+def judge_locally(cases: list[Case], config: dict, region: bool = False) -> dict[str, dict]:
+    """Every cell of ``cases`` judged in this process (the pytest plugin's conformance suite): batches,
+    halves of failing ones, and a case failing alone taken as its cell's failure (no triage here)."""
+    from .sweep_task import run_batch
+
+    sweep = Sweep(None, region=region)
+    sweep.add(cases)
+    while (picked := sweep.next_batch()) is not None:
+        program = sweep.program(*picked)
+        result = run_batch({"program": program, "config": config})
+        for single in sweep.judged(program, result):
+            alone = result if single["single"] is program else run_batch({"program": single["single"], "config": config})
+            bad = [r for r in alone["runs"] if not r.get("masked") and r["status"] != "pass"]
+            for case in cases_of_dict(single["single"]):
+                if bad:
+                    sweep._set(case, "failed" if bad[0]["status"] == "fail" else bad[0]["status"],
+                               f"{bad[0]['kind']} at {bad[0].get('where') or '-'}: {bad[0]['message']}")
+                else:
+                    sweep._set(case, "inconclusive", "failed in its batch, passed alone")
+    return sweep.cells
+
+
+def cases_of_dict(program: dict) -> list[Case]:
+    from generators.ir import from_dict
+
+    return cases_of(from_dict(program))
