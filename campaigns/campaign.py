@@ -624,7 +624,9 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
     workers = options.workers or default_workers(allocation)
     memory_mb = options.memory_mb or default_memory_mb(allocation, workers)
     caps = probe(options.backend)
-    loading = start_sweep(options.sweep, options.backend, options.sweep_ops)  # the OpInfo cases load while the pool starts
+    # --batches: work that does not depend on time or machine, which a time-boxed sweep would
+    loading = start_sweep("off" if options.batches and options.sweep == "auto" else options.sweep, options.backend,
+                          options.sweep_ops)  # the OpInfo cases load while the pool starts
     mode = resolve_mode(options.backend, options.mode)
     config = config_to(replace(run_config(options.backend, oracles, variants=options.variants, mode=mode),
                                torch_config=patch))

@@ -138,10 +138,17 @@ class Sweep:
         cases = cases_of(p)
         runs = result.get("runs", [])
         judged = [r for r in runs if not r.get("masked")]
+        masked = [r["masked"] for r in runs if r.get("masked")]
+        if masked and not judged:  # a recorded crash that no run without its trigger got past: find its case
+            if len(cases) > 1:
+                for half in reversed(halves(cases)):
+                    self.pending.append((half, p.block.compile_region))
+            else:
+                self._set(cases[0], "known", masked[0])
+            return []
         bad = [r for r in judged if r["status"] in ("fail", "unsupported", "invalid")]
         if not bad:
-            status = "inconclusive" if any(r["status"] == "inconclusive" for r in judged) or not judged else "passed"
-            masked = [r["masked"] for r in runs if r.get("masked")]
+            status = "inconclusive" if any(r["status"] == "inconclusive" for r in judged) else "passed"
             for case in cases:
                 self._set(case, status, ("masked " + ", ".join(masked)) if masked else "")
             return []

@@ -46,6 +46,7 @@ class Case:
     sample: int = 0  # index among the op's samples at this dtype
     item: int = -1  # which item of a tuple output the template selects (-1: a single tensor)
     expected: str = ""  # OpInfo's own record of a failure here (test class and name): never a finding of ours
+    effects: tuple[str, ...] = ()  # aten ops it calls that torch threads an effect token through
 
     @property
     def cell(self) -> str:
@@ -54,12 +55,13 @@ class Case:
     def to_dict(self) -> dict:
         return {"op": self.op, "kind": self.kind, "dtype": self.dtype, "fmt": self.fmt,
                 "tensors": [_enc_spec(t) for t in self.tensors], "out": _enc_spec(self.out), "sample": self.sample,
-                "item": self.item, "expected": self.expected}
+                "item": self.item, "expected": self.expected, **({"effects": list(self.effects)} if self.effects else {})}
 
     @staticmethod
     def from_dict(d: dict) -> "Case":
         return Case(d["op"], d["kind"], d["dtype"], d["fmt"], tuple(_dec_spec(t) for t in d["tensors"]),
-                    _dec_spec(d["out"]), int(d.get("sample", 0)), int(d.get("item", -1)), d.get("expected", ""))
+                    _dec_spec(d["out"]), int(d.get("sample", 0)), int(d.get("item", -1)), d.get("expected", ""),
+                    tuple(d.get("effects", ())))
 
 
 def cell(op: str, kind: str, dtype: str) -> str:
@@ -119,6 +121,11 @@ def _numel(shape) -> int:
 def cases_of(program: Program) -> list[Case]:
     """The cases a program was made of (``sweep_program`` keeps them in its meta)."""
     return [Case.from_dict(d) for d in program.meta.get("opinfo", ())]
+
+
+def effectful(program: Program) -> bool:
+    """Whether a case of the program calls an op torch threads an effect token through."""
+    return any(c.effects for c in cases_of(program))
 
 
 def halves(cases: list[Case]) -> tuple[list[Case], list[Case]]:

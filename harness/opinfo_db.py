@@ -25,6 +25,7 @@ import operator
 import os
 import unittest
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -32,7 +33,7 @@ import torch
 from generators.ir import NAN, TensorSpec
 from generators.opinfo import Case
 
-VERSION = 3  # of the cache's format and of what the builder keeps
+VERSION = 4  # of the cache's format and of what the builder keeps
 DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "bool")
 MAX_NUMEL = 64  # per tensor: a case stays small to compile and to read in a repro
 CROP = 4  # a larger sample tensor is cut to this along every dim
@@ -225,7 +226,7 @@ def op_cases(op) -> list[Case]:
         return []
     note = {c.dtype: ("OpInfo.skip_correctness_check_compile_vs_eager" if op.skip_correctness_check_compile_vs_eager
                       else expected(op, getattr(torch, c.dtype))) for c in cases}
-    return [Case(c.op, c.kind, c.dtype, c.fmt, c.tensors, c.out, c.sample, c.item, note[c.dtype]) for c in cases]
+    return [replace(c, expected=note[c.dtype]) for c in cases]
 
 
 def _tensors(value, found: list) -> None:
@@ -343,8 +344,9 @@ def _sample_cases(op, name: str, dtype: str, index: int, sample, grad: bool) -> 
     _tensors([args, kwargs], tensors)
     if not tensors or not all(_carriable(t) for t in tensors) or len({id(t) for t in tensors}) != len(tensors):
         return []
-    with torch.no_grad():
+    with torch.no_grad(), _Calls() as calls:
         result = op.op(*[_detached(a) for a in args], **{k: _detached(v) for k, v in kwargs.items()})
+    effects = calls.effectful()
     single, reference = isinstance(result, torch.Tensor), _outputs(result)
     if reference is None or not all(_carriable(r) for r in reference):
         return []
@@ -387,8 +389,36 @@ def _sample_cases(op, name: str, dtype: str, index: int, sample, grad: bool) -> 
         specs = tuple(_spec(t, wants_grad and t.is_floating_point()) for t in tensors)
         for item, r in enumerate(reference):
             select = fmt if single else f"{fmt}[{item}]"
-            cases.append(Case(name, kind, dtype, select, specs, _spec(r, False, data=False), index, -1 if single else item))
+            cases.append(Case(name, kind, dtype, select, specs, _spec(r, False, data=False), index, -1 if single else item,
+                              effects=effects))
     return cases
+
+
+class _Calls(torch.utils._python_dispatch.TorchDispatchMode):
+    """The aten ops a sample calls below autograd, to ask torch which carry an effect (an effect token
+    threads through a compiled graph that calls one: ``torch._higher_order_ops.effects``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops: set = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.add(func)
+        return func(*args, **(kwargs or {}))
+
+    def effectful(self) -> tuple[str, ...]:
+        try:
+            from torch._higher_order_ops.effects import _get_effect
+        except ImportError:  # a torch without effect tokens
+            return ()
+        found = []
+        for op in self.ops:
+            try:
+                if _get_effect(op) is not None:
+                    found.append(str(op))
+            except Exception:
+                continue
+        return tuple(sorted(found))
 
 
 def _detached(value):

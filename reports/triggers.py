@@ -5,7 +5,7 @@ to avoid it: the deduplication pass, the ``nested_compile_region``
 decorator, a tensor subclass argument, in-place writes, random ops, a
 default-dtype change, function instances, a grad-mode switch, symbolic
 shapes, an autograd feature (a hook, saved-tensor hooks, a partial or
-higher-order gradient). Two uses:
+higher-order gradient), an op carrying an effect token. Two uses:
 
 - a failure that matches an issue in a run *without* one of its triggers is
   not that issue (``claimed``): it is named ``unexplained:<issue>:...``, a
@@ -26,6 +26,7 @@ from typing import Callable, Optional
 
 from generators.check import draws_random, mutates
 from generators.ir import Program, ambient_state
+from generators.opinfo import effectful
 from generators.regions import marked, without_regions
 from generators.without import (SUBCLASS, without_default_dtype, without_fn_instances, without_grad_mode,
                                 without_random, without_subclass, without_writes)
@@ -110,6 +111,9 @@ TRIGGERS: dict[str, tuple[Callable[[Program, RunConfig], bool], Removal]] = {
     # hooks, saved-tensor hooks, another way of asking for gradients (generators.autograd)
     "autograd": (lambda p, c: bool(p.options.autograd),
                  _program_only(lambda p: replace(p, options=replace(p.options, autograd=())))),
+    # an OpInfo case calling an op torch threads an effect token through (linalg's error checks): the case
+    # is the op under test, so no run is left without it
+    "effects": (lambda p, c: effectful(p), _program_only(lambda p: None)),
 }
 
 

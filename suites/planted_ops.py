@@ -45,7 +45,7 @@ def _any_spelling(fn, method: str) -> Callable[[Node], bool]:
         or _aten(method)(n, False)
 
 
-FAULTS: dict[str, Fault] = {f"{f.where.replace(':', '_')}_{f.op}": f for f in (
+FAULTS: dict[str, Fault] = {f"{f.where}_{f.op}".replace(":", "_").replace(".", "_"): f for f in (
     Fault("hypot", "torch", lambda n, r: n.op == "call_function" and n.target is torch.hypot and "out" not in n.kwargs,
           "torch.hypot(x, y), not x.hypot(y)"),
     Fault("nn.functional.hardtanh", "functional", lambda n, r: n.op == "call_function" and n.target is F.hardtanh,

@@ -184,7 +184,7 @@ def test_doors_are_assigned_by_id_at_the_share_asked():
 def test_a_campaign_finds_minimizes_and_reproduces_a_doors_fault(tmp_path, request):
     out = tmp_path / "doors"
     done = warm.run(["-m", "harness", "fuzz", "--backend",
-                     "suites.planted_doors:cond_off_when_traced__aot_eager", "--oracles", "door",
+                     "suites.planted_doors:cond_off_when_traced__aot_eager", "--oracles", "door", "--sweep", "off",
                      "--doors", "control_flow:cond", "--door-share", "1", "--budget", "90", "--workers", "2",
                      "--minimize-seconds", "25", "--out", str(out)], timeout=400, cwd=request.config.rootpath)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -234,7 +234,7 @@ def test_a_steered_campaign_records_mutants_findings_resumes_and_merges(tmp_path
                         else DRAW)
     out = tmp_path / "run"
     options = Options(backend=backend, budget=150, workers=1, out=out, oracles=("differential",), programs=3,
-                      feedback="steer", corpus=(shared,), minimize_seconds=10, door_share=0, lint_share=0,
+                      feedback="steer", corpus=(shared,), minimize_seconds=10, door_share=0, lint_share=0, sweep="off",
                       coverage=True)
     first = campaign.run(options)
     # --coverage and --feedback share one tracer: both see the pass run
