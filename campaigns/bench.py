@@ -487,22 +487,36 @@ def run_campaign(backend: str, programs: int, seed: int, workers: int, out: Path
     return entry
 
 
-def first_new_finding(out: Path) -> dict | None:
-    """From a campaign's event log: the first finding no known issue names,
-    seconds after the start event, and the programs run by then (results
-    logged before it: a program's result comes before its findings)."""
+def first_new_finding(out: Path, op: str = "") -> dict | None:
+    """From a campaign's event log: the first finding no known issue names
+    (``op``: of a swept case of that OpInfo op, run alone), seconds after the
+    start event, and the programs run by then (results logged before it: a
+    program's result comes before its findings)."""
     start = None
     ran = 0
+    swept: dict[str, set] = {}  # a swept case's program id -> its ops
     for e in read_events(out / LOG):
         kind = e.get("event")
         if kind == "start" and start is None:
             start = e["at"]
+        elif kind == "sweep_single":
+            swept[e["id"]] = {c.split("|")[0] for c in e["cells"]}
         elif kind in ("program", "lost"):
             ran += 1
-        elif kind == "finding" and not e.get("known_issue") and start is not None:
+        elif kind == "finding" and not e.get("known_issue") and start is not None \
+                and (not op or op in swept.get(e.get("id"), ())):
             return {"seconds": round(e["at"] - start, 2), "signature": e["signature"], "oracle": e.get("oracle"),
                     "severity": e.get("severity"), "programs": ran}
     return None
+
+
+def _planted_op(name: str) -> str:
+    """The OpInfo op a planted op fault breaks ("" for the other faults)."""
+    if name not in OP_FAULTS:
+        return ""
+    from suites.planted_ops import FAULTS as PLANTED_OPS
+
+    return PLANTED_OPS[name.removeprefix("op_")].op
 
 
 def run_fault(name: str, seed: int, workers: int, budget: float, out: Path, bare: float | None,
@@ -511,14 +525,15 @@ def run_fault(name: str, seed: int, workers: int, budget: float, out: Path, bare
     backend = FAULTS[name]
     # op-level faults are the sweep's to find (a default --backend campaign); the others' figures stay
     # comparable with those measured before the sweep
-    options = Options(backend=backend, budget=budget, seed=seed, out=out, workers=workers, stop_on_new=True,
-                      feedback=feedback, sweep="auto" if name in OP_FAULTS else "off")
+    op = _planted_op(name)
+    options = Options(backend=backend, budget=budget, seed=seed, out=out, workers=workers, stop_on_new=not op,
+                      stop_on_op=op, feedback=feedback, sweep="auto" if op else "off")
     progress(f"fault {name}: {backend}, workers {workers}, at most {budget:g} s, feedback {feedback}")
     summary, wall, error = campaign_in_process(options, name)
     entry: dict = {"backend": backend, "budget": budget, "out": str(out)}
     if summary is None:
         return {**entry, "found": False, "error": error}
-    first = first_new_finding(out)
+    first = first_new_finding(out, op)
     entry.update({"found": first is not None, "wall_seconds": round(wall, 2), "programs_run": summary["programs"]})
     if first is not None:
         entry.update(first)

@@ -86,6 +86,7 @@ class Options:
     # depend on time or machine, the same batches in any shard layout (N shards x k batches = one campaign's N*k)
     batches: int = 0
     stop_on_new: bool = False  # stop at the first finding no known issue names (bench: time to a planted fault)
+    stop_on_op: str = ""  # stop at the first new finding of a swept case of this OpInfo op (bench: a planted op fault)
     door_share: float = 0.25  # share of programs also run through a door (generators.doors), one door each
     # share of the drawn programs without an autograd feature given one (generators.autograd; the draw gives
     # them rarely, and at even odds at the edges)
@@ -266,6 +267,8 @@ class Campaign:
     sweep: Optional[Sweep] = None  # the OpInfo sweep (campaigns.op_sweep), once its cases are loaded
     sweep_singles: list = field(default_factory=list)  # one failing case each, to run as ordinary programs
     sweep_sent: int = 0
+    sweep_inflight: int = 0  # batches out with the workers
+    found_ops: set = field(default_factory=set)  # OpInfo ops whose swept case alone made a new finding
     search_seconds: Counter = field(default_factory=Counter)  # worker seconds of the search's tasks: "op" batches, "other"
 
     def __post_init__(self) -> None:
@@ -343,12 +346,15 @@ class Campaign:
             found = result["findings"]
         if task.get("sweep_cell") and self.sweep is not None:
             self.sweep.single_judged(program, found)
+            if any(not f.get("known_issue") for f in found):
+                self.found_ops |= {m["op"] for m in program["meta"]["opinfo"]}
 
     def _swept(self, task: dict, result) -> None:
         """A sweep batch judged: its cells' statuses, and the cases to run alone next."""
         if not isinstance(result, dict):  # the worker died or hung on the batch, or the harness raised
             detail = result.detail if isinstance(result, Lost) else result[1][-500:]
             result = {"runs": [{"label": "main", "status": "fail", "kind": "lost", "message": detail}]}
+        self.sweep_inflight -= 1
         follow = self.sweep.judged(task["program"], result)
         self.sweep_singles += [f["single"] for f in follow]
         runs = result.get("runs", [])
@@ -366,6 +372,8 @@ class Campaign:
             program = self.sweep_singles.pop(0)
             pid = f"sweep-c{self.sweep_sent}"
             self.programs[pid] = program
+            self.log.write({"event": "sweep_single", "id": pid, "cells": sorted({
+                "|".join((m["op"], m["kind"], m["dtype"])) for m in program["meta"]["opinfo"]})})
             return {"type": "run", "id": pid, "program": program, "config": config, "oracles": list(self.oracles),
                     "device": self.options.device, "learned": dict(self.learned), "sweep_cell": True}
         picked = self.sweep.pending.pop() if self.sweep.pending else self.sweep.next_batch() if sweeping \
@@ -374,6 +382,7 @@ class Campaign:
             self.sweep_sent -= 1
             return None
         cases, region = picked
+        self.sweep_inflight += 1
         return {"type": "sweep", "id": f"sweep-b{self.sweep_sent}", "program": self.sweep.program(cases, region),
                 "config": config, **({"search": "op"} if search_seed is not None else {})}
 
@@ -685,9 +694,13 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
     def finished() -> bool:
         if options.stop_on_new and any(not f["known_issue"] for f in ledger.findings.values()):
             return True
+        if options.stop_on_op and options.stop_on_op in campaign.found_ops:
+            return True
         # the programs submitted and their results in; the follow-ups begun are the campaign's too
         return submitted_all() and not campaign.programs \
-            and not (campaign.minimizing or campaign.backlog or campaign.verifying)
+            and not (campaign.minimizing or campaign.backlog or campaign.verifying) \
+            and not (campaign.sweep is not None and (campaign.sweep.pending or campaign.sweep_singles
+                                                      or campaign.sweep_inflight))
 
     try:
         campaign.tick_claims(force=True)

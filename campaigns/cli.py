@@ -212,6 +212,9 @@ def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     stats.add_argument("--no-run", action="store_true", help="count features only; run nothing")
     stats.add_argument("--json", type=Path, default=None, help="also write the summary here")
     stats.add_argument("--check", action="store_true", help="exit 1 unless every target is met")
+    stats.add_argument("--ops", nargs="*", type=Path, default=None, metavar="RUN",
+                       help="instead: the op x spelling x dtype table of these campaigns' sweeps, per backend (none: "
+                            "the cells this torch's OpInfo database holds)")
 
     regress = sub.add_parser("regress", help="replay known issues and findings on two torches, compare per root cause")
     regress.add_argument("--torch", action="append", default=[], metavar="PYTHON_OR_VENV",
@@ -364,6 +367,8 @@ def _bench(args) -> int:
 def _stats(args) -> int:
     from campaigns import stats as generator_stats
 
+    if args.ops is not None:
+        return generator_stats.op_table(args.ops)
     if args.n < 1 or args.jobs < 1:
         raise ValueError("-n and --jobs must be positive")
     return generator_stats.run(args.n, args.seed, args.jobs, not args.no_run, args.json, args.check)

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from reports import coverage_report
+from reports import coverage_report, op_coverage
 from reports.ledger import LOG, Ledger, read_events
 
 from .corpus import FOLDER as CORPUS, Corpus
@@ -132,6 +132,10 @@ def merge(runs: list[Path], out: Path, fresh: bool = True) -> dict:
         # the files a campaign reports (the data holds every file the tracer saw; analysing each took seconds)
         summary["coverage"] = coverage_report.combine(out / "coverage", covered_paths())
     _merge_corpora(runs, out, summary)
+    coverages = [json.loads((r / "summary.json").read_text()).get("op_coverage") for r in runs
+                 if (r / "summary.json").exists()]
+    if any(coverages):  # each shard swept its own cells (campaigns.op_sweep): the table is their union
+        summary["op_coverage"] = op_coverage.merge_all(coverages)
     staging = out / f".reports.{os.getpid()}"
     staging.mkdir(exist_ok=True)
     write_reports(staging, summary)

@@ -312,3 +312,35 @@ def run(n: int, seed: int, jobs: int, regions: bool, out: Path | None, check: bo
         ok = ok and summary["eager_valid"] >= EAGER_TARGET and summary["region_share"] >= REGION_TARGET
         ok = ok and not summary["harness_errors"]
     return 0 if ok else 1
+
+
+def op_table(runs: list[Path]) -> int:
+    """``stats --ops [RUN ...]``: the op coverage of campaign folders (merged per backend), or, with none,
+    what this torch's OpInfo database holds: the cells a sweep judges, per spelling and dtype."""
+    from reports import op_coverage
+
+    if runs:
+        missing = [str(r) for r in runs if not (r / "summary.json").exists()]
+        if missing:
+            print(f"error: no campaign summary in {', '.join(missing)}", file=sys.stderr)
+            return 2
+        coverage = op_coverage.merge_all([json.loads((r / "summary.json").read_text()).get("op_coverage")
+                                          for r in runs])
+        if not coverage:
+            print("no op coverage in these campaigns (their sweep was off)")
+            return 0
+    else:
+        from harness.opinfo_db import load
+
+        cases = load()
+        if not cases:
+            print("this torch ships no OpInfo database: no op coverage")
+            return 0
+        table = {"by_cell": {c.cell: {"status": "untried"} for c in cases}}
+        table.update(cells=len(table["by_cell"]), batches=0, seconds=0.0)
+        coverage = {"(this torch's OpInfo database)": table}
+        print(f"{len({c.op for c in cases})} ops, {len(cases)} cases")
+    print("\n".join(op_coverage.text(coverage)))
+    print("\n".join(op_coverage.markdown(coverage)))
+    return 0
+

@@ -32,7 +32,7 @@ from generators.without import (SUBCLASS, without_default_dtype, without_fn_inst
                                 without_random, without_subclass, without_writes)
 from harness.outcome import RunConfig
 
-from .known_issues import UNEXPLAINED, KnownIssue, match, matching
+from .known_issues import UNEXPLAINED, KnownIssue, matching
 
 CLAIMED = "claimed_by"  # Finding.extra: the issue that explains a signature two issues match, when not the first
 

@@ -41,8 +41,8 @@ def _dtype(n: Node) -> torch.dtype | None:
 
 
 def _any_spelling(fn, method: str) -> Callable[[Node], bool]:
-    return lambda n: (n.op == "call_function" and n.target is fn) or (n.op == "call_method" and n.target == method) \
-        or _aten(method)(n, False)
+    return lambda n: (n.op == "call_function" and n.target is fn) \
+        or (n.op == "call_method" and n.target in (method, method + "_")) or _aten(method)(n, False)
 
 
 FAULTS: dict[str, Fault] = {f"{f.where}_{f.op}".replace(":", "_").replace(".", "_"): f for f in (

@@ -76,6 +76,10 @@ def pytest_addoption(parser):
         "--gate-budget", dest="gate_budget", metavar="SCALE", type=float, default=None,
         help="fail a test past its share of the CI gate's time and the run if a suite is past its figure "
              "(suites/budget.py), each times SCALE (1 on the machine they were measured on)")
+    parser.getgroup("dedup-harness").addoption(
+        "--opinfo", dest="opinfo", metavar="OPS", default="",
+        help="the op conformance suite's ops: 'all' (every op of torch's OpInfo database), or OP,OP,... "
+             "(default: a sample of each family; the nested_compile_region half then runs too)")
 
 
 def pytest_configure(config):
