@@ -712,7 +712,8 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
                 if campaign.sweep is None:
                     campaign.sweep = Sweep(out, options.shard, caps.dtypes,
                                            {d: f"the capability probe: {options.backend} does not run {d}"
-                                            for d in ("float32", "float64", "bfloat16", "float16") if d not in caps.dtypes})
+                                            for d in ("float32", "float64", "bfloat16", "float16") if d not in caps.dtypes},
+                                           precision=dict(caps.precision))
                 campaign.sweep.add(loading.take())
                 if loading.done:
                     log.write({"event": "sweep_loaded", "cells": campaign.sweep.total,

@@ -25,7 +25,7 @@ from collections import Counter
 from pathlib import Path
 
 from generators.ir import to_dict
-from generators.opinfo import KINDS, Case, cases_of, halves, split_cell, sweep_program
+from generators.opinfo import KINDS, Case, cases_of, halves, rounding_sensitive, split_cell, sweep_program
 
 FILE = "sweep.json"
 BATCH = 24  # cases per batch: the dedup pass's cost grows faster than the graph
@@ -49,11 +49,13 @@ def _mine(cell: str, shard: tuple[int, int]) -> bool:
 
 class Sweep:
     def __init__(self, out: Path | None, shard: tuple[int, int] = (0, 1), dtypes: tuple[str, ...] = (),
-                 unsupported_dtypes: dict[str, str] | None = None, batch: int = BATCH, region: bool | None = None):
+                 unsupported_dtypes: dict[str, str] | None = None, batch: int = BATCH, region: bool | None = None,
+                 precision: dict[str, str] | None = None):
         """``out``: the campaign folder its state lives in (None: kept in memory); ``region``: every batch a
         nested_compile_region body (True), none (False), one in REGION_EVERY (None)."""
         self.path, self.batch, self.shard, self.region = out / FILE if out else None, batch, shard, region
         self.dtypes, self.unsupported_dtypes = dtypes, unsupported_dtypes or {}
+        self.precision = precision or {}  # dtype -> the lower one the backend computes it in (its probe)
         self.samples: dict[str, list[Case]] = {}  # every sample of a cell, in the database's order
         self.queue: list = []  # (priority, n, case): the first sample of each cell not yet judged
         self.pending: list[tuple[list[Case], bool]] = []  # halves of failing batches, judged first
@@ -84,6 +86,12 @@ class Sweep:
             if self.dtypes and dtype in ("float32", "float64", "bfloat16", "float16") and dtype not in self.dtypes:
                 self.cells[cell] = {"status": "unsupported", "reason": self.unsupported_dtypes.get(dtype, f"dtype {dtype}")}
                 continue
+            if dtype in self.precision:  # judged at a lower precision: what rounding decides is not judged
+                samples = [c for c in samples if not rounding_sensitive(c)]
+                if not samples:
+                    self.cells[cell] = {"status": "unsupported", "reason": f"rounding-sensitive: the backend "
+                                                                           f"computes {dtype} in {self.precision[dtype]}"}
+                    continue
             self.cells[cell] = {"status": "untried"}
             for case in samples:
                 if case.sample == samples[0].sample:  # every item of the first sample

@@ -128,6 +128,25 @@ def effectful(program: Program) -> bool:
     return any(c.effects for c in cases_of(program))
 
 
+# Ops whose result jumps where its input crosses a point (an integer, a sign, a threshold): a backend that
+# computes in a lower precision than it is given moves inputs across those points, not a bug of its own
+# (generators.ops.ROUNDING_SENSITIVE is the hand catalogue's list of the same kind).
+ROUNDING_OPS = frozenset({
+    "floor", "ceil", "round", "trunc", "fix", "frac", "sign", "sgn", "signbit", "remainder", "fmod", "floor_divide",
+    "div", "reciprocal", "rsqrt", "atan2", "arctan2", "copysign", "nextafter", "heaviside", "where", "masked_fill",
+    "nn.functional.threshold", "nn.functional.hardshrink", "nn.functional.softshrink", "nn.functional.hardtanh",
+    "nn.functional.relu6", "clamp", "clamp_min", "clamp_max", "clip", "histc", "bucketize", "searchsorted",
+})
+
+
+def rounding_sensitive(case: Case) -> bool:
+    """A case a lower-precision backend cannot be judged on: an integral or boolean result of floating inputs
+    (a comparison, an index), or an op of ``ROUNDING_OPS``."""
+    floating = any(t.dtype in ("float32", "float64", "bfloat16", "float16") for t in case.tensors)
+    return (floating and case.out.dtype in ("bool", "int64")) or case.op.split(".")[0] in ROUNDING_OPS \
+        or case.op in ROUNDING_OPS
+
+
 def halves(cases: list[Case]) -> tuple[list[Case], list[Case]]:
     mid = len(cases) // 2
     return cases[:mid], cases[mid:]

@@ -152,6 +152,13 @@ def test_shards_split_the_cells_and_the_probe_rules_out_dtypes(cases):
     f64 = [e for cell, e in probed.cells.items() if cell.endswith("|float64")]
     assert f64 and all(e == {"status": "unsupported", "reason": "probe: no float64"} for e in f64)
     assert not any(c.dtype == "float64" for _, _, c in probed.queue)
+    # a backend computing float32 in bfloat16: what rounding decides (indices, comparisons) is not judged
+    lower = Sweep(None, precision={"float32": "bfloat16"})
+    lower.add(cases)
+    queued = [c for _, _, c in lower.queue]
+    assert not any(c.dtype == "float32" and c.out.dtype == "int64" for c in queued)
+    assert any(c.op == "max.reduction_with_dim" and c.dtype == "float32" and c.item == 0 for c in queued)
+    assert any(c.op == "max.reduction_with_dim" and c.dtype == "float64" and c.item == 1 for c in queued)
 
 
 # -- judged by torch ------------------------------------------------------------------------------
