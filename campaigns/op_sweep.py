@@ -7,12 +7,13 @@ spellings, then the other dtypes; a quarter of the batches make the block a
 ``nested_compile_region`` body. A batch that passes passes its cells; one that
 fails is halved until one case is left, which runs as an ordinary program
 (all oracles, triage, a minimized repro) and whose findings the cell keeps.
-Once a cell fails, the rest of its op moves to the front (a backend that gets
-one spelling wrong often gets its neighbours wrong too). The sweep's state is
+Once a cell fails with a new cause, the rest of its op moves to the front (a
+backend that gets one spelling wrong often gets its neighbours wrong too; a
+known issue's op stays where it is). The sweep's state is
 ``sweep.json`` in the campaign folder: a resumed campaign goes on where it
 stopped and skips the sweep once it is done; a shard sweeps its own share of
-cells. ``search_program`` gives the steered search a batch of the cells the
-sweep found failing (their other samples) or never reached.
+cells. ``search_batch`` gives the steered search a batch of the cells the
+sweep found failing with a new cause (their other samples) or never reached.
 """
 
 from __future__ import annotations
@@ -184,7 +185,6 @@ class Sweep:
         if case.expected:
             self._set(case, "expected", case.expected)
             return []
-        self._promote(case.op)
         if program is None:
             self.batches += 1
             program = to_dict(sweep_program([case], region=region, seed=self.batches))
@@ -201,6 +201,7 @@ class Sweep:
                 self._set(case, "known", ", ".join(sorted({f["known_issue"] for f in findings})))
             else:
                 self._set(case, "failed", ", ".join(sorted({f["signature"] for f in findings if not f.get("known_issue")})))
+                self._promote(case.op)  # a new cause: the rest of its op goes first (a known one's does not)
 
     def _set(self, case: Case, status: str, reason: str = "") -> None:
         entry = self.cells.setdefault(case.cell, {"status": "untried"})
@@ -218,9 +219,9 @@ class Sweep:
     # --- the steered search ----------------------------------------------------
 
     def search_batch(self, seed: int) -> tuple[list[Case], bool | None] | None:
-        """Cases for a search program: other samples of failing cells first (in a region body or not,
-        by turn), then untried cells."""
-        failing = [c for c, e in self.cells.items() if e["status"] in ("failed", "known") and len(self.samples.get(c, [])) > 1]
+        """Cases for a search program: other samples of cells failing with a new cause first (every other
+        one), then untried cells."""
+        failing = [c for c, e in self.cells.items() if e["status"] == "failed" and len(self.samples.get(c, [])) > 1]
         if failing and seed % 2:
             cell = failing[seed // 2 % len(failing)]
             cases = [c for c in self.samples[cell] if c.sample != self.samples[cell][0].sample]

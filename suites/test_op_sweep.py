@@ -171,6 +171,15 @@ def test_the_sweep_has_no_false_alarm_on_aot_eager(cases):
     assert not bad, bad
 
 
+@pytest.mark.inductor
+@pytest.mark.nightly  # inductor builds C++ per batch (about a minute here); aot_eager's run is the gate's
+def test_the_sweep_has_no_false_alarm_on_inductor(cases):
+    chosen = [c for c in cases if c.dtype in ("float32", "int64") and c.op in ("add", "sin", "max.reduction_with_dim")]
+    cells = judge_locally(chosen, _config("inductor"))
+    bad = {c: e for c, e in cells.items() if e["status"] not in ("passed", "known", "expected")}
+    assert not bad, bad
+
+
 def test_a_wrong_value_is_blamed_on_its_case():
     cases = [c for c in select(("sin", "logaddexp2", "cos")) if c.kind == "aten" and c.dtype == "float32"]
     cases = [next(c for c in cases if c.op == o) for o in ("sin", "logaddexp2", "cos")]
@@ -179,11 +188,11 @@ def test_a_wrong_value_is_blamed_on_its_case():
     assert main["status"] == "fail" and main["blame"] == 1, main
 
 
-GATE_FAULTS = ("aten_logaddexp2", "dtype_float64_cumprod", "region_sinh")
+GATE_FAULTS = ("region_sinh",)  # the place only deduplication makes; the campaign test below finds an aten one
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=() if n in GATE_FAULTS else pytest.mark.nightly)
-                                  for n in FAULTS])  # six more in the nightly tier: each is a few batches
+                                  for n in FAULTS])  # the others in the nightly tier: each is a few batches
 def test_a_planted_op_fault_fails_its_cells_and_no_other(name):
     fault = FAULTS[name]
     cases = [c for c in select((fault.op,)) if c.dtype in ("float32", "float64")]
@@ -209,7 +218,7 @@ def test_a_backend_campaign_sweeps_first_and_its_repro_blames_the_backend(tmp_pa
     out = tmp_path / "run"
     done = subprocess.run([sys.executable, "-m", "harness", "fuzz", "--backend", "suites.planted_ops:aten_logaddexp2",
                            "--sweep-ops", "logaddexp2,sin", "--programs", "1", "--budget", "120", "--workers", "1",
-                           "--oracles", "differential", "--minimize-seconds", "5", "--out", str(out)],
+                           "--oracles", "differential", "--minimize-seconds", "5", "--no-verify", "--out", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
