@@ -135,10 +135,12 @@ FAULTS: dict[str, str] = {
 }
 # one OpInfo op wrong in one spelling, one dtype, or inside a region only (suites/planted_ops.py): what a
 # default --backend campaign's sweep (campaigns.op_sweep) must find
-OP_FAULTS = ("torch_hypot", "functional_nn_functional_hardtanh", "method_lerp", "operator_remainder",
-             "aten_logaddexp2", "inplace_exp2", "out_log10", "dtype_float64_cumprod", "region_sinh")
+# (backend name -> the OpInfo op it breaks)
+OP_FAULTS = {"torch_hypot": "hypot", "functional_nn_functional_hardtanh": "nn.functional.hardtanh",
+             "method_lerp": "lerp", "operator_remainder": "remainder", "aten_logaddexp2": "logaddexp2",
+             "inplace_exp2": "exp2", "out_log10": "log10", "dtype_float64_cumprod": "cumprod", "region_sinh": "sinh"}
 FAULTS.update({f"op_{name}": f"suites.planted_ops:{name}" for name in OP_FAULTS})
-OP_FAULTS = tuple(f"op_{name}" for name in OP_FAULTS)
+OP_FAULTS = {f"op_{name}": op for name, op in OP_FAULTS.items()}
 NO_FAULTS = "none"
 CAMPAIGN_BUDGET = 3600.0  # seconds: a safety cap on the --campaign run, which stops at its program count
 
@@ -510,22 +512,13 @@ def first_new_finding(out: Path, op: str = "") -> dict | None:
     return None
 
 
-def _planted_op(name: str) -> str:
-    """The OpInfo op a planted op fault breaks ("" for the other faults)."""
-    if name not in OP_FAULTS:
-        return ""
-    from suites.planted_ops import FAULTS as PLANTED_OPS
-
-    return PLANTED_OPS[name.removeprefix("op_")].op
-
-
 def run_fault(name: str, seed: int, workers: int, budget: float, out: Path, bare: float | None,
               progress: Callable[[str], None] = print, feedback: str = "off") -> dict:
     """A campaign on a planted fault's backend until its first new finding."""
     backend = FAULTS[name]
     # op-level faults are the sweep's to find (a default --backend campaign); the others' figures stay
     # comparable with those measured before the sweep
-    op = _planted_op(name)
+    op = OP_FAULTS.get(name, "")
     options = Options(backend=backend, budget=budget, seed=seed, out=out, workers=workers, stop_on_new=not op,
                       stop_on_op=op, feedback=feedback, sweep="auto" if op else "off")
     progress(f"fault {name}: {backend}, workers {workers}, at most {budget:g} s, feedback {feedback}")

@@ -24,7 +24,7 @@ from oracles import differential
 from reports.known_issues import crash_issue
 from reports.unmask import unmasked_runs
 
-from .worker import config_from, _needing
+from .task_config import config_from, needing
 
 JUDGED = ("differential",)
 
@@ -48,7 +48,7 @@ def blame(program, where: str, details: dict) -> int | None:
 
 def _judged(program, config) -> dict:
     try:
-        verdict = differential.check(run_program(program, _needing(config, JUDGED)))
+        verdict = differential.check(run_program(program, needing(config, JUDGED)))
     except InvalidProgram as e:
         return {"status": "invalid", "kind": "invalid", "message": str(e)[:500]}
     status = "unsupported" if verdict.kind == "unsupported" else verdict.status.value

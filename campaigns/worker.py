@@ -17,7 +17,7 @@ import subprocess
 import time
 import warnings
 from collections import Counter
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -49,6 +49,8 @@ from reports import masked
 from reports.unmask import unmasked_runs
 
 from .localize import localize
+from .sweep_task import run_batch
+from .task_config import config_from, config_to, needing as _needing  # noqa: F401 (config_to: the campaign's too)
 from .minimize import minimize, minimize_finding
 from .worker_start import running_coverage, save_coverage
 
@@ -65,17 +67,6 @@ def init(options: dict) -> None:
 
 # Semantic edges this worker reported already (arcs: harness.branches.Tracer).
 _REPORTED: set = set()
-
-
-def config_from(d: dict) -> RunConfig:
-    return RunConfig(**{**d, "companions": tuple(d.get("companions", ())),
-                        "torch_config": tuple(tuple(p) for p in d.get("torch_config", ())),
-                        "precision": tuple(tuple(p) for p in d.get("precision", ())),
-                        "dtypes": tuple(d.get("dtypes", ()))})
-
-
-def config_to(config: RunConfig) -> dict:
-    return asdict(config)
 
 
 def handle(task: dict) -> dict:
@@ -262,14 +253,6 @@ def _unmask(masks: dict, names: tuple, again: list) -> None:
         for name in names:
             if masks.get(name):
                 masks[name] = None
-
-
-def _needing(config: RunConfig, names: tuple) -> RunConfig:
-    """A run for ``names`` alone: only the companions, changed calls and recorder they read."""
-    chosen = [ORACLES[n] for n in names]
-    return replace(config, companions=tuple(dict.fromkeys(c for o in chosen for c in o.needs)),
-                   variants=config.variants if any(o.variants for o in chosen) else 0,
-                   record_structure=config.record_structure and any(o.structure for o in chosen))
 
 
 # One re-hit in this many (by program and fingerprint) is triaged in full
@@ -535,10 +518,4 @@ def _verify(task: dict) -> dict:
     return {"signature": task["signature"], "repro_exit": verify_repro(task["repro"], task["timeout"])}
 
 
-def _sweep(task: dict) -> dict:
-    from .sweep_task import run_batch  # it imports this module's config helpers
-
-    return run_batch(task)
-
-
-HANDLERS = {"run": _run, "minimize": _minimize, "verify": _verify, "sweep": _sweep}
+HANDLERS = {"run": _run, "minimize": _minimize, "verify": _verify, "sweep": run_batch}

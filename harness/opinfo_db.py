@@ -62,11 +62,17 @@ class Unrenderable(ValueError):
 
 
 def database():
-    """OpInfo's op_db, or None where this torch does not ship it."""
+    """OpInfo's op_db, or None where this torch does not ship it. Importing torch's test utilities freezes
+    the cuDNN flags for the whole process (common_utils calls torch.backends.disable_global_flags(), for
+    torch's own test runs): they are thawed again, so the process goes on as it was."""
+    frozen = torch.backends.flags_frozen()
     try:
         from torch.testing._internal.common_methods_invocations import op_db
     except Exception:  # an install without the testing package, or one whose import fails
         return None
+    finally:
+        if not frozen and torch.backends.flags_frozen():  # the flag is a global of the function's own module
+            torch.backends.flags_frozen.__globals__["__allow_nonbracketed_mutation_flag"] = True
     return op_db
 
 

@@ -213,19 +213,19 @@ def test_a_planted_op_fault_fails_its_cells_and_no_other(name):
 # -- in a campaign --------------------------------------------------------------------------------
 
 
-@pytest.mark.long(seconds=35)
+@pytest.mark.long(seconds=30)
 def test_a_backend_campaign_sweeps_first_and_its_repro_blames_the_backend(tmp_path):
     out = tmp_path / "run"
     done = subprocess.run([sys.executable, "-m", "harness", "fuzz", "--backend", "suites.planted_ops:aten_logaddexp2",
-                           "--sweep-ops", "logaddexp2,sin", "--programs", "1", "--budget", "120", "--workers", "1",
-                           "--oracles", "differential", "--minimize-seconds", "5", "--no-verify", "--out", str(out)],
+                           "--sweep-ops", "logaddexp2", "--programs", "1", "--budget", "120", "--workers", "1",
+                           "--oracles", "differential", "--minimize-seconds", "0", "--no-verify", "--out", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     table = summary["op_coverage"]["suites.planted_ops:aten_logaddexp2"]
     status = {c: e["status"] for c, e in table["by_cell"].items()}
     assert status["logaddexp2|aten|float32"] == "failed" and status["logaddexp2|torch|float32"] == "passed", status
-    assert status["sin|aten|float32"] == "passed" and table["done"], status
+    assert table["done"] and status["logaddexp2|method|float32"] == "passed", status
     assert "## Op coverage" in (out / "report.md").read_text() and 'class="heat"' in (out / "report.html").read_text()
     found = [f for f in summary["findings"] if not f["known_issue"]]
     assert found and all("logaddexp2" in (out / f["folder"] / "program.json").read_text() for f in found), found
