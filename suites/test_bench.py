@@ -143,4 +143,4 @@ def test_the_fault_catalogue_names_backends_by_string():
     assert not {"abort_or_hang", "abort_on_subgraph_calls", "float_sign_guarded"} & set(bench.FAULTS)
     for name, backend in bench.FAULTS.items():
         module, _, attr = backend.partition(":")
-        assert attr.partition("__")[0] == name, (name, backend)
+        assert attr.partition("__")[0] == name.removeprefix("op_" if name in bench.OP_FAULTS else ""), (name, backend)

@@ -165,7 +165,7 @@ def test_shards_split_the_cells_and_the_probe_rules_out_dtypes(cases):
 
 
 def test_the_sweep_has_no_false_alarm_on_aot_eager(cases):
-    chosen = [c for c in cases if c.dtype in ("float32", "int64")]
+    chosen = [c for c in cases if c.dtype in ("float32", "int64")]  # every dtype in the nightly conformance run
     cells = judge_locally(chosen, _config())
     bad = {c: e for c, e in cells.items() if e["status"] not in ("passed", "known", "expected")}
     assert not bad, bad
@@ -213,7 +213,7 @@ def test_a_planted_op_fault_fails_its_cells_and_no_other(name):
 # -- in a campaign --------------------------------------------------------------------------------
 
 
-@pytest.mark.long(seconds=30)
+@pytest.mark.nightly  # a campaign of its own (about 30 s); in the gate the driver, blame and faults are judged directly
 def test_a_backend_campaign_sweeps_first_and_its_repro_blames_the_backend(tmp_path):
     out = tmp_path / "run"
     done = subprocess.run([sys.executable, "-m", "harness", "fuzz", "--backend", "suites.planted_ops:aten_logaddexp2",
