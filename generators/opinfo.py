@@ -16,8 +16,8 @@ In a program a case is one statement of op ``OPINFO`` (operands: the
 sample's tensors as ``Ref``s, then the template, the output's shape and
 dtype as ``Const``s) whose tensors are program inputs holding the sample's
 values (``TensorSpec.data``). ``sweep_program`` puts several cases of one
-output dtype into one layer block, called twice so that the block is a
-deduplicated region (and, with ``region``, a ``nested_compile_region``
+output dtype into one layer block, called twice (the second time on a copy
+of the first tensor) so that the block is a deduplicated region (and, with ``region``, a ``nested_compile_region``
 body); the block returns the cases' outputs flattened into one tensor, so
 one compile judges them all and a failure is narrowed to its case by
 halving (``halves``). Nothing here imports torch.
@@ -104,10 +104,13 @@ def sweep_program(cases: list[Case], region: bool = False, repeats: int = 2, see
     joined = "torch.cat([" + ", ".join(f"{{{i}}}.reshape(-1)" for i in range(len(flat))) + "])"
     body.append(Stmt(result, OPINFO, (*(Ref(n) for n in flat), Const(joined),
                                       Const((sum(_numel(c.out.shape) for c in cases),)), Const(dtypes.pop()))))
-    # the carried input x is the first case's first tensor (every block reads all inputs; fanout keeps x as is)
+    # the carried input x is the first case's first tensor (every block reads all inputs; fanout keeps x as is);
+    # each later repeat passes a copy of it, so the repeats compute equal values from distinct tensors: their
+    # outputs are distinct tensors a backend may not fold into one (eager returns two)
     block = Block("function", tuple(n for n, _ in inputs), (), (), (), tuple(body), result, compile_region=region)
-    section = Section("for_range", "fanout", tuple(Call(tensor=inputs[0][0]) for _ in range(repeats)))
-    return Program(tuple(inputs), block, (section,), outputs="tuple", options=Options(), seed=seed,
+    copies = [(f"{inputs[0][0]}_{k}", inputs[0][1]) for k in range(1, repeats)]
+    section = Section("for_range", "fanout", tuple(Call(tensor=n) for n in [inputs[0][0], *(n for n, _ in copies)]))
+    return Program(tuple(inputs + copies), block, (section,), outputs="tuple", options=Options(), seed=seed,
                    meta={"opinfo": [c.to_dict() for c in cases]})
 
 
