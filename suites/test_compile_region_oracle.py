@@ -116,7 +116,9 @@ def _repro(backend: str, verdict_details: dict) -> subprocess.CompletedProcess:
 def test_repro_reproduces_the_planted_fault_and_not_on_aot_eager():
     verdict = compile_region.check(_run(HIERARCHY, PLANTED, dedup=False))
     assert verdict.failed
+    before = set(Path(tempfile.gettempdir()).glob("twin-*"))
     planted = _repro(PLANTED, verdict.details)
+    assert set(Path(tempfile.gettempdir()).glob("twin-*")) == before  # the twin's folder is removed at exit
     assert planted.returncode == 1, planted.stdout + planted.stderr
     assert "differ between the program and its twin" in planted.stdout
     honest = _repro("aot_eager", verdict.details)
