@@ -18,6 +18,7 @@ from typing import Callable, Iterator, Optional
 
 from generators.check import check as well_formed, checked
 from generators.ir import MalformedProgram, Program, respelled, spelled, taking
+from generators.opinfo import cases_of
 from generators.variation import equalize
 from harness.outcome import Execution, Outcome, RunConfig
 from harness.pipeline import InvalidProgram, region_twins, run_fresh, run_program, without_dedup
@@ -281,7 +282,7 @@ def _triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> 
             # ...). Name the kinds it needs.
             trigger = _trigger(program, config, oracle, verdict)
             trigger = "" if trigger == "identical-repeats" else trigger
-        program_tags = tags(program)
+        program_tags = [*tags(program), *opinfo_tag(program)]
         signature = _structural(verdict.oracle, kind, culprit, label, trigger, program_tags)
         if len(verdict.details.get("differences", ())) > 1:
             verdict, signature = _unexplained(verdict, signature, config.backend, lambda d: _structural(
@@ -293,7 +294,7 @@ def _triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> 
         if culprit != "dedup" and trigger == "identical-repeats":
             trigger = ""  # a backend failing on identical repeats: nothing between repeats to name
         spelt = _spelling(program, config, oracle, verdict)
-        detail = ":".join(p for p in (trigger, *tags(program), spelt,
+        detail = ":".join(p for p in (trigger, *tags(program), *opinfo_tag(program), spelt,
                                       _options("settings", program, config, oracle, verdict),
                                       _options("autograd", program, config, oracle, verdict),
                                       _inputs(program, config, oracle, verdict), *where, *change) if p)
@@ -301,6 +302,13 @@ def _triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> 
         detail = ":".join(dict.fromkeys(detail.split(":")))
     signature = ":".join(p for p in (verdict.oracle, kind, culprit, detail) if p)
     return Finding(signature, verdict, program, config, culprit, trigger, outcome.source, extra)
+
+
+def opinfo_tag(program: Program) -> list[str]:
+    """A wrong value of an OpInfo case names its op (``opinfo=<op>``): an op's own bug is a class of its own,
+    which a known issue can claim without claiming every plain wrong value of a backend."""
+    ops = sorted({c.op for c in cases_of(program)})
+    return [f"opinfo={'+'.join(ops)}"] if ops else []
 
 
 def _structural(oracle: str, kind: str, culprit: str, label: str, trigger: str, program_tags: list[str]) -> str:
