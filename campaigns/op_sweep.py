@@ -25,7 +25,7 @@ import zlib
 from collections import Counter
 from pathlib import Path
 
-from generators.ir import to_dict
+from generators.ir import from_dict, to_dict
 from generators.opinfo import KINDS, Case, cases_of, halves, rounding_sensitive, split_cell, sweep_program
 
 FILE = "sweep.json"
@@ -140,8 +140,6 @@ class Sweep:
     def judged(self, program: dict, result: dict) -> list[dict]:
         """A batch's runs: its cells' statuses; the programs to run next (halves, or
         the one failing case as an ordinary program: ``{"single": program}``)."""
-        from generators.ir import from_dict
-
         self.seconds += float(result.get("seconds", 0.0))
         p = from_dict(program)
         cases = cases_of(p)
@@ -153,13 +151,13 @@ class Sweep:
                 for half in reversed(halves(cases)):
                     self.pending.append((half, p.block.compile_region))
             else:
-                self._set(cases[0], "known", masked[0])
+                self.set_status(cases[0], "known", masked[0])
             return []
         bad = [r for r in judged if r["status"] in ("fail", "unsupported", "invalid")]
         if not bad:
             status = "inconclusive" if any(r["status"] == "inconclusive" for r in judged) else "passed"
             for case in cases:
-                self._set(case, status, ("masked " + ", ".join(masked)) if masked else "")
+                self.set_status(case, status, ("masked " + ", ".join(masked)) if masked else "")
             return []
         if len(cases) > 1:
             k = bad[0].get("blame")
@@ -177,13 +175,13 @@ class Sweep:
         """One failing case: an ordinary program of it (unless the backend or the database explains it)."""
         bad = bad or {"status": "fail"}
         if bad["status"] == "unsupported":
-            self._set(case, "unsupported", bad["message"])
+            self.set_status(case, "unsupported", bad["message"])
             return []
         if bad["status"] == "invalid":
-            self._set(case, "invalid", bad["message"])
+            self.set_status(case, "invalid", bad["message"])
             return []
         if case.expected:
-            self._set(case, "expected", case.expected)
+            self.set_status(case, "expected", case.expected)
             return []
         if program is None:
             self.batches += 1
@@ -192,18 +190,16 @@ class Sweep:
 
     def single_judged(self, program: dict, findings: list[dict]) -> None:
         """The ordinary run of one failing case: its findings are the cell's."""
-        from generators.ir import from_dict
-
         for case in cases_of(from_dict(program)):
             if not findings:
-                self._set(case, "inconclusive", "failed in its batch, passed alone")
+                self.set_status(case, "inconclusive", "failed in its batch, passed alone")
             elif all(f.get("known_issue") for f in findings):
-                self._set(case, "known", ", ".join(sorted({f["known_issue"] for f in findings})))
+                self.set_status(case, "known", ", ".join(sorted({f["known_issue"] for f in findings})))
             else:
-                self._set(case, "failed", ", ".join(sorted({f["signature"] for f in findings if not f.get("known_issue")})))
+                self.set_status(case, "failed", ", ".join(sorted({f["signature"] for f in findings if not f.get("known_issue")})))
                 self._promote(case.op)  # a new cause: the rest of its op goes first (a known one's does not)
 
-    def _set(self, case: Case, status: str, reason: str = "") -> None:
+    def set_status(self, case: Case, status: str, reason: str = "") -> None:
         entry = self.cells.setdefault(case.cell, {"status": "untried"})
         rank = {"failed": 5, "known": 4, "unsupported": 3, "invalid": 3, "expected": 3, "inconclusive": 2, "passed": 1,
                 "untried": 0}
@@ -319,16 +315,10 @@ def judge_locally(cases: list[Case], config: dict, region: bool = False) -> dict
         for single in sweep.judged(program, result):
             alone = result if single["single"] is program else run_batch({"program": single["single"], "config": config})
             bad = [r for r in alone["runs"] if not r.get("masked") and r["status"] != "pass"]
-            for case in cases_of_dict(single["single"]):
+            for case in cases_of(from_dict(single["single"])):
                 if bad:
-                    sweep._set(case, "failed" if bad[0]["status"] == "fail" else bad[0]["status"],
+                    sweep.set_status(case, "failed" if bad[0]["status"] == "fail" else bad[0]["status"],
                                f"{bad[0]['kind']} at {bad[0].get('where') or '-'}: {bad[0]['message']}")
                 else:
-                    sweep._set(case, "inconclusive", "failed in its batch, passed alone")
+                    sweep.set_status(case, "inconclusive", "failed in its batch, passed alone")
     return sweep.cells
-
-
-def cases_of_dict(program: dict) -> list[Case]:
-    from generators.ir import from_dict
-
-    return cases_of(from_dict(program))

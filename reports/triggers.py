@@ -26,7 +26,7 @@ from typing import Callable, Optional
 
 from generators.check import draws_random, mutates
 from generators.ir import Program, ambient_state
-from generators.opinfo import cases_of, effectful
+from generators.opinfo import effectful
 from generators.regions import marked, without_regions
 from generators.without import (SUBCLASS, without_default_dtype, without_fn_instances, without_grad_mode,
                                 without_random, without_subclass, without_writes)
@@ -117,26 +117,9 @@ TRIGGERS: dict[str, tuple[Callable[[Program, RunConfig], bool], Removal]] = {
 }
 
 
-# ``opinfo=<op>``: the program judges an OpInfo case of that op (generators.opinfo): what scopes an op's own
-# bug, so its broad signature (a wrong value of the backend) claims nothing else; no run is left without it.
-OPINFO_TRIGGER = "opinfo="
-
-
-def entry(name: str) -> tuple[Callable[[Program, RunConfig], bool], Removal]:
-    """A trigger's (has it?, the run without it), ``opinfo=<op>`` included."""
-    if name.startswith(OPINFO_TRIGGER):
-        op = name[len(OPINFO_TRIGGER):]
-        return (lambda p, c: any(case.op == op for case in cases_of(p)), _program_only(lambda p: None))
-    return TRIGGERS[name]
-
-
-def known_trigger(name: str) -> bool:
-    return name in TRIGGERS or (name.startswith(OPINFO_TRIGGER) and len(name) > len(OPINFO_TRIGGER))
-
-
 def present(trigger: str, program: Program, config: RunConfig) -> bool:
     """Whether a run has a trigger; ``a|b``: either (an issue that needs one of two things)."""
-    return any(entry(t)[0](program, config) for t in trigger.split("|"))
+    return any(TRIGGERS[t][0](program, config) for t in trigger.split("|"))
 
 
 def removed(trigger: str, program: Program, config: RunConfig) -> tuple[Optional[Program], RunConfig]:
@@ -144,8 +127,8 @@ def removed(trigger: str, program: Program, config: RunConfig) -> tuple[Optional
     p: Optional[Program] = program
     c = config
     for t in trigger.split("|"):
-        if p is not None and entry(t)[0](p, c):
-            p, c = entry(t)[1](p, c)
+        if p is not None and TRIGGERS[t][0](p, c):
+            p, c = TRIGGERS[t][1](p, c)
     return p, c
 
 
