@@ -173,6 +173,9 @@ def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("finding", type=Path, help="a finding folder: RUN/findings/<signature>")
     p.add_argument("--id", required=True, help="KI-<number>")
     p.add_argument("--title", required=True)
+    r = rsub.add_parser("repro", help="a known issue's standalone script, rendered from its issue.json and program.json")
+    r.add_argument("issue", help="KI-NNN")
+    r.add_argument("--out", type=Path, default=None, help="write the script here (default: print it)")
     u = rsub.add_parser("upstream", help="a PyTorch bug report (issue.md) and regression test for an issue or finding")
     u.add_argument("target", help="KI-NNN (a known issue; with --model the model issue), a recorded issue's folder, "
                                   "or a campaign finding's folder RUN/findings/<slug>")
@@ -348,6 +351,18 @@ def _report(args) -> int:
         else:
             summary = merge.merge([Path(r) for r in args.runs], args.out)
         _print_summary(summary, args.out)
+        return 0
+    if args.action == "repro":
+        from reports.known_issues import load
+
+        issue = next((i for i in load() if i.id == args.issue), None)
+        if issue is None:
+            raise ValueError(f"no known issue {args.issue!r} (expected KI-<number> of reports/known_issues/)")
+        if args.out is None:
+            print(issue.render(), end="")
+        else:
+            args.out.write_text(issue.render())
+            print(f"wrote {args.out}; run it: python {args.out} (exit 1: reproduced, 0: not)")
         return 0
     if args.action == "upstream":
         from campaigns import upstream

@@ -9,7 +9,7 @@ one process and a crashing repro must not take the command down.
 
 Three sources of repros, each replayed standalone in both environments:
 
-1. the known-issue baseline (``reports/known_issues/*/repro.py``);
+1. the known-issue baseline (each issue's script, rendered into the report's ``repros/``);
 2. the findings of a campaign folder given with ``--campaign``;
 3. the findings of one seeded campaign run in each environment.
 
@@ -127,9 +127,10 @@ class Replay:
     log: str  # stdout and stderr, in the report folder
 
 
-def baseline(root: Path = known_issues.ROOT) -> list[Repro]:
-    """Every known issue's repro.py; ``root`` is injectable so tests replay a fake baseline."""
-    return [Repro(i.id, i.title, i.patterns[0] if i.patterns else "", i.folder / "repro.py", "baseline")
+def baseline(into: Path, root: Path = known_issues.ROOT) -> list[Repro]:
+    """Every known issue's script, rendered into ``into`` (the report keeps what it ran); ``root`` is
+    injectable so tests replay a fake baseline."""
+    return [Repro(i.id, i.title, i.patterns[0] if i.patterns else "", i.write_script(into), "baseline")
             for i in known_issues.load(Path(root))]
 
 
@@ -379,7 +380,7 @@ def run(options: Options, progress: Callable[[str], None] = lambda line: None) -
             if campaigns[env.label]["ok"]:
                 found.append(findings(Path(campaigns[env.label]["folder"]), f"{env.label} campaign"))
     issues = {i.id: i for i in known_issues.load(Path(options.root))}
-    repros = baseline(options.root) + merge_findings(found)
+    repros = baseline(out / "repros", options.root) + merge_findings(found)
     results = {}
     for env in envs:
         progress(f"{env.label}: replaying {len(repros)} repros with {env.python} (torch {env.torch})")

@@ -1,10 +1,12 @@
 """The known-issues baseline: torch bugs the harness has found and recorded.
 
 Each issue is a folder under ``reports/known_issues/`` holding ``issue.json``
-(id, title, signature patterns, the backend it shows on, links to the code),
-``program.json`` (a minimal program) and ``repro.py`` (standalone). Suites
-consult it so CI stays green on a recorded bug, and its regression tests fail
-loudly, like ``xfail(strict=True)``, when a bug stops reproducing.
+(id, title, signature patterns, the backend it shows on, links to the code,
+where it stands upstream) and ``program.json`` (a minimal program): data. Its
+standalone script follows from them and is rendered when asked (``render``,
+``dedup-harness report repro KI-NNN``), never committed. Suites consult it so
+CI stays green on a recorded bug, and its regression tests fail loudly, like
+``xfail(strict=True)``, when a bug stops reproducing.
 """
 
 from __future__ import annotations
@@ -120,13 +122,31 @@ class KnownIssue:
         return "" if self.crash is None else self.crash
 
     def render(self) -> str:
-        """Its standalone repro.py, as rendered from program.json."""
+        """Its standalone repro script, as rendered from program.json (a hand-written ``repro.py`` in its
+        folder, where one is kept, is the script instead)."""
+        own = self.folder / "repro.py"
+        if own.is_file():
+            return own.read_text()
         from harness.outcome import RunConfig
 
         from .repro import render_repro
 
         return render_repro(self.program(), self.config(RunConfig),
                             f"{self.id}: {self.title}", self.repro, self.variant, expect_crash=self.expect_crash)
+
+    @property
+    def minimal(self) -> Optional[str]:
+        """Its hand-cut torch-only repro (``minimal.py``), where the rendered short form is longer than the bug
+        needs or cannot express it (``reports.upstream.minimal_repro``); None: none kept."""
+        path = self.folder / "minimal.py"
+        return path.read_text() if path.is_file() else None
+
+    def write_script(self, directory: Path) -> Path:
+        """Its standalone script, rendered into ``directory`` as ``<id>.py`` (to run, or to hand on)."""
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{self.id}.py"
+        path.write_text(self.render())
+        return path
 
     def config(self, make):
         """The run it was found in, as ``make`` (RunConfig) builds it."""
@@ -232,7 +252,7 @@ def record(
     program: Program,
     root: Path = ROOT,
 ) -> Path:
-    """Write a known issue's folder: issue.json, program.json and repro.py.
+    """Write a known issue's folder: issue.json and program.json (its script is rendered from them).
 
     ``issue`` holds id, title, patterns, backend, description and code.
     """
@@ -243,8 +263,6 @@ def record(
     (folder / "issue.json").write_text(json.dumps(issue, indent=2) + "\n")
     (folder / "program.json").write_text(json.dumps(to_dict(program), indent=2, sort_keys=True) + "\n")
     load.cache_clear()
-    written = next(i for i in load(root) if i.folder == folder)
-    (folder / "repro.py").write_text(written.render())
     return folder
 
 

@@ -32,6 +32,7 @@ from harness.outcome import RunConfig
 from harness.pipeline import torch_compile_kwargs
 
 from . import known_issues
+from .compact import compact
 from .repro import _low_precision, render_repro
 
 TEMPLATES = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates" / "upstream"), autoescape=False,
@@ -46,6 +47,8 @@ GUARD_DRIVERS = ("guard", "recompile", "dedup_guards")
 # Drivers whose repro needs what only the campaign had (a replay plan, a lost
 # worker's limits): their ablation is the recorded row alone.
 UNRENDERED = ("replay", "process")
+# Stages of a crash signature that are over before any backward runs: a short crash repro stops at the call.
+FORWARD_STAGES = ("dynamo", "backend_compile")
 LADDER = ("eager", "aot_eager", "aot_eager_decomp_partition", "inductor")
 # Which component a report's title names, by where in torch the bug lives (first match).
 PREFIXES = (("torch/_inductor", "inductor"), ("torch/_functorch", "aot_autograd"),
@@ -80,6 +83,8 @@ class Subject:
     extras: tuple[str, ...] = ()  # other scripts recorded beside it
     finding: dict = field(default_factory=dict)  # a campaign finding's meta.json
     kind: str = "wrong values"  # "crash", "wrong values", "guard", or the structural driver's name
+    signatures: tuple[str, ...] = ()  # the finding's signature, or the issue's patterns (where a crash happens)
+    minimal: Optional[str] = None  # a hand-cut minimal repro recorded with it (a known issue's minimal.py)
 
     @property
     def slug(self) -> str:
@@ -100,7 +105,7 @@ def from_known(issue: known_issues.KnownIssue) -> Subject:
                    config=RunConfig(backend=issue.backend, dedup=issue.dedup), check=issue.repro,
                    variant=issue.variant, expect_crash=issue.expect_crash, torch_seen=issue.torch_seen,
                    status=issue.status, upstream=issue.upstream, code=issue.code,
-                   kind=_kind(issue.repro, bool(issue.crash)))
+                   kind=_kind(issue.repro, bool(issue.crash)), signatures=issue.patterns, minimal=issue.minimal)
 
 
 def from_model(folder: Path) -> Subject:
@@ -141,7 +146,8 @@ def from_finding(folder: Path) -> Subject:
                    expect_crash=_constant(strict, "EXPECT_CRASH"), torch_seen=(meta.get("torch"),) if meta.get("torch") else (),
                    status=known.status if known else "open", upstream=known.upstream if known else (),
                    code=known.code if known else (), cuda=_constant(strict, "DEVICE") == "cuda", finding=meta,
-                   kind=_kind(meta.get("driver") or "differential", meta.get("kind") == "crash"))
+                   kind=_kind(meta.get("driver") or "differential", meta.get("kind") == "crash"),
+                   signatures=(meta["signature"],))
 
 
 def _constant(source: str, name: str):
@@ -282,7 +288,10 @@ def minimal_repro(subject: Subject) -> Optional[str]:
     where it computes in bfloat16 or under autocast, or for a guard issue,
     whose change may bring dtypes or aliases a float64 copy would not keep)
     and ``torch.testing.assert_close`` at default tolerances; for a crash,
-    the call that raises. None where no short script expresses the check."""
+    the call that raises; rendered as short as the program allows (``reports.compact``). A hand-cut one
+    recorded with the issue comes first. None where no short script expresses the check."""
+    if subject.minimal is not None:
+        return subject.minimal
     if subject.program is None or subject.check not in MINIMAL_DRIVERS:
         return None
     return TEMPLATES.get_template("minimal.py.j2").render(**_fields(subject))
@@ -325,13 +334,16 @@ def _fields(subject: Subject) -> dict:
     source = render(program).removesuffix("\n")
     imports, body = _split_imports(source)
     guard = subject.check in GUARD_DRIVERS
+    short = compact(source, function=not guard)
+    kwargs = {**torch_compile_kwargs(program, config), **backend.options}
     lines = [*change.get("apply", ()), *change.get("undo", ())] + [l for a, u in change.get("before", ()) for l in (*a, *u)]
     return {
         **_names(subject), "imports": imports, "program": body, "seed": program.seed, "dedup": config.dedup,
         "backend_import": f"from {module} import {name} as user_backend" if name else "",
         "backend_expr": "user_backend" if name else repr(spec),
-        "compile_kwargs": "".join(f", {k}={v!r}" for k, v in {**torch_compile_kwargs(program, config),
-                                                               **backend.options}.items()),
+        "compile_kwargs": "".join(f", {k}={v!r}" for k, v in kwargs.items()),
+        "short": short, "short_kwargs": "".join(f", {k}={v!r}" for k, v in kwargs.items() if (k, v) != ("fullgraph", False)),
+        "backward": _crash_in_backward(subject, source),
         "settings": [(f"torch._{k.partition('.')[0]}.config.{k.partition('.')[2]}", v) for k, v in settings.items()],
         "inductor_patch": inductor,
         "patches": ", ".join([f"torch._dynamo.config.patch({dynamo!r})"]
@@ -343,7 +355,17 @@ def _fields(subject: Subject) -> dict:
         "before": [(_change_fn(f"change_before_{i}", a), _change_fn(f"undo_before_{i}", u))
                    for i, (a, u) in enumerate(change.get("before", ()), 1)],
         "prelude": PRELUDE if any("cell(" in l for l in lines) else "",
+        "steps": [{"n": n, "apply": list(a), "undo": list(u)} for n, (a, u) in
+                  enumerate([(change.get("apply", ()), change.get("undo", ())), *change.get("before", ())], 1)],
+        "bound": _bound(lines), "stateful": "nn.Parameter(" in source or ".register_buffer(" in source,
     }
+
+
+def _crash_in_backward(subject: Subject, source: str) -> bool:
+    """Whether a crash's short repro runs a backward: where its signatures say it may crash there, and the
+    program has something to differentiate."""
+    forward = subject.signatures and all(any(f":{stage}:" in s for stage in FORWARD_STAGES) for s in subject.signatures)
+    return not forward and (".requires_grad_(True)" in source or "nn.Parameter(" in source)
 
 
 def _split_imports(source: str) -> tuple[list[str], str]:
@@ -353,13 +375,19 @@ def _split_imports(source: str) -> tuple[list[str], str]:
     return [l for l in lines[:n] if l.strip()], "\n".join(lines[n:]).strip("\n")
 
 
+def _bound(statements) -> list[str]:
+    """The names a change's statements bind besides model, inputs and kwargs (globals of the function they run in)."""
+    code = "\n".join(statements) or "pass"
+    return sorted({n.id for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+                  - {"model", "inputs", "kwargs"})
+
+
 def _change_fn(name: str, statements) -> str:
     """A change's statements (``generators.variants``: run at module level
     by the harness, with ``model``, ``inputs`` and ``kwargs`` in scope) as a
     function of those three, declaring global every other name it binds."""
     code = "\n".join(statements) or "pass"
-    bound = sorted({n.id for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-                   - {"model", "inputs", "kwargs"})
+    bound = _bound(statements)
     body = ([f"global {', '.join(bound)}"] if bound else []) + code.splitlines()
     return f"def {name}(model, inputs, kwargs):\n" + "\n".join(f"    {l}" for l in body)
 

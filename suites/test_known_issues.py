@@ -58,9 +58,9 @@ def _repro_in_gate(issue) -> bool:
 
 # Each standalone repro is its own Python process (torch imported anew, 3-5 s):
 # the gate runs one live issue's in REPRO_SHARE, by number, and the in-process
-# reproduction of every other one; the nightly tier runs them all. A repro is the
-# rendered one (test_committed_repro_is_the_rendered_one), so a template change
-# that breaks repros breaks the sampled ones too.
+# reproduction of every other one; the nightly tier runs them all. Every script is
+# rendered anew for its run, so a template change that breaks repros breaks the
+# sampled ones too.
 REPRO_SHARE = 4
 # Issues whose run takes far more than a test's share (their program offers many changed calls, each
 # re-made): checked in the nightly tier, where their run fits (KI-119: 45 s; the gate is at its six minutes).
@@ -107,7 +107,18 @@ def _skip_if_backend_absent(issue) -> None:
 def test_baseline_is_not_empty_and_well_formed():
     assert ISSUES, "no known issues loaded"
     for issue in ISSUES:
-        assert issue.patterns and issue.title and (issue.folder / "repro.py").exists()
+        assert issue.patterns and issue.title and (issue.folder / "program.json").is_file()
+
+
+def test_the_baseline_is_data_and_its_scripts_are_rendered_never_committed():
+    """A known issue is issue.json, program.json and, where one is cut by hand, minimal.py (what upstream
+    receives); its script follows from them (``report repro``). A repro.py left in a folder would be run in
+    place of the rendering (``KnownIssue.render``)."""
+    for issue in ISSUES:
+        extra = sorted(p.name for p in issue.folder.iterdir())
+        assert set(extra) - {"minimal.py"} == {"issue.json", "program.json"}, (
+            f"{issue.folder} holds {extra}: a known issue's folder keeps its data alone (delete the rest; "
+            f"`dedup-harness report repro {issue.id}` renders its script)")
 
 
 def test_every_trigger_is_one_the_harness_can_take_away_and_each_issues_own_program_has_its_triggers():
@@ -138,13 +149,18 @@ def test_model_issues_are_read_where_they_are_kept():
 @pytest.mark.parametrize("path", sorted(ROOT.glob("*/issue.json")) + sorted(MODEL_ROOT.glob("*/issue.json")),
                          ids=lambda p: f"{p.parent.parent.name}/{p.parent.name.split('-')[0]}-{p.parent.name.split('-')[1]}")
 def test_every_issue_says_where_it_stands_upstream(path):
-    """Every record carries upstream (PyTorch issue/PR links, or "unfiled")
+    """Every record carries upstream (PyTorch issue/PR links, or "unfiled"), the search that found them (query, verdict)
     and status ("open", "by design", or "fixed in" the release its fixed_in
     names): a record without them is not filed the way PyTorch asks."""
     d = json.loads(path.read_text())
     assert "upstream" in d and "status" in d, f"{path}: add upstream and status"
     assert d["upstream"] == "unfiled" or (isinstance(d["upstream"], list) and d["upstream"] and all(
         re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+/(issues|pull)/\d+", u) for u in d["upstream"])), d["upstream"]
+    search = d.get("upstream_search") or {}
+    assert search.get("query") and search.get("verdict"), (
+        f"{path}: search PyTorch's tracker for it and record upstream_search: {{query, verdict}}")
+    if search["verdict"].startswith(("duplicate of", "fixed by", "a case of")):  # a verdict that names its link
+        assert isinstance(d["upstream"], list), f"{path}: the verdict names upstream links; list them in upstream"
     if d.get("fixed_in"):
         assert d["status"] == f"fixed in {d['fixed_in']}", d["status"]
     else:
@@ -247,9 +263,9 @@ def test_known_issue_still_reproduces_with_its_signature(issue):
 
 
 @pytest.mark.parametrize("issue", REPROS)
-def test_standalone_repro_exits_1_while_the_bug_is_there(issue):
+def test_standalone_repro_exits_1_while_the_bug_is_there(issue, tmp_path):
     _skip_if_unavailable(issue)
-    done = warm.run([str(issue.folder / "repro.py")], timeout=300)
+    done = warm.run([str(issue.write_script(tmp_path))], timeout=300)
     if issue.fixed_on(torch.__version__):  # 0: passes; 3: fails, but not with this bug
         assert done.returncode in (0, 3) and "REPRODUCED" not in done.stdout, (
             f"{issue.id} is recorded fixed in {issue.fixed_in} but its repro exits {done.returncode}:\n"
@@ -260,6 +276,9 @@ def test_standalone_repro_exits_1_while_the_bug_is_there(issue):
 
 
 @pytest.mark.parametrize("issue", ISSUES, ids=[i.id for i in ISSUES])
-def test_committed_repro_is_the_rendered_one(issue):
+def test_each_issue_renders_a_script_that_compiles_and_expects_its_own_failure(issue):
     _skip_if_backend_absent(issue)
-    assert (issue.folder / "repro.py").read_text() == issue.render(), "repro.py is stale: re-render it from program.json"
+    text = issue.render()
+    compile(text, f"{issue.id}.py", "exec")
+    if issue.repro in ("differential", "guard"):
+        assert f"EXPECT_CRASH = {issue.expect_crash!r}" in text, issue.id

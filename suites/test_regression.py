@@ -96,7 +96,8 @@ def test_promote_makes_a_finding_a_known_issue(tmp_path):
     folder = promote(finding, "KI-900", "Floats merged again", root=root)
     (issue,) = known_issues.load(root)
     assert issue.id == "KI-900" and issue.matches("differential:mismatch:dedup:arg:float") and issue.backend == "aot_eager"
-    assert (folder / "repro.py").read_text().startswith('"""Repro: KI-900: Floats merged again')
+    assert sorted(f.name for f in folder.iterdir()) == ["issue.json", "program.json"]  # data: its script is rendered
+    assert issue.render().startswith('"""Repro: KI-900: Floats merged again')
     with pytest.raises(ValueError, match="KI-900 already exists"):
         promote(finding, "KI-900", "again", root=root)
     with pytest.raises(ValueError, match="expected KI-<number>"):

@@ -1,7 +1,6 @@
 """The repro templates (``reports/templates/repro/``): none is left unused, and
 every driver renders a script Python can compile. That each known issue's
-committed repro.py is still what its template renders, byte for byte, is
-``suites/test_known_issues.py::test_committed_repro_is_the_rendered_one``.
+script renders and compiles is ``suites/test_known_issues.py``'s.
 """
 
 from __future__ import annotations
