@@ -176,6 +176,13 @@ def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     r = rsub.add_parser("repro", help="a known issue's standalone script, rendered from its issue.json and program.json")
     r.add_argument("issue", help="KI-NNN")
     r.add_argument("--out", type=Path, default=None, help="write the script here (default: print it)")
+    k = rsub.add_parser("known-issues", help="the triage page: every recorded issue ranked by how often campaigns "
+                                             "meet it and how much it masks, with its upstream status")
+    k.add_argument("--runs", nargs="*", type=Path, default=[], metavar="RUN",
+                   help="campaign folders to measure (default: the last measured ones, reports/known_issues/met.json)")
+    k.add_argument("--record", action="store_true", help="keep the measure of --runs as the baseline's met.json")
+    k.add_argument("--out", type=Path, default=Path("runs/known-issues"),
+                   help="folder for known-issues.md and known-issues.html (default runs/known-issues)")
     u = rsub.add_parser("upstream", help="a PyTorch bug report (issue.md) and regression test for an issue or finding")
     u.add_argument("target", help="KI-NNN (a known issue; with --model the model issue), a recorded issue's folder, "
                                   "or a campaign finding's folder RUN/findings/<slug>")
@@ -251,6 +258,9 @@ class Progress:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = _parser(argv).parse_args(argv)
+    from harness.loader import own_program_dir
+
+    own_program_dir()  # before any worker starts: they write the programs there, and it goes when this exits
     try:
         return COMMANDS[args.command](args)
     except (ValueError, OSError) as e:  # bad input: one line, no traceback
@@ -363,6 +373,25 @@ def _report(args) -> int:
         else:
             args.out.write_text(issue.render())
             print(f"wrote {args.out}; run it: python {args.out} (exit 1: reproduced, 0: not)")
+        return 0
+    if args.action == "known-issues":
+        import json
+
+        from reports import known_issues_page as page
+
+        if args.runs:
+            measured = page.measure(page.read_runs(args.runs), "dedup-harness report known-issues --runs "
+                                    + " ".join(str(r) for r in args.runs))
+        elif page.MET.is_file():
+            measured = json.loads(page.MET.read_text())
+        else:
+            raise ValueError(f"no campaign folders given and no {page.MET} recorded: pass --runs RUN...")
+        if args.record:
+            if not args.runs:
+                raise ValueError("--record keeps the measure of --runs: give the campaign folders")
+            page.MET.write_text(json.dumps(measured, indent=2) + "\n")
+        md, html = page.write(args.out, measured)
+        print(f"wrote {md} and {html}")
         return 0
     if args.action == "upstream":
         from campaigns import upstream

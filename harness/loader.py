@@ -6,20 +6,34 @@ program must come from a file on disk, not from ``exec`` of a string.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib.util
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 from types import ModuleType
 
 
+ENV = "DEDUP_HARNESS_PROGRAMS"
+
+
+def own_program_dir() -> Path:
+    """The folder every program of this run is written to, made now (in the environment, so the processes
+    this one starts write there too) and removed when this process exits: a run leaves nothing behind. A
+    folder named by the environment already belongs to a run that started this one."""
+    if not os.environ.get(ENV):
+        root = tempfile.mkdtemp(prefix="dedup-harness-programs-")
+        os.environ[ENV] = root
+        owner = os.getpid()
+        atexit.register(lambda: os.getpid() == owner and shutil.rmtree(root, ignore_errors=True))
+    return Path(os.environ[ENV])
+
+
 def program_dir() -> Path:
-    root = os.environ.get("DEDUP_HARNESS_PROGRAMS") or os.path.join(
-        tempfile.gettempdir(), f"dedup-harness-{os.getuid()}", "programs"
-    )
-    path = Path(root)
+    path = own_program_dir()
     path.mkdir(parents=True, exist_ok=True)
     return path
 

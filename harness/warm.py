@@ -75,6 +75,8 @@ def child(req):
         os.dup2(os.open(req["stdout"], os.O_WRONLY | os.O_TRUNC), 1)
         os.dup2(os.open(req["stderr"], os.O_WRONLY | os.O_TRUNC), 2)
         import random
+        import tempfile
+        tempfile.tempdir = None  # read TMPDIR afresh, as a fresh process does
         random.seed()  # a fresh process draws afresh
         if "numpy" in sys.modules:
             sys.modules["numpy"].random.seed()

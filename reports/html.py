@@ -294,3 +294,11 @@ def render_regress_html(report: dict, meanings: dict[str, str]) -> str:
         others=[(e["root_cause"], r) for e in causes for r in e["repros"][1:]],
         meanings=list(meanings.items()),
     )
+
+
+def render_known_issues_html(table: list[dict], measured: dict) -> str:
+    """The known-issue triage page (``reports.known_issues_page``)."""
+    from reports.known_issues_page import duplicates
+
+    return _page("known_issues.html.j2", title="Known issues: what to triage first", table=table, measured=measured,
+                 known_upstream=len(duplicates(table)))

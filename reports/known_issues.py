@@ -87,6 +87,8 @@ class KnownIssue:
     # unfiled), and "open", "by design" or "fixed in <release>".
     upstream: tuple[str, ...] = ()
     status: str = "open"
+    # The search of PyTorch's tracker that says so: (query, verdict).
+    upstream_search: tuple[str, str] = ("", "")
 
     def fixed_on(self, version: Optional[str] = None) -> bool:
         """Whether the bug is recorded fixed on torch ``version`` (default: the
@@ -216,6 +218,8 @@ def load(root: Path = ROOT) -> tuple[KnownIssue, ...]:
                 fixed_in=d.get("fixed_in"),
                 upstream=_links(d.get("upstream", "unfiled")),
                 status=d.get("status", "open"),
+                upstream_search=(d.get("upstream_search", {}).get("query", ""),
+                                 d.get("upstream_search", {}).get("verdict", "")),
             )
         )
     return tuple(issues)

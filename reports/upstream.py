@@ -98,10 +98,11 @@ def _kind(check: str, crash: bool) -> str:
     return "guard" if check in GUARD_DRIVERS else "wrong values" if check in ("differential", "model") else check
 
 
-def from_known(issue: known_issues.KnownIssue) -> Subject:
+def from_known(issue: known_issues.KnownIssue, strict: bool = True) -> Subject:
+    """``strict``: render its strict repro too (a page that shows only the minimal one does without)."""
     program = issue.program()
     return Subject(id=issue.id, title=issue.title, description=issue.description, backend=issue.backend,
-                   strict=issue.render(), origin=str(issue.folder), program=program,
+                   strict=issue.render() if strict else "", origin=str(issue.folder), program=program,
                    config=RunConfig(backend=issue.backend, dedup=issue.dedup), check=issue.repro,
                    variant=issue.variant, expect_crash=issue.expect_crash, torch_seen=issue.torch_seen,
                    status=issue.status, upstream=issue.upstream, code=issue.code,
@@ -295,6 +296,19 @@ def minimal_repro(subject: Subject) -> Optional[str]:
     if subject.program is None or subject.check not in MINIMAL_DRIVERS:
         return None
     return TEMPLATES.get_template("minimal.py.j2").render(**_fields(subject))
+
+
+# The most lines a minimal repro may take, by the issue's kind: a crash needs the call that raises, wrong values a
+# comparison too.
+MINIMAL_LINES = {"crash": 20, "wrong values": 40}
+
+
+def names_the_crash(expect_crash: str, output: str) -> bool:
+    """Whether a script's output shows the recorded crash: every literal piece of its glob (after the backend
+    wrapper's "raised:", which a bare script does not print) is in it, numbers and quotes aside."""
+    flat = re.sub(r"\d+", "N", output.replace("'", "").replace('"', ""))
+    core = re.sub(r"\d+", "N", expect_crash.split("raised: ")[-1].replace("'", "").replace('"', ""))
+    return all(piece.strip() in flat for piece in core.split("*") if piece.strip())
 
 
 def test_snippet(subject: Subject) -> str:

@@ -96,6 +96,9 @@ def pytest_configure(config):
     _chosen = spec
     if not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
         os.environ[HITS_ENV] = os.path.join(tempfile.gettempdir(), f"dedup-known-hits-{uuid.uuid4().hex}")
+        from harness.loader import own_program_dir
+
+        own_program_dir()  # the run's programs, in one folder the workers inherit, removed at its end
 
 
 def pytest_report_header(config):

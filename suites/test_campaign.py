@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 import pytest
 import torch
 from harness import warm
+from suites import test_leaves_nothing as leaves_nothing
 
 pytestmark = pytest.mark.unit
 
@@ -20,15 +21,19 @@ PLANTED = ["--backend", "suites.planted:abort_or_hang", "--sweep", "off", "--tim
            "--minimize-seconds", "0", "--programs", "8"]
 
 
-def _harness(*args: str, cwd, timeout: int = 400) -> subprocess.CompletedProcess:
-    return warm.run(["-m", "harness", *args], timeout=timeout, cwd=cwd)
+def _harness(*args: str, cwd, timeout: int = 400, env: dict | None = None) -> subprocess.CompletedProcess:
+    return warm.run(["-m", "harness", *args], timeout=timeout, cwd=cwd, env=env)
 
 
 @pytest.mark.long(seconds=30)
 def test_a_campaign_survives_an_aborting_and_hanging_backend_and_reports(tmp_path, request):
-    out, root = tmp_path / "run", request.config.rootpath
-    done = _harness("fuzz", *PLANTED, "--budget", "120", "--workers", "2", "--out", str(out), cwd=root)
+    out, root, tmp = tmp_path / "run", request.config.rootpath, tmp_path / "tmp"
+    tmp.mkdir()
+    done = _harness("fuzz", *PLANTED, "--budget", "120", "--workers", "2", "--out", str(out), cwd=root,
+                    env=leaves_nothing.env(tmp))
     assert done.returncode == 0, done.stderr[-3000:]
+    # left nothing behind, though workers were killed (suites/test_leaves_nothing.py)
+    assert leaves_nothing.left(tmp) == [], "the campaign left these in its temporary directory"
     summary = json.loads((out / "summary.json").read_text())
     events = [json.loads(line) for line in (out / "findings.jsonl").read_text().splitlines()]
 

@@ -282,3 +282,24 @@ def test_each_issue_renders_a_script_that_compiles_and_expects_its_own_failure(i
     compile(text, f"{issue.id}.py", "exec")
     if issue.repro in ("differential", "guard"):
         assert f"EXPECT_CRASH = {issue.expect_crash!r}" in text, issue.id
+
+
+@pytest.mark.unit
+def test_the_known_issues_page_ranks_by_what_campaigns_meet_and_links_upstream(tmp_path):
+    from reports import known_issues_page as page
+
+    known = next(i for i in ISSUES if i.upstream)
+    runs = [{"programs": 10, "torch": "2.13.0", "findings": [{"known_issue": "KI-003", "count": 4},
+                                                             {"known_issue": known.id, "count": 6}],
+             "masked": {"judgments": 50, "by_issue": {"KI-003": {"masked": 5}}}},
+            {"programs": 10, "torch": "2.13.0", "findings": [{"known_issue": "KI-003", "count": 3}, {"known_issue": None}]}]
+    measured = page.measure(runs, "cmd")
+    assert measured["met"] == {"KI-003": 7, known.id: 6} and measured["masked"] == {"KI-003": 5}
+    table = page.rows(measured)
+    assert [r["id"] for r in table[:2]] == ["KI-003", known.id] and len(table) == len(ISSUES)
+    assert table[0]["met_share"] == 7 / 20 and table[0]["masked_share"] == 5 / 50
+    assert all(r["verdict"] for r in table), "every row says what the upstream search found"
+    md, html = page.write(tmp_path, measured)
+    text, markup = md.read_text(), html.read_text()
+    assert text.count("\n| KI-") == len(ISSUES) and f"{len(page.duplicates(table))} already known upstream" in text
+    assert f'href="{known.upstream[0]}"' in markup and markup.count("<tr id=\"KI-") == len(ISSUES)
