@@ -296,9 +296,8 @@ def render_regress_html(report: dict, meanings: dict[str, str]) -> str:
     )
 
 
-def render_known_issues_html(table: list[dict], measured: dict) -> str:
-    """The known-issue triage page (``reports.known_issues_page``)."""
-    from reports.known_issues_page import duplicates
-
+def render_known_issues_html(table: list[dict], measured: dict, known_upstream: int) -> str:
+    """The known-issue triage page (``reports.known_issues_page``): ``known_upstream`` of its rows were found
+    reported or fixed upstream already."""
     return _page("known_issues.html.j2", title="Known issues: what to triage first", table=table, measured=measured,
-                 known_upstream=len(duplicates(table)))
+                 known_upstream=known_upstream)

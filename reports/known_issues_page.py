@@ -105,5 +105,5 @@ def write(out: Path, measured: dict) -> tuple[Path, Path]:
     table = rows(measured)
     out.mkdir(parents=True, exist_ok=True)
     (out / "known-issues.md").write_text(markdown(table, measured))
-    (out / "known-issues.html").write_text(render_known_issues_html(table, measured))
+    (out / "known-issues.html").write_text(render_known_issues_html(table, measured, len(duplicates(table))))
     return out / "known-issues.md", out / "known-issues.html"
