@@ -14,6 +14,7 @@ import subprocess
 from dataclasses import replace
 
 import pytest
+import torch
 
 from campaigns import upstream as runner
 from campaigns.cli import main
@@ -152,3 +153,49 @@ def test_a_campaign_finding_gets_its_issue_rendered(tmp_path, nothing_runs):
     assert "collect_env.txt" in text and "exit 1" in text
     snippet = folder / f"test_{upstream.from_finding(folder).slug}.py"
     assert "KeyError: (N, N)" in snippet.read_text()  # the crash it expects, read back from repro.py
+
+
+# Recorded issues with no minimal repro within MINIMAL_LINES, each with the reason (the rest are checked).
+FIXED_BEFORE = "fixed before 2.13 (seen on 2.6 to 2.8 only): a hand cut cannot be checked to reproduce without a venv of " \
+               "its torch; its rendered short form and strict repro are kept"
+LONG_OR_NONE: dict[str, str] = {"KI-033": FIXED_BEFORE, "KI-036": FIXED_BEFORE, "KI-039": FIXED_BEFORE}
+KNOWN = [s for s in SUBJECTS if s.program is not None and not s.id.endswith("(model)")]
+LIVE = [pytest.param(s, id=s.id, marks=pytest.mark.nightly) for s, i in zip(KNOWN, known_issues.load())
+        if not i.fixed_on(torch.__version__) and s.id not in LONG_OR_NONE]
+
+
+def test_every_minimal_repro_is_as_short_as_its_kind_allows():
+    """What upstream receives is as short as the bug allows: 20 lines for a crash, 40 for wrong values."""
+    over = []
+    for subject in KNOWN:
+        minimal, limit = upstream.minimal_repro(subject), upstream.MINIMAL_LINES["crash" if subject.expect_crash
+                                                                                 else "wrong values"]
+        if subject.id in LONG_OR_NONE:
+            assert LONG_OR_NONE[subject.id], subject.id
+            continue
+        if minimal is None or len(minimal.splitlines()) > limit:
+            over.append(f"{subject.id}: {'none' if minimal is None else len(minimal.splitlines())} lines (limit {limit})")
+    assert not over, "minimal repros too long or missing (cut one by hand: reports/known_issues/KI-*/minimal.py):\n" + \
+        "\n".join(over)
+
+
+@pytest.mark.parametrize("subject", LIVE)
+def test_every_live_issues_minimal_repro_reproduces_and_leaves_nothing(subject, tmp_path, request):
+    """Exit 1 while the bug lives, with the recorded crash where it is one; nothing left in its TMPDIR."""
+    from harness import warm
+    from harness.backends import BackendError, resolve
+    from suites.test_leaves_nothing import env, left
+
+    try:
+        resolve(subject.backend)
+    except BackendError as e:
+        pytest.skip(f"{subject.id} is an issue of backend {subject.backend!r}, not installed here ({e})")
+    script, tmp = tmp_path / "minimal.py", tmp_path / "tmp"
+    script.write_text(upstream.minimal_repro(subject))
+    tmp.mkdir()
+    done = warm.run([str(script)], timeout=300, cwd=request.config.rootpath, env=env(tmp))
+    said = (done.stdout + done.stderr)[-3000:]
+    assert done.returncode == 1, f"{subject.id}: the minimal repro exited {done.returncode}:\n{said}"
+    if subject.expect_crash:
+        assert upstream.names_the_crash(subject.expect_crash, done.stderr), f"{subject.id} raised another error:\n{said}"
+    assert left(tmp) == [], f"{subject.id}: the minimal repro left these behind"
