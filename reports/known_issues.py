@@ -89,6 +89,8 @@ class KnownIssue:
     status: str = "open"
     # The search of PyTorch's tracker that says so: (query, verdict).
     upstream_search: tuple[str, str] = ("", "")
+    # What its strict repro did per torch release, from an actual run (``regress``): (release, status).
+    releases: tuple[tuple[str, str], ...] = ()
 
     def fixed_on(self, version: Optional[str] = None) -> bool:
         """Whether the bug is recorded fixed on torch ``version`` (default: the
@@ -220,6 +222,7 @@ def load(root: Path = ROOT) -> tuple[KnownIssue, ...]:
                 status=d.get("status", "open"),
                 upstream_search=(d.get("upstream_search", {}).get("query", ""),
                                  d.get("upstream_search", {}).get("verdict", "")),
+                releases=tuple(d.get("releases", {}).items()),
             )
         )
     return tuple(issues)

@@ -63,6 +63,7 @@ def rows(measured: dict) -> list[dict]:
             "masked": masked, "masked_share": masked / measured["judgments"] if measured["judgments"] else 0.0,
             "status": issue.status, "upstream": list(issue.upstream), "verdict": issue.upstream_search[1],
             "query": issue.upstream_search[0], "torch_seen": list(issue.torch_seen),
+            "releases": ", ".join(f"{r}: {status.split(':')[0]}" for r, status in issue.releases),
             "minimal": len(minimal.splitlines()) if minimal else None,
             "minimal_kind": "hand-cut" if issue.minimal else "rendered" if minimal else "",
         })
@@ -88,13 +89,13 @@ def markdown(table: list[dict], measured: dict) -> str:
              f"{measured['campaigns']} default campaigns ({measured['programs']} programs, torch "
              f"{', '.join(measured['torch']) or '?'}; `{measured['command'] or 'campaign folders given'}`, "
              f"{measured['date']}) met each, then by the share of their {measured['judgments']} judgments it masked.",
-             "", "| issue | met | masked | kind | backend | status | upstream | minimal repro | title |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "", "| issue | met | masked | kind | backend | status | releases | upstream | minimal repro | title |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in table:
         links = " ".join(_link(u) for u in r["upstream"]) or "unfiled"
         minimal = f"{r['minimal']} lines ({r['minimal_kind']})" if r["minimal"] else "strict repro only"
         lines.append(f"| {r['id']} | {r['met']} ({_pct(r['met_share'])}) | {r['masked']} ({_pct(r['masked_share'])}) | "
-                     f"{r['kind']} | {r['backend']} | {r['status']} | {links}<br>{r['verdict'][:140]} | {minimal} | "
+                     f"{r['kind']} | {r['backend']} | {r['status']} | {r['releases'] or '-'} | {links}<br>{r['verdict'][:140]} | {minimal} | "
                      f"{r['title'][:160].replace('|', '/')} |")
     return "\n".join(lines) + "\n"
 
