@@ -31,14 +31,21 @@ def measure(summaries: list[dict], command: str = "") -> dict:
         programs += int(s.get("programs", 0))
         judgments += int((s.get("masked") or {}).get("judgments", 0))
         for f in s.get("findings", ()):
-            if f.get("known_issue"):
-                met[f["known_issue"]] += int(f.get("count", 1))
+            known = f.get("known_issue") or _known_now(f.get("signature", ""), s.get("backend"))
+            if known:
+                met[known] += int(f.get("count", 1))
         for issue, v in ((s.get("masked") or {}).get("by_issue") or {}).items():
             masked[issue] += int(v.get("masked", 0))
     return {"command": command, "date": date.today().isoformat(),
             "torch": sorted({s.get("torch", "") for s in summaries}), "campaigns": len(summaries),
             "programs": programs, "judgments": judgments, "met": dict(met.most_common()),
             "masked": dict(masked.most_common())}
+
+
+def _known_now(signature: str, backend) -> str | None:
+    """The recorded issue a finding is by today's baseline (one recorded since the campaign ran counts too)."""
+    issue = known_issues.match(signature, backend) if signature else None
+    return issue.id if issue else None
 
 
 def read_runs(folders: list[Path]) -> list[dict]:
