@@ -8,8 +8,11 @@ campaign so; here, every repro driver's script.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shutil
+import tempfile
 
 import pytest
 
@@ -18,6 +21,17 @@ from harness.loader import ENV
 from reports.repro import DRIVERS
 
 TORCH_CACHES = re.compile(r"^(torchinductor_\w+|triton|proxy-cache-\w+)$")
+
+
+@contextlib.contextmanager
+def fresh_tmp():
+    """An empty temporary directory for a run to use as its TMPDIR, on a short path (a worker server's socket
+    lives there, and a socket path is at most 107 bytes), removed afterwards."""
+    tmp = tempfile.mkdtemp(prefix="ln-")
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def left(tmp) -> list[str]:
@@ -34,10 +48,9 @@ def env(tmp) -> dict:
 def test_each_repro_driver_leaves_the_temporary_directory_as_it_was(driver, tmp_path, request):
     from suites.test_repro_templates import _rendered
 
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
     script = tmp_path / "repro.py"
     script.write_text(_rendered(driver))
-    done = warm.run([str(script)], timeout=300, cwd=request.config.rootpath, env=env(tmp))
-    assert done.returncode in (0, 1, 2, 3), done.stderr[-3000:]  # the verdicts a repro gives, not a timeout
-    assert left(tmp) == [], f"the {driver} repro left these in its temporary directory"
+    with fresh_tmp() as tmp:
+        done = warm.run([str(script)], timeout=300, cwd=request.config.rootpath, env=env(tmp))
+        assert done.returncode in (0, 1, 2, 3), done.stderr[-3000:]  # the verdicts a repro gives, not a timeout
+        assert left(tmp) == [], f"the {driver} repro left these in its temporary directory"

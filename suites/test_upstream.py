@@ -184,18 +184,19 @@ def test_every_live_issues_minimal_repro_reproduces_and_leaves_nothing(subject, 
     """Exit 1 while the bug lives, with the recorded crash where it is one; nothing left in its TMPDIR."""
     from harness import warm
     from harness.backends import BackendError, resolve
-    from suites.test_leaves_nothing import env, left
+    from suites.test_leaves_nothing import env, fresh_tmp, left
 
     try:
         resolve(subject.backend)
     except BackendError as e:
         pytest.skip(f"{subject.id} is an issue of backend {subject.backend!r}, not installed here ({e})")
-    script, tmp = tmp_path / "minimal.py", tmp_path / "tmp"
+    script = tmp_path / "minimal.py"
     script.write_text(upstream.minimal_repro(subject))
-    tmp.mkdir()
-    done = warm.run([str(script)], timeout=300, cwd=request.config.rootpath, env=env(tmp))
+    with fresh_tmp() as tmp:
+        done = warm.run([str(script)], timeout=300, cwd=request.config.rootpath, env=env(tmp))
+        remains = left(tmp)
     said = (done.stdout + done.stderr)[-3000:]
     assert done.returncode == 1, f"{subject.id}: the minimal repro exited {done.returncode}:\n{said}"
     if subject.expect_crash:
         assert upstream.names_the_crash(subject.expect_crash, done.stderr), f"{subject.id} raised another error:\n{said}"
-    assert left(tmp) == [], f"{subject.id}: the minimal repro left these behind"
+    assert remains == [], f"{subject.id}: the minimal repro left these behind"
