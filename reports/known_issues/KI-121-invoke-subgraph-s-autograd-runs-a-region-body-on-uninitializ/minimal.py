@@ -1,4 +1,4 @@
-"""KI-121: with deduplication, invoke_subgraph's autograd runs a region body on uninitialized inputs when the graph runs eagerly: cholesky raises (exits 1 while the bug lives)"""
+"""KI-121: with deduplication, invoke_subgraph's autograd runs a region body on uninitialized inputs when the graph runs eagerly: cholesky raises (raises while the bug lives)"""
 import torch
 
 torch._dynamo.config.use_graph_deduplication = True
