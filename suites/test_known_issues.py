@@ -29,6 +29,7 @@ from harness.doors import run_door
 from harness.outcome import RunConfig
 from harness.pipeline import run_program
 from oracles.registry import ORACLES, judge, judge_door, run_config
+from reports import known_issues
 from reports.known_issues import MODEL_ROOT, ROOT, load, release
 from reports.door_triage import triage_door
 from reports.triage import triage
@@ -258,6 +259,11 @@ def test_known_issue_still_reproduces_with_its_signature(issue):
     if not failures:
         pytest.fail(f"{issue.id} appears fixed in this torch ({torch.__version__}): its program now passes. "
                     f"Record the release as fixed_in in its issue.json ({issue.title})")
+    if not any(issue.matches(s) for s in signatures):
+        others = {s: known_issues.match(s, ON[issue.id]) for s in signatures}
+        if all(o is not None and o.id != issue.id for o in others.values()):  # masked, and counted as such
+            pytest.skip(f"{issue.id}: its program first meets {sorted({o.id for o in others.values()})} "
+                        f"({signatures}): masked by another recorded bug; its standalone repro checks its own")
     assert any(issue.matches(s) for s in signatures), (
         f"{issue.id} fails, but with another signature: {signatures}")
 
