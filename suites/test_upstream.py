@@ -200,3 +200,22 @@ def test_every_live_issues_minimal_repro_reproduces_and_leaves_nothing(subject, 
     if subject.expect_crash:
         assert upstream.names_the_crash(subject.expect_crash, done.stderr), f"{subject.id} raised another error:\n{said}"
     assert remains == [], f"{subject.id}: the minimal repro left these behind"
+
+
+def test_the_short_form_drops_only_what_the_program_does_not_use():
+    """reports.compact: a stateless Program becomes a function, inputs one list, unused imports go; a module
+    with state stays a module, and the short source still defines what the driver calls."""
+    from generators.codegen import render
+    from reports.compact import compact
+
+    issues = {i.id: i for i in known_issues.load()}
+    plain = compact(render(issues["KI-003"].program()))  # a decorated function called twice: no state
+    assert plain.model == "program" and not plain.module and plain.inputs.startswith("[torch.randn(")
+    assert plain.imports == ("import torch",) and "def program(x):" in plain.body and "make_inputs" not in plain.body
+    stateful = compact(render(issues["KI-030"].program()))  # blocks holding a float in a ModuleList
+    assert stateful.model == "Program()" and stateful.module and "import torch.nn as nn" in stateful.imports
+    assert "class Program(nn.Module):" in stateful.body and "super().__init__()\n        self.layers0" in stateful.body
+    for short in (plain, stateful):
+        namespace: dict = {}
+        exec("\n".join(short.imports) + "\n" + short.body, namespace)  # the short source still runs as written
+        assert callable(eval(short.model, namespace)) and len(eval(short.inputs, namespace)) >= 1
