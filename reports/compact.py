@@ -6,8 +6,9 @@ takes a device, every import a program might use). A bug report needs none of
 that where the program does not: an ``__init__`` that holds nothing goes, a
 module with no state becomes a function, the inputs become one list
 expression, unused imports go, and one blank line separates definitions.
-Pure text in, text out; ``reports.upstream.minimal_repro`` runs the result
-(``suites/test_upstream.py``) to show the short form still reproduces.
+Pure text in, text out: ``reports.upstream.minimal_repro`` renders the short
+repro from it, and ``suites/test_upstream.py`` runs each one (nightly) to show
+the short form still reproduces.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ class Compact:
     imports: tuple[str, ...]  # the import lines the program still uses
     body: str  # its definitions, Program (or program) and make_inputs' replacement excluded when inlined
     model: str  # the expression that makes the model: "Program()" or the function's name
-    module: bool  # whether the model is an nn.Module (has parameters or buffers to compare)
+    module: bool  # whether the model stays an nn.Module (its parameters' gradients and buffers are compared)
     inputs: str  # the expression that makes the inputs: a list, or "make_inputs()"
 
     @property
