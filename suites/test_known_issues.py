@@ -268,16 +268,9 @@ def test_known_issue_still_reproduces_with_its_signature(issue):
         f"{issue.id} fails, but with another signature: {signatures}")
 
 
-# Issues whose rendered strict script cannot show the bug, with why; their minimal.py does (run by
-# suites/test_upstream.py, nightly), and their in-process reproduction above still runs.
-STRICT_CANNOT = {"KI-119": "the guard driver's script runs no backward, and the bug is a gradient after the change"}
-
-
 @pytest.mark.parametrize("issue", REPROS)
 def test_standalone_repro_exits_1_while_the_bug_is_there(issue, tmp_path):
     _skip_if_unavailable(issue)
-    if issue.id in STRICT_CANNOT:
-        pytest.skip(f"{issue.id}: {STRICT_CANNOT[issue.id]} (its minimal.py reproduces it)")
     done = warm.run([str(issue.write_script(tmp_path))], timeout=300)
     if issue.fixed_on(torch.__version__):  # 0: passes; 3: fails, but not with this bug
         assert done.returncode in (0, 3) and "REPRODUCED" not in done.stdout, (
