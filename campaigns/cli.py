@@ -363,9 +363,9 @@ def _report(args) -> int:
         _print_summary(summary, args.out)
         return 0
     if args.action == "repro":
-        from reports.known_issues import load
+        from reports.known_issues import by_id
 
-        issue = next((i for i in load() if i.id == args.issue), None)
+        issue = by_id(args.issue)
         if issue is None:
             raise ValueError(f"no known issue {args.issue!r} (expected KI-<number> of reports/known_issues/)")
         if args.out is None:

@@ -106,7 +106,7 @@ def subject(arg: str, model: bool = False) -> render.Subject:
     if not re.fullmatch(r"KI-\d{3,}", arg):
         raise ValueError(f"{arg}: no such folder, and not an issue id (KI-NNN)")
     if not model:
-        found = next((i for i in known_issues.load() if i.id == arg), None)
+        found = known_issues.by_id(arg)
         if found is not None:
             return render.from_known(found)
     folders = sorted(p.parent for p in known_issues.MODEL_ROOT.glob(f"{arg}-*/issue.json"))

@@ -178,10 +178,15 @@ def _links(upstream) -> tuple[str, ...]:
     return () if upstream == "unfiled" else tuple(upstream)
 
 
+def by_id(issue_id: Optional[str], root: Path = ROOT) -> Optional[KnownIssue]:
+    """The recorded issue of that id (None: no such issue)."""
+    return next((i for i in load(root) if i.id == issue_id), None)
+
+
 def upstream_line(issue_id: str) -> dict:
     """What a report says of a known issue met (the program or model
     baseline's record): its title, status and upstream links."""
-    found = next((i for i in load() if i.id == issue_id), None)
+    found = by_id(issue_id)
     if found is not None:
         return {"id": issue_id, "title": found.title, "status": found.status, "upstream": list(found.upstream)}
     model = next((m for m in model_issues() if m["id"] == issue_id), {})

@@ -65,7 +65,7 @@ def promote(folder: Path, issue_id: str, title: str, root: Path = known_issues.R
         raise ValueError(f"{folder}: not a finding folder (needs meta.json and program.json)")
     if not re.fullmatch(r"KI-\d{3,}", issue_id):
         raise ValueError(f"issue id {issue_id!r}: expected KI-<number>, e.g. KI-019")
-    if any(i.id == issue_id for i in known_issues.load(root)):
+    if known_issues.by_id(issue_id, root) is not None:
         raise ValueError(f"{issue_id} already exists in {root}")
     meta = json.loads(meta_path.read_text())
     issue = {

@@ -132,7 +132,7 @@ def from_finding(folder: Path) -> Subject:
     strict = (folder / "repro.py").read_text()
     program = Program.from_json((folder / "program.json").read_text())
     torch_config = tuple(tuple(p) for p in (meta.get("config") or {}).get("torch_config") or ())
-    known = next((i for i in known_issues.load() if i.id == meta.get("known_issue")), None)
+    known = known_issues.by_id(meta.get("known_issue"))
     message = (meta.get("message") or "").strip()
     title = known.title if known else f"{meta.get('oracle')} {meta.get('kind')}: {message.splitlines()[0][:120]}"
     description = (f"Found by a fuzz campaign (torch {meta.get('torch')}, seed {meta.get('seed')}): "
