@@ -34,6 +34,7 @@ from harness.pipeline import torch_compile_kwargs
 from . import known_issues
 from .compact import compact
 from .repro import _low_precision, render_repro
+from .signature import normalize
 
 TEMPLATES = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates" / "upstream"), autoescape=False,
                         keep_trailing_newline=True, undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -305,9 +306,11 @@ MINIMAL_LINES = {"crash": 20, "wrong values": 40}
 
 def names_the_crash(expect_crash: str, output: str) -> bool:
     """Whether a script's output shows the recorded crash: every literal piece of its glob (after the backend
-    wrapper's "raised:", which a bare script does not print) is in it, numbers and quotes aside."""
-    flat = re.sub(r"\d+", "N", re.sub(r"\baten\.\w+(\.\w+)?", "aten.OP", output).replace("'", "").replace('"', ""))
-    core = re.sub(r"\d+", "N", expect_crash.split("raised: ")[-1].replace("'", "").replace('"', ""))
+    wrapper's "raised:", which a bare script does not print) is in it, each line of the output normalized as the
+    glob was (``reports.signature.normalize`` of "Type: message", the exception's module dropped), quotes aside."""
+    lines = (normalize(re.sub(r"^[\w.]*\.(?=\w+: )", "", line)) for line in output.splitlines())
+    flat = "\n".join(lines).replace("'", "").replace('"', "")
+    core = expect_crash.split("raised: ")[-1].replace("'", "").replace('"', "")
     return all(piece.strip() in flat for piece in core.split("*") if piece.strip())
 
 

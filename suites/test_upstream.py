@@ -218,3 +218,19 @@ def test_the_short_form_drops_only_what_the_program_does_not_use():
         namespace: dict = {}
         exec("\n".join(short.imports) + "\n" + short.body, namespace)  # the short source still runs as written
         assert callable(eval(short.model, namespace)) and len(eval(short.inputs, namespace)) >= 1
+
+
+def test_the_crash_a_script_raises_is_read_as_the_glob_was_made():
+    """names_the_crash: the output's lines normalized as a crash glob is (module dropped, numbers, aten ops,
+    quotes), the backend wrapper's prefix not required, another error refused."""
+    glob = "BackendCompilerFailed: backend=* raised: TypeError: Multiple dispatch failed for 'torch.ops.aten.OP'*"
+    said = "Traceback ...\n  File \"x.py\", line 3\ntorch._dynamo.exc.BackendCompilerFailed: backend='x' raised:\n" \
+           "TypeError: Multiple dispatch failed for 'torch._ops.aten.slice.Tensor'; all handlers returned"
+    assert not upstream.names_the_crash(glob, said)  # torch._ops.aten... is not torch.ops.aten...
+    assert upstream.names_the_crash(glob, said.replace("torch._ops.", "torch.ops."))
+    assert upstream.names_the_crash("InternalTorchDynamoError: KeyError: example_value",
+                                    "torch._dynamo.exc.InternalTorchDynamoError: KeyError: 'example_value'")
+    assert not upstream.names_the_crash("InternalTorchDynamoError: KeyError: example_value",
+                                        "torch._dynamo.exc.InternalTorchDynamoError: KeyError: 'other'")
+    assert upstream.names_the_crash("RuntimeError: index * is out of bounds for dimension N with size N",
+                                    "RuntimeError: index 7 is out of bounds for dimension 0 with size 4")
