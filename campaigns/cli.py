@@ -375,22 +375,9 @@ def _report(args) -> int:
             print(f"wrote {args.out}; run it: python {args.out} (exit 1: reproduced, 0: not)")
         return 0
     if args.action == "known-issues":
-        import json
-
         from reports import known_issues_page as page
 
-        if args.runs:
-            measured = page.measure(page.read_runs(args.runs), "dedup-harness report known-issues --runs "
-                                    + " ".join(str(r) for r in args.runs))
-        elif page.MET.is_file():
-            measured = json.loads(page.MET.read_text())
-        else:
-            raise ValueError(f"no campaign folders given and no {page.MET} recorded: pass --runs RUN...")
-        if args.record:
-            if not args.runs:
-                raise ValueError("--record keeps the measure of --runs: give the campaign folders")
-            page.MET.write_text(json.dumps(measured, indent=2) + "\n")
-        md, html = page.write(args.out, measured)
+        md, html = page.write(args.out, page.measured(args.runs, args.record))
         print(f"wrote {md} and {html}")
         return 0
     if args.action == "upstream":

@@ -42,6 +42,21 @@ def measure(summaries: list[dict], command: str = "") -> dict:
             "masked": dict(masked.most_common())}
 
 
+def measured(runs: list[Path], record: bool = False) -> dict:
+    """The measure of the campaign folders ``runs``, kept as ``met.json`` with ``record``; none given: the one
+    kept. ValueError where there is neither, or nothing to record."""
+    if record and not runs:
+        raise ValueError("--record keeps the measure of --runs: give the campaign folders")
+    if not runs:
+        if not MET.is_file():
+            raise ValueError(f"no campaign folders given and no {MET} recorded: pass --runs RUN...")
+        return json.loads(MET.read_text())
+    taken = measure(read_runs(runs), "dedup-harness report known-issues --runs " + " ".join(map(str, runs)))
+    if record:
+        MET.write_text(json.dumps(taken, indent=2) + "\n")
+    return taken
+
+
 def _known_now(signature: str, backend) -> str | None:
     """The recorded issue a finding is by today's baseline (one recorded since the campaign ran counts too)."""
     issue = known_issues.match(signature, backend) if signature else None

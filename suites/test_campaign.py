@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 import pytest
 import torch
 from harness import warm
-from suites import test_leaves_nothing as leaves_nothing
+from suites import tempdirs
 
 pytestmark = pytest.mark.unit
 
@@ -28,12 +28,12 @@ def _harness(*args: str, cwd, timeout: int = 400, env: dict | None = None) -> su
 @pytest.mark.long(seconds=30)
 def test_a_campaign_survives_an_aborting_and_hanging_backend_and_reports(tmp_path, request):
     out, root = tmp_path / "run", request.config.rootpath
-    with leaves_nothing.fresh_tmp() as tmp:
+    with tempdirs.fresh_tmp() as tmp:
         done = _harness("fuzz", *PLANTED, "--budget", "120", "--workers", "2", "--out", str(out), cwd=root,
-                        env=leaves_nothing.env(tmp))
+                        env=tempdirs.env(tmp))
         assert done.returncode == 0, done.stderr[-3000:]
-        # left nothing behind, though workers were killed (suites/test_leaves_nothing.py)
-        assert leaves_nothing.left(tmp) == [], "the campaign left these in its temporary directory"
+        # left nothing behind, though workers were killed (suites/test_tempdirs.py)
+        assert tempdirs.left(tmp) == [], "the campaign left these in its temporary directory"
     summary = json.loads((out / "summary.json").read_text())
     events = [json.loads(line) for line in (out / "findings.jsonl").read_text().splitlines()]
 

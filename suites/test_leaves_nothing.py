@@ -3,44 +3,16 @@ directory of its own (TMPDIR), which must be as it was (empty) afterwards,
 but for torch's own compile caches (torch's, not ours to remove: a user's
 next compile reuses them). The gate's campaign test
 (``test_campaign.py``, workers killed by a hang and an abort) checks a
-campaign so; here, every repro driver's script.
+campaign so; here, every repro driver's script (``suites/tempdirs.py``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import re
-import shutil
-import tempfile
-
 import pytest
 
 from harness import warm
-from harness.loader import ENV
 from reports.repro import DRIVERS
-
-TORCH_CACHES = re.compile(r"^(torchinductor_\w+|triton|proxy-cache-\w+)$")
-
-
-@contextlib.contextmanager
-def fresh_tmp():
-    """An empty temporary directory for a run to use as its TMPDIR, on a short path (a worker server's socket
-    lives there, and a socket path is at most 107 bytes), removed afterwards."""
-    tmp = tempfile.mkdtemp(prefix="ln-")
-    try:
-        yield tmp
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def left(tmp) -> list[str]:
-    return sorted(n for n in os.listdir(tmp) if not TORCH_CACHES.match(n))
-
-
-def env(tmp) -> dict:
-    base = {k: v for k, v in os.environ.items() if k != ENV}  # the run makes its own, as a user's would
-    return {**base, "TMPDIR": str(tmp)}
+from suites.tempdirs import env, fresh_tmp, left
 
 
 @pytest.mark.nightly

@@ -183,7 +183,7 @@ def test_every_live_issues_minimal_repro_reproduces_and_leaves_nothing(subject, 
     """Exit 1 while the bug lives, with the recorded crash where it is one; nothing left in its TMPDIR."""
     from harness import warm
     from harness.backends import BackendError, resolve
-    from suites.test_leaves_nothing import env, fresh_tmp, left
+    from suites.tempdirs import env, fresh_tmp, left
 
     try:
         resolve(subject.backend)
