@@ -39,7 +39,7 @@ from typing import Callable, Optional
 
 from reports import known_issues
 from reports.html import render_regress_html
-from reports.regression import _summary as campaign_summary
+from reports.regression import campaign_summary
 
 REPO = Path(__file__).resolve().parents[1]  # the repros and `-m harness` run from here (plugins import as in a campaign)
 REPRO_TIMEOUT = 300.0  # seconds per repro: a compile on a slow CPU, far below a hang

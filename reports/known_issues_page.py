@@ -17,6 +17,7 @@ from datetime import date
 from pathlib import Path
 
 from . import known_issues
+from .regression import campaign_summary
 from .upstream import from_known, minimal_repro
 
 MET = known_issues.ROOT / "met.json"
@@ -51,7 +52,7 @@ def measured(runs: list[Path], record: bool = False) -> dict:
         if not MET.is_file():
             raise ValueError(f"no campaign folders given and no {MET} recorded: pass --runs RUN...")
         return json.loads(MET.read_text())
-    taken = measure(read_runs(runs), "dedup-harness report known-issues --runs " + " ".join(map(str, runs)))
+    taken = measure([campaign_summary(r) for r in runs], "dedup-harness report known-issues --runs " + " ".join(map(str, runs)))
     if record:
         MET.write_text(json.dumps(taken, indent=2) + "\n")
     return taken
@@ -61,16 +62,6 @@ def _known_now(signature: str, backend) -> str | None:
     """The recorded issue a finding is by today's baseline (one recorded since the campaign ran counts too)."""
     issue = known_issues.match(signature, backend) if signature else None
     return issue.id if issue else None
-
-
-def read_runs(folders: list[Path]) -> list[dict]:
-    summaries = []
-    for folder in folders:
-        path = folder / "summary.json"
-        if not path.is_file():
-            raise ValueError(f"{folder}: not a campaign folder (no summary.json)")
-        summaries.append(json.loads(path.read_text()))
-    return summaries
 
 
 def rows(measured: dict) -> list[dict]:

@@ -18,7 +18,8 @@ from . import known_issues
 from .ledger import Ledger
 
 
-def _summary(run: Path) -> dict:
+def campaign_summary(run: Path) -> dict:
+    """A campaign folder's summary.json (rebuilt from its ledger where it was killed before its first report)."""
     path = run / "summary.json"
     if path.exists():
         return json.loads(path.read_text())
@@ -29,7 +30,7 @@ def _summary(run: Path) -> dict:
 
 def diff(run_a: Path, run_b: Path) -> tuple[str, dict]:
     """A Markdown report and its counts: new, fixed and persisting findings."""
-    a, b = _summary(run_a), _summary(run_b)
+    a, b = campaign_summary(run_a), campaign_summary(run_b)
     fa = {f["signature"]: f for f in a["findings"]}
     fb = {f["signature"]: f for f in b["findings"]}
     new = [fb[s] for s in sorted(fb) if s not in fa]
