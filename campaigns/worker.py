@@ -341,7 +341,8 @@ def _repro_dedup(outcome, verdict) -> bool:
 
 # The oracles each strict repro driver re-makes: exactly (their crash's own
 # message), or only crash versus wrong values ("*": any crash).
-STRICT_ORACLES = {"differential": "differential", "guard": "guards", "dedup_guards": "guards", "door": "door"}
+STRICT_ORACLES = {"differential": "differential", "guard": "guards", "dedup_guards": "guards", "unguarded": "guards",
+                  "door": "door"}
 CRASH_OR_VALUES = {"toggle": ("rewrite", "dedup_toggle"), "rewrite": ("rewrite",)}
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 
 from generators.autograd import TRACE
-from harness.outcome import Execution, Outcome, VariantRun
+from harness.outcome import Capture, Execution, Outcome, VariantRun
 
 from .dedup_toggle import guard_difference
 from .differential import compare_runs, nondeterministic, numerics
@@ -67,7 +67,22 @@ def _floor(outcome: Outcome, run: VariantRun) -> dict:
     return num
 
 
-def _judge_call(run: VariantRun, floor: dict) -> Verdict:
+# Changes to a tensor input that Dynamo's tensor guard (TENSOR_MATCH: dtype, device, rank, sizes and strides
+# unless symbolic, requires_grad, dispatch keys) always rejects: kind -> what the guard checks. Shapes and
+# layouts are left out (a dynamic dimension, a stride Dynamo does not specialize on, may accept them).
+TENSOR_GUARDED = {"input:dtype": "the dtype", "input:rank": "the number of dimensions"}
+
+
+def tensor_matched(capture: Capture) -> frozenset[str]:
+    """The program inputs a one-graph capture guards with TENSOR_MATCH (guards recorded by
+    ``guard_filter_fn``, harness.observe): one graph, so the first call's entry holds them all."""
+    if capture.frames != 1 or capture.graph_breaks:
+        return frozenset()
+    names = (g.removeprefix("TENSOR_MATCH ") for g in capture.guards if g.startswith("TENSOR_MATCH "))
+    return frozenset(n[3:-2] if n.startswith("L['") and n.endswith("']") else n for n in names)  # x, or L['x']
+
+
+def _judge_call(run: VariantRun, floor: dict, matched: frozenset[str] = frozenset()) -> Verdict:
     v = run.variant
     where = f"variant {v['kind']} ({v['description']})"
     if run.compiled.failure is not None:
@@ -84,6 +99,15 @@ def _judge_call(run: VariantRun, floor: dict) -> Verdict:
         bad = [x for x in compare_runs(NAME, run.eager, run.compiled, run.reference, **floor)
                if x.status is not Status.PASS]
     failure = combine(NAME, bad) if bad else None
+    if failure is None and v["kind"] in TENSOR_GUARDED and v["target"] in matched \
+            and run.served_by_original and not run.recompiled:
+        # Right values prove nothing here: the entry's graph was traced for the old dtype or rank, and a backend
+        # that specializes on it (inductor's kernels) computes garbage; a backend that runs ops as they come
+        # (aot_eager) hides it. The guard Dynamo installed says it checks this.
+        return Verdict(NAME, Status.FAIL, kind="unguarded", where=where, details=_details(run, f"unguarded:{v['kind']}"),
+                       message=f"after changing {v['description']}, the entry compiled for the first call served the "
+                               f"call without recompiling, though its TENSOR_MATCH guard on {v['target']} checks "
+                               f"{TENSOR_GUARDED[v['kind']]}")
     if failure is None:
         return Verdict(NAME, Status.PASS, where=where)
     if failure.status is Status.INCONCLUSIVE:
@@ -178,8 +202,9 @@ def each_call(outcome: Outcome) -> dict[str, Verdict]:
     """Each changed call's own verdict by its kind (``check`` keeps the first
     failure): a model check reports its modes apart, so a crash after one
     change does not hide how the others did."""
-    runs, _ = judged_runs(outcome)
-    return {r.variant["kind"]: _judge_call(r, _floor(outcome, r)) for r in runs}
+    runs, mode = judged_runs(outcome)
+    matched = tensor_matched(_first_call(outcome, mode)[1]) if mode else frozenset()
+    return {r.variant["kind"]: _judge_call(r, _floor(outcome, r), matched) for r in runs}
 
 
 def check(outcome: Outcome) -> Verdict:
@@ -195,7 +220,8 @@ def check(outcome: Outcome) -> Verdict:
         # (or dedup_toggle) oracle's finding, and no guard can be blamed for it.
         return Verdict(NAME, Status.INCONCLUSIVE, kind="first_call_wrong",
                        message=f"the first call (deduplication {mode}) is not right or eager is unstable")
-    verdicts = [_judge_call(r, _floor(outcome, r)) for r in runs]
+    matched = tensor_matched(_first_call(outcome, mode)[1])
+    verdicts = [_judge_call(r, _floor(outcome, r), matched) for r in runs]
     if mode == "on":
         verdicts += _against_dedup_off(outcome)
     result = combine(NAME, verdicts)

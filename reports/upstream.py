@@ -44,7 +44,7 @@ TEMPLATES.filters["py"] = repr
 # between two calls); the others' checks (regions compared node by node,
 # dedup on vs off bitwise, a child process watched) are the strict repro's.
 MINIMAL_DRIVERS = ("differential", "guard")
-GUARD_DRIVERS = ("guard", "recompile", "dedup_guards")
+GUARD_DRIVERS = ("guard", "recompile", "dedup_guards", "unguarded")
 # Drivers whose repro needs what only the campaign had (a replay plan, a lost
 # worker's limits): their ablation is the recorded row alone.
 UNRENDERED = ("replay", "process")

@@ -101,6 +101,34 @@ def test_an_over_eager_guard_is_an_unneeded_recompile():
     assert "data_ptr" in verdict.message  # Dynamo's own recompile reason names the guard
 
 
+def test_an_entry_serving_another_dtype_is_unguarded_though_its_values_are_right(tmp_path):
+    """GLOBAL computes in its input's dtype (no constant of it in the graph): the entry compiled for float32,
+    reused for float64 under a tensor guard without its dtype check, computes what eager does on aot_eager
+    (which runs ops as they come), so no value shows the fault; the TENSOR_MATCH guard the capture recorded
+    on x says the entry should have been rejected. The repro (driver "unguarded") exits 1 on the fault, 0
+    on honest guards."""
+    from pathlib import Path
+
+    from reports.repro import driver_for
+
+    honest = _run(GLOBAL, "input:dtype")
+    assert guards.check(honest).status is Status.PASS, guards.check(honest)
+    assert "x" in guards.tensor_matched(honest.capture)
+    with planted_guards.dtype_check_dropped():
+        outcome = _run(GLOBAL, "input:dtype")
+    verdict = guards.check(outcome)
+    assert verdict.failed and verdict.kind == "unguarded", verdict
+    assert verdict.details["label"] == "unguarded:input:dtype" and not verdict.details["recompiled"]
+    check, variant = driver_for(verdict.details, "wrong", verdict.oracle, verdict.kind)
+    assert check == "unguarded"
+    root = Path(__file__).parent.parent
+    for backend, status in (("suites.planted_guards:dtype_check_dropped__aot_eager", 1), ("aot_eager", 0)):
+        path = tmp_path / "repro.py"
+        path.write_text(planted_pass.render_planted(GLOBAL, backend, check, variant, expect_crash=""))
+        done = warm.run([str(path)], timeout=300, cwd=str(root))
+        assert done.returncode == status, (backend, done.stdout[-2000:], done.stderr[-2000:])
+
+
 def test_guards_differ_with_deduplication_on_recompile():
     # GLOBAL groups nothing: a campaign compiles it without the pass only in
     # its audit sample (harness.pipeline.spared), so the planted pass, which
