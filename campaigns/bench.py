@@ -33,7 +33,9 @@ never entered in this one:
 - *campaign* (``--campaign N``): N programs on the bench's backend with
   ``--workers`` workers: wall seconds, programs per second per worker, the
   ratio of seconds per program per worker to the bare loop's seconds per
-  program, and from its ``summary.json`` the seconds per program by stage,
+  program (the bench's programs), the same against the bare loop on the
+  campaign's own programs (``same_programs``: a campaign draws its own mix),
+  and from its ``summary.json`` the seconds per program by stage,
   triage and follow-up counts and the root causes;
 - *planted faults* (``--faults``): per fault of ``FAULTS``, a campaign on
   that fault's backend that stops at the first finding no known issue names
@@ -66,7 +68,8 @@ import torch._dynamo
 from torch.utils._pytree import tree_flatten
 
 from generators.codegen import compile_kwargs, render
-from generators.ir import Program
+from generators.doors import with_door
+from generators.ir import Program, from_dict
 from harness.backends import BackendError, resolve
 from harness.loader import load_source
 from harness.outcome import RunConfig
@@ -74,7 +77,7 @@ from harness.pipeline import InvalidProgram, isolated_global_state, run_eager, r
 from oracles import guards
 from oracles.registry import ORACLES, judge, run_config
 from campaigns.allocation import default_workers, read as read_allocation
-from campaigns.campaign import Options
+from campaigns.campaign import PROGRAMS, Options
 from reports.ledger import LOG, read_events
 
 # Oracle sets measured, by name; each is run as its oracles' own run_config.
@@ -460,7 +463,8 @@ def run_campaign(backend: str, programs: int, seed: int, workers: int, out: Path
                  progress: Callable[[str], None] = print, feedback: str = "off") -> dict:
     """A real campaign of ``programs`` programs on ``backend``, all oracles."""
     options = Options(backend=backend, budget=CAMPAIGN_BUDGET, seed=seed, out=out, workers=workers,
-                      programs=programs, feedback=feedback, sweep="off")  # the search's cost, as before the sweep
+                      programs=programs, feedback=feedback, sweep="off",  # the search's cost, as before the sweep
+                      keep_programs=True)
     progress(f"campaign: {programs} programs on {backend}, all oracles, workers {workers}")
     summary, wall, error = campaign_in_process(options, "campaign")
     entry: dict = {"backend": backend, "seed": seed, "workers": workers, "programs_asked": programs,
@@ -484,9 +488,34 @@ def run_campaign(backend: str, programs: int, seed: int, workers: int, out: Path
     })
     if "harness_seconds" in summary:  # workers' seconds: torch running programs vs the harness around them
         entry["harness_seconds"] = summary["harness_seconds"]
+    progress(f"campaign: the bare loop on its {n} programs")
+    entry["same_programs"] = same_programs(out, backend, wall, workers)
     if summary.get("aborted"):
         entry["aborted"] = summary["aborted"]
     return entry
+
+
+def same_programs(out: Path, backend: str, wall: float, workers: int) -> dict:
+    """The campaign against the bare loop on the campaign's own programs (as it ran them, each door taken
+    away: a door is a run the harness adds), not on the bench's: the campaign draws its own mix (doors,
+    autograd features, swarm and edge batches). ``task_ratio``: the workers' seconds in run tasks (the run,
+    triage, the runs without a known issue's trigger, the door) over the bare loop's; ``wall_ratio``: the
+    campaign's wall seconds times its workers over the same, fixed costs (start-up, the last repros) and
+    idle workers included."""
+    kept = [json.loads(line) for line in (out / PROGRAMS).read_text().splitlines() if line.strip()] \
+        if (out / PROGRAMS).exists() else []
+    ran = {e["id"] for e in read_events(out / LOG) if e.get("event") == "program"}
+    bare = 0.0
+    with no_compile_caches():
+        for entry in kept:
+            if entry["id"] in ran:
+                bare += run_bare(with_door(from_dict(entry["program"]), ""), backend)["total"]
+    tasks = sum(e.get("total", 0.0) for e in read_events(out / LOG) if e.get("event") == "task" and e.get("type") == "run")
+    n = len(ran & {e["id"] for e in kept})
+    if not n or not bare:
+        return {"programs": n}
+    return {"programs": n, "bare_seconds_per_program": round(bare / n, 3), "task_ratio": round(tasks / bare, 2),
+            "wall_ratio": round(wall * workers / bare, 2)}
 
 
 def first_new_finding(out: Path, op: str = "") -> dict | None:
@@ -600,7 +629,8 @@ def campaign_table(c: dict) -> str:
         f"  programs {c['programs']} (+{c['invalid']} invalid) in {c['wall_seconds']:.1f} s wall "
         f"(campaign {c['campaign_seconds']} s from start to stop event)",
         f"  programs/s/worker {c['programs_per_second_per_worker']:.4f}, "
-        f"s/program/worker {c['seconds_per_program_per_worker']}, ratio to bare {ratio}",
+        f"s/program/worker {c['seconds_per_program_per_worker']}, ratio to bare {ratio} (the bench's programs)",
+        "  " + _same_cell(c.get("same_programs") or {}),
         "  s/program by stage: " + (", ".join(f"{k} {v}" for k, v in c["seconds_per_program"].items()) or "none"),
         "  triage: " + (", ".join(f"{k} {v}" for k, v in c["triage"].items()) or "none")
         + "; follow-ups: " + (", ".join(f"{k} {v}" for k, v in c["follow_ups"].items()) or "none"),
@@ -615,6 +645,13 @@ def campaign_table(c: dict) -> str:
     if c.get("aborted"):
         lines.append(f"  stopped early: {c['aborted']}")
     return "\n".join(lines)
+
+
+def _same_cell(same: dict) -> str:
+    if not same.get("bare_seconds_per_program"):
+        return "on its own programs: n/a (none kept)"
+    return (f"on its own {same['programs']} programs (bare {same['bare_seconds_per_program']:.3f} s/program): "
+            f"run tasks {same['task_ratio']:.2f} times the bare loop, wall times workers {same['wall_ratio']:.2f}")
 
 
 def faults_table(f: dict) -> str:

@@ -57,6 +57,7 @@ from .worker_start import covered_paths, start_worker_server, worker_preload
 BATCH = 25  # programs drawn per Hypothesis seed
 # --feedback: off; edges (count the edges the plain draw reaches, for an A/B); steer (campaigns.steer)
 FEEDBACK = ("off", "edges", "steer")
+PROGRAMS = "programs.jsonl"  # Options.keep_programs
 SAMPLE_KNOWN = 8  # one distinct known-issue finding in this many has its repro run (Campaign.follows_up)
 @dataclass(frozen=True)
 class Options:
@@ -87,6 +88,9 @@ class Options:
     batches: int = 0
     stop_on_new: bool = False  # stop at the first finding no known issue names (bench: time to a planted fault)
     stop_on_op: str = ""  # stop at the first new finding of a swept case of this OpInfo op (bench: a planted op fault)
+    # write every program as it is run (its autograd feature and door drawn) to PROGRAMS in the folder: the bench
+    # times the bare compile loop on the campaign's own programs
+    keep_programs: bool = False
     door_share: float = 0.25  # share of programs also run through a door (generators.doors), one door each
     # share of the drawn programs without an autograd feature given one (generators.autograd; the draw gives
     # them rarely, and at even odds at the edges)
@@ -753,6 +757,9 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
                     task_config = {**config, "torch_config": [*config["torch_config"],
                                                               ["dynamo.graph_deduplication_lint", True]]}
                 campaign.programs[pid] = to_dict(program)
+                if options.keep_programs:
+                    with open(out / PROGRAMS, "a") as kept:
+                        kept.write(json.dumps({"id": pid, "program": campaign.programs[pid]}) + "\n")
                 pool.submit({"type": "run", "id": pid, "program": to_dict(program), "config": task_config,
                              **({"search": "other"} if time.time() >= sweep_until else {}),
                              "oracles": list(oracles), "device": options.device, "learned": dict(campaign.learned),
