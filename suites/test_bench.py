@@ -101,6 +101,9 @@ def test_campaign_and_a_planted_fault_are_timed(tmp_path, capsys):
     assert campaign["bare_seconds_per_program"] == report["sets"][bench.BARE]["seconds_per_program"]
     assert campaign["seconds_per_program"] and set(campaign["root_causes"]) == {"known", "new", "unconfirmed"}
     assert (tmp_path / "runs" / "campaign" / "summary.json").exists()
+    same = campaign["same_programs"]  # the bare loop on the campaign's own programs, as kept in programs.jsonl
+    assert same["programs"] == campaign["programs"] and same["bare_seconds_per_program"] > 0
+    assert 0 < same["task_ratio"] <= same["wall_ratio"], same
 
     fault = report["faults"]["results"]["perturb_one_element"]
     assert fault["found"], fault
@@ -112,7 +115,7 @@ def test_campaign_and_a_planted_fault_are_timed(tmp_path, capsys):
     assert not next(f for f in findings if f["signature"] == fault["signature"])["known_issue"]
 
     printed = capsys.readouterr().out
-    assert "campaign: 2 programs" in printed and "programs/s/worker" in printed
+    assert "campaign: 2 programs" in printed and "programs/s/worker" in printed and f"on its own {campaign['programs']} programs" in printed
     assert "planted faults" in printed and f"perturb_one_element  {fault['seconds']:.1f}" in printed
 
 
