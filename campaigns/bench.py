@@ -504,13 +504,14 @@ def same_programs(out: Path, backend: str, wall: float, workers: int) -> dict:
     idle workers included."""
     kept = [json.loads(line) for line in (out / PROGRAMS).read_text().splitlines() if line.strip()] \
         if (out / PROGRAMS).exists() else []
-    ran = {e["id"] for e in read_events(out / LOG) if e.get("event") == "program"}
+    events = read_events(out / LOG)
+    ran = {e["id"] for e in events if e.get("event") == "program"}
     bare = 0.0
     with no_compile_caches():
         for entry in kept:
             if entry["id"] in ran:
                 bare += run_bare(with_door(from_dict(entry["program"]), ""), backend)["total"]
-    tasks = sum(e.get("total", 0.0) for e in read_events(out / LOG) if e.get("event") == "task" and e.get("type") == "run")
+    tasks = sum(e.get("total", 0.0) for e in events if e.get("event") == "task" and e.get("type") == "run")
     n = len(ran & {e["id"] for e in kept})
     if not n or not bare:
         return {"programs": n}

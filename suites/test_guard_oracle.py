@@ -67,6 +67,18 @@ def _run(program, kind, backend="aot_eager", **config):
         return run_program(program, RunConfig(backend=backend, variants=len(chosen), **config))
 
 
+def _assert_repro_exits(tmp_path, program, check, variant, planted):
+    """The ``check`` repro of ``variant`` on ``program`` exits 1 on the ``planted`` backend, 0 on aot_eager."""
+    from pathlib import Path
+
+    root = Path(__file__).parent.parent
+    for backend, status in ((planted, 1), ("aot_eager", 0)):
+        path = tmp_path / "repro.py"
+        path.write_text(planted_pass.render_planted(program, backend, check, variant, expect_crash=""))
+        done = warm.run([str(path)], timeout=300, cwd=str(root))
+        assert done.returncode == status, (backend, done.stdout[-2000:], done.stderr[-2000:])
+
+
 PLANTED = [
     (planted_guards.dtype_check_dropped, UPCAST, "input:dtype"),
     (planted_guards.constant_check_dropped, GLOBAL, "free:global"),
@@ -107,8 +119,6 @@ def test_an_entry_serving_another_dtype_is_unguarded_though_its_values_are_right
     (which runs ops as they come), so no value shows the fault; the TENSOR_MATCH guard the capture recorded
     on x says the entry should have been rejected. The repro (driver "unguarded") exits 1 on the fault, 0
     on honest guards."""
-    from pathlib import Path
-
     from reports.repro import driver_for
 
     honest = _run(GLOBAL, "input:dtype")
@@ -121,12 +131,7 @@ def test_an_entry_serving_another_dtype_is_unguarded_though_its_values_are_right
     assert verdict.details["label"] == "unguarded:input:dtype" and not verdict.details["recompiled"]
     check, variant = driver_for(verdict.details, "wrong", verdict.oracle, verdict.kind)
     assert check == "unguarded"
-    root = Path(__file__).parent.parent
-    for backend, status in (("suites.planted_guards:dtype_check_dropped__aot_eager", 1), ("aot_eager", 0)):
-        path = tmp_path / "repro.py"
-        path.write_text(planted_pass.render_planted(GLOBAL, backend, check, variant, expect_crash=""))
-        done = warm.run([str(path)], timeout=300, cwd=str(root))
-        assert done.returncode == status, (backend, done.stdout[-2000:], done.stderr[-2000:])
+    _assert_repro_exits(tmp_path, GLOBAL, check, variant, "suites.planted_guards:dtype_check_dropped__aot_eager")
 
 
 def test_guards_differ_with_deduplication_on_recompile():
@@ -237,8 +242,6 @@ def test_a_dedup_guards_repro_compares_the_change_with_deduplication_on_and_off(
     and the change, and compares whether it recompiled and the guards it
     installed: exit 1 under a pass that adds a guard, 0 without one (the
     values driver could never reproduce such a finding: its values agree)."""
-    from pathlib import Path
-
     from reports.repro import driver_for
 
     with planted_pass.extra_guard():
@@ -247,12 +250,7 @@ def test_a_dedup_guards_repro_compares_the_change_with_deduplication_on_and_off(
     assert verdict.failed and verdict.kind == "dedup_guards", verdict
     check, variant = driver_for(verdict.details, "wrong", verdict.oracle, verdict.kind)
     assert check == "dedup_guards" and variant["before"] == []
-    root = Path(__file__).parent.parent
-    for backend, status in (("suites.planted_pass:extra_guard__aot_eager", 1), ("aot_eager", 0)):
-        path = tmp_path / "repro.py"
-        path.write_text(planted_pass.render_planted(GLOBAL, backend, check, variant, expect_crash=""))
-        done = warm.run([str(path)], timeout=300, cwd=str(root))
-        assert done.returncode == status, (backend, done.stdout[-2000:], done.stderr[-2000:])
+    _assert_repro_exits(tmp_path, GLOBAL, check, variant, "suites.planted_pass:extra_guard__aot_eager")
 
 
 @pytest.mark.parametrize("fault, program, kind", PLANTED, ids=[f"{f[0].__name__}-{f[2]}" for f in PLANTED])
