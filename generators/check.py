@@ -524,27 +524,36 @@ def _check_form(program: Program, where: str, s: Section, c: Call) -> None:
 
 
 def _check_write(program: Program, where: str, write: tuple[str, str]) -> None:
-    """A program input written in place between repeats: eager stays valid
-    only if autograd saved nothing of it and no value aliases it."""
-    b = program.block
     name, mode = write
     _enum(mode, WRITES, "in-place write")
-    specs = dict(program.inputs)
-    if name not in b.inputs[1:]:
+    if name not in program.block.inputs[1:]:
         raise MalformedProgram(f"{where}: writes {name!r}, which is not an extra input of the block")
+    problem = unwritable(program, name)
+    if problem:
+        raise MalformedProgram(f"{where}: {problem}")
+
+
+def unwritable(program: Program, name: str) -> str | None:
+    """Why the extra input ``name`` may not be written in place between
+    repeats (None: it may). Eager stays valid only if autograd saved nothing
+    of it and no value aliases it; the generator draws among the inputs this
+    allows, so a drawn write is never one the check throws away."""
+    b = program.block
+    specs = dict(program.inputs)
     spec = specs[name]
     if spec.requires_grad or spec.layout != "contiguous" or spec.dtype != "float32" or not spec.shape:
-        raise MalformedProgram(f"{where}: only contiguous float32 inputs without grad, of rank >= 1, are written")
+        return "only contiguous float32 inputs without grad, of rank >= 1, are written"
     if name in mutation_rules(b, specs):
-        raise MalformedProgram(f"{where}: the block writes {name} itself")
+        return f"the block writes {name} itself"
     if name not in live_values(b):
-        raise MalformedProgram(f"{where}: the block never uses {name}, so a write to it tests nothing")
+        return f"the block never uses {name}, so a write to it tests nothing"
     # Autograd saves tensors only where something requires grad.
     grad = any(s.requires_grad for _, s in program.inputs) or any(sb.weights for sb in program.blocks())
     for stmt in b.body:
         op = OPS[stmt.op]
         if Ref(name) in stmt.operands and (op.inplace or (grad and (op.saves_inputs or op.view))):
-            raise MalformedProgram(f"{where}: {stmt.out} = {stmt.op}({name}) keeps {name} for backward")
+            return f"{stmt.out} = {stmt.op}({name}) keeps {name} for backward"
+    return None
 
 
 # Homes whose in-call rebinding Dynamo cannot trace (SimpleNamespace.__setattr__): a graph break.

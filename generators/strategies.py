@@ -34,6 +34,7 @@ from .check import (
     spec_type,
     stmt_type,
     sub_typer,
+    unwritable,
     with_form,
 )
 from .inputs import PACKS as EXTRA_PACKS, TAKES, TAKES_LIST
@@ -234,6 +235,19 @@ def _per_call_values(draw, choices: tuple[Value, ...], n: int) -> list[Value]:
     return [first] + [draw(st.sampled_from(choices)) if _likely(draw, 1) else first for _ in range(n - 1)]
 
 
+@st.composite
+def _rebound_values(draw, choices: tuple[Value, ...], n: int) -> list[Value]:
+    """Per-call values of an in-call rebinding: some call after the first
+    rebinds to another value where the choices have one (a rebinding to the
+    value already there is one a stale read gets right; they were more than
+    half of all)."""
+    values = draw(_per_call_values(choices, n))
+    others = [v for v in choices if repr(typed_key(v)) != repr(typed_key(values[0]))]
+    if others and all(repr(typed_key(v)) == repr(typed_key(values[0])) for v in values[1:]):
+        values[-1] = draw(st.sampled_from(others))
+    return values
+
+
 def _common_choices(slot: S, primaries: list[TT], edges: bool = False) -> tuple[Value, ...]:
     """Values valid in every repeat: the slot's choices, or its edge values."""
     sets = [edge_values(slot, p) if edges else slot.choices(p) for p in primaries]
@@ -316,7 +330,7 @@ def _draw_operands(draw, b: _Builder, op: OpSpec):
                 homes = [h for h in HOMES if not (h == "class_attr" and b.module and isinstance(value, Fn))]
                 free = FreeVar(name, value, draw(st.sampled_from(homes)))
                 if free.home in SETTABLE and b.n > 1 and _edge(draw, b.edges, 2):  # rebound before every call
-                    values = draw(_per_call_values(choices, b.n))
+                    values = draw(_rebound_values(choices, b.n))
                     new_args.append((replace(free, value=values[0]), values))
                 else:
                     new_args.append(free)
@@ -815,9 +829,11 @@ def _draw_writes(draw, program: Program, focus: bool = False) -> Program:
     """Maybe write an extra input in place after every call of a section (the
     repeats after it read new values), where eager allows it."""
     sections = list(program.sections)
+    # only inputs a write fits (about two in three drawn writes fell on one with grad, or unused, before)
+    writable = [name for name in program.block.inputs[1:] if not unwritable(program, name)]
     for k, s in enumerate(sections):
-        if len(program.block.inputs) > 1 and _edge(draw, focus, 3):
-            write = (draw(st.sampled_from(program.block.inputs[1:])), draw(st.sampled_from(("direct", "view"))))
+        if writable and _edge(draw, focus, 3):
+            write = (draw(st.sampled_from(writable)), draw(st.sampled_from(("direct", "view"))))
             candidate = replace(program, sections=tuple(replace(t, write=write) if i == k else t
                                                         for i, t in enumerate(sections)))
             try:
