@@ -720,6 +720,9 @@ def programs(
     if block.args and not attrs and _edge(draw, edges, 3):
         block = replace(block, pack=draw(st.sampled_from(("dataclass", "module"))))
     read = {o.name for st_ in block.body for o in st_.operands if isinstance(o, Free)}
+    # rebound only where a live statement reads it: a rebinding only dead code reads tests nothing
+    live = live_values(block)
+    read_live = {o.name for st_ in block.body if st_.out in live for o in st_.operands if isinstance(o, Free)}
     if h is not None:
         block = _held(draw, block, h)
     subs = called(block, h.subs) if h is not None else ()  # dead code may have dropped a call
@@ -731,7 +734,7 @@ def programs(
         for i in range(p.n):
             tensor, view = p.tensors[i]
             args = tuple(b.arg_rows[a][j] for a in range(len(b.args)))
-            sets = tuple((f, b.set_rows[f][j]) for f in b.set_rows if f in read)
+            sets = tuple((f, b.set_rows[f][j]) for f in b.set_rows if f in read_live)
             alias = p.aliases[i] if len(b.inputs) > 1 else ""
             calls.append(Call(args, tensor, view, p.contexts[i], p.frozen[i] and has_weights, sets, alias))
             j += 1
