@@ -77,7 +77,7 @@ from harness.pipeline import InvalidProgram, isolated_global_state, run_eager, r
 from oracles import guards
 from oracles.registry import ORACLES, judge, run_config
 from campaigns.allocation import default_workers, read as read_allocation
-from campaigns.campaign import PROGRAMS, Options
+from campaigns.campaign import BATCH, PROGRAMS, Options  # BATCH: programs per Hypothesis run, as a campaign draws them
 from reports.ledger import LOG, read_events
 
 # Oracle sets measured, by name; each is run as its oracles' own run_config.
@@ -91,7 +91,6 @@ SETS: dict[str, tuple[str, ...]] = {
 }
 
 BARE = "bare"
-BATCH = 25  # programs drawn per Hypothesis run, as a campaign draws them
 
 # Planted faults timed to their first finding: name -> campaign backend. Only
 # strings: they are resolved in the campaign's processes (harness.backends),
