@@ -91,3 +91,13 @@ def unseeded_random(gm: torch.fx.GraphModule, example_inputs):
             return gm(*args)
 
     return run
+
+
+def no_float64(gm: torch.fx.GraphModule, example_inputs):
+    """A runtime without float64 (as many accelerators' are): float64 inputs
+    are computed and handed back in float32. Honest about every other dtype."""
+    def run(*args):
+        narrowed = [a.float() if isinstance(a, torch.Tensor) and a.dtype == torch.float64 else a for a in args]
+        return gm(*narrowed)
+
+    return run

@@ -48,6 +48,21 @@ def test_the_probe_finds_what_each_backend_can_do():
     assert probe("aot_eager").training and probe("aot_eager").how_precision == "declared"
 
 
+def test_a_wider_dtype_handed_back_is_a_wrong_answer_not_a_missing_dtype():
+    """A runtime that hands float64 back as float32 does not run float64
+    (its programs are not drawn); one that hands float32 back as float64
+    runs float32, wrongly: its programs are drawn and the oracles judge them."""
+    narrow = probe(P + "no_float64")
+    assert "float64" not in narrow.dtypes and "float32" in narrow.dtypes
+    f64 = replace(PROGRAM, inputs=(("x", TensorSpec((3, 8), "float64", True)),))
+    assert unfit(f64, narrow) == "dtype:float64" and not unfit(PROGRAM, narrow)
+    wide = probe("suites.planted:wrong_dtype")
+    assert set(wide.dtypes) == {"float32", "float64", "float16", "bfloat16"}, wide
+    assert not unfit(PROGRAM, wide)
+    verdict = differential.check(run_program(PROGRAM, run_config("suites.planted:wrong_dtype", ("differential",))))
+    assert verdict.failed, verdict
+
+
 @pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
 def test_an_inference_only_backend_is_judged_forward_only_in_both_modes(mode):
     config = run_config(P + "inference_only", mode=mode)
