@@ -351,8 +351,9 @@ def _check_frees(program: Program, block_names: list[str]) -> None:
 
 def may_require_grad(program: Program) -> bool:
     """Whether some tensor of the program may require grad: an input that
-    does, or a parameter (of any block)."""
-    return any(spec.requires_grad for _, spec in program.inputs) or any(b.weights for b in program.blocks())
+    does, a parameter (of any block), or one a block is given (generators.inputs)."""
+    return any(spec.requires_grad for _, spec in program.inputs) or any(
+        b.weights or (b.takes and TAKES[b.takes].grads) for b in program.blocks())
 
 
 def _check_spellings(program: Program) -> None:
@@ -548,7 +549,7 @@ def unwritable(program: Program, name: str) -> str | None:
     if name not in live_values(b):
         return f"the block never uses {name}, so a write to it tests nothing"
     # Autograd saves tensors only where something requires grad.
-    grad = any(s.requires_grad for _, s in program.inputs) or any(sb.weights for sb in program.blocks())
+    grad = may_require_grad(program)
     for stmt in b.body:
         op = OPS[stmt.op]
         if Ref(name) in stmt.operands and (op.inplace or (grad and (op.saves_inputs or op.view))):

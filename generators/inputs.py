@@ -108,6 +108,7 @@ class Take:
     sub: str = ""  # the variant a sub-block's caller passes ("": not taken by sub-blocks)
     fullgraph: bool = True  # Dynamo captures the call in one graph (else a break at a data-dependent size)
     carried: bool = False  # its value follows metadata a chain may change from one repeat to the next
+    grads: bool = False  # a variant passes a tensor that requires grad (a parameter): autograd refuses out= then
 
     def expr(self, variant: str, x: str) -> str:
         return dict(self.variants)[variant].format(x=x)
@@ -125,10 +126,10 @@ TAKES_LIST = (
          "module",
          (("shared", f"self.{MODULES}[0]"), ("instance", f"self.{MODULES}[1]"), ("class", f"self.{MODULES}[2]"),
           ("own_forward", f"self.{MODULES}[3]")),
-         "{r} = given({r})"),
+         "{r} = given({r})", grads=True),
     Take("parameter", "an nn.Parameter and a plain tensor of the same metadata and values compute alike",
          "parameter", (("tensor", "self.given_t"), ("parameter", "self.given_p")),
-         "{r} = {r} * given", (("tensor", "parameter"),)),
+         "{r} = {r} * given", (("tensor", "parameter"),), grads=True),
     Take("size", "a size read at the call site is a Python int (a SymInt under dynamic shapes)", "derived",
          (("numel", "{x}.numel()"),), "{r} = {r} + given * 0.5", sub="numel"),
     Take("dtype", "a dtype read at the call site", "derived", (("dtype", "{x}.dtype"),),

@@ -91,6 +91,9 @@ class KnownIssue:
     upstream_search: tuple[str, str] = ("", "")
     # What its strict repro did per torch release, from an actual run (``regress``): (release, status).
     releases: tuple[tuple[str, str], ...] = ()
+    # What of the machine it also depends on (a C++ toolchain, a CPU's vector units): where its program
+    # passes, the suites say so and do not take it for fixed.
+    machine: str = ""
 
     def fixed_on(self, version: Optional[str] = None) -> bool:
         """Whether the bug is recorded fixed on torch ``version`` (default: the
@@ -228,6 +231,7 @@ def load(root: Path = ROOT) -> tuple[KnownIssue, ...]:
                 upstream_search=(d.get("upstream_search", {}).get("query", ""),
                                  d.get("upstream_search", {}).get("verdict", "")),
                 releases=tuple(d.get("releases", {}).items()),
+                machine=d.get("machine", ""),
             )
         )
     return tuple(issues)

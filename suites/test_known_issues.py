@@ -256,6 +256,9 @@ def test_known_issue_still_reproduces_with_its_signature(issue):
             f"{issue.id} is recorded fixed in {issue.fixed_in} but reproduces on torch {torch.__version__}: "
             f"{signatures}")
         return
+    if not failures and issue.machine:
+        pytest.skip(f"{issue.id} depends on the machine ({issue.machine}) and does not reproduce on this one: "
+                    "not judged here")
     if not failures:
         pytest.fail(f"{issue.id} appears fixed in this torch ({torch.__version__}): its program now passes. "
                     f"Record the release as fixed_in in its issue.json ({issue.title})")
