@@ -242,8 +242,9 @@ def _rebound_values(draw, choices: tuple[Value, ...], n: int) -> list[Value]:
     value already there is one a stale read gets right; they were more than
     half of all)."""
     values = draw(_per_call_values(choices, n))
-    others = [v for v in choices if repr(typed_key(v)) != repr(typed_key(values[0]))]
-    if others and all(repr(typed_key(v)) == repr(typed_key(values[0])) for v in values[1:]):
+    first = repr(typed_key(values[0]))
+    others = [v for v in choices if repr(typed_key(v)) != first]
+    if others and all(repr(typed_key(v)) == first for v in values[1:]):
         values[-1] = draw(st.sampled_from(others))
     return values
 

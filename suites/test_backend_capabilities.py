@@ -32,6 +32,7 @@ PROGRAM = Program(
                 "v2"),
     sections=(Section("calls", "chain", (Call(), Call(), Call())),),
 )
+PROGRAM64 = replace(PROGRAM, inputs=(("x", TensorSpec((3, 8), "float64", True)),))
 GELU = replace(PROGRAM, block=replace(PROGRAM.block, body=(
     Stmt("v0", "gelu", (Ref("x"), Const("none"))), Stmt("v1", "tanh", (Ref("v0"),)),
     Stmt("v2", "mul_scalar", (Ref("v1"), Const(2.0))))))
@@ -54,8 +55,7 @@ def test_a_wider_dtype_handed_back_is_a_wrong_answer_not_a_missing_dtype():
     runs float32, wrongly: its programs are drawn and the oracles judge them."""
     narrow = probe(P + "no_float64")
     assert "float64" not in narrow.dtypes and "float32" in narrow.dtypes
-    f64 = replace(PROGRAM, inputs=(("x", TensorSpec((3, 8), "float64", True)),))
-    assert unfit(f64, narrow) == "dtype:float64" and not unfit(PROGRAM, narrow)
+    assert unfit(PROGRAM64, narrow) == "dtype:float64" and not unfit(PROGRAM, narrow)
     wide = probe("suites.planted:wrong_dtype")
     assert set(wide.dtypes) == {"float32", "float64", "float16", "bfloat16"}, wide
     assert not unfit(PROGRAM, wide)
@@ -90,7 +90,7 @@ def test_a_lower_precision_is_compared_at_that_precision_and_a_fault_beyond_it_i
 
 
 def test_a_door_run_is_compared_at_the_backends_precision_too():
-    program = with_door(replace(PROGRAM, inputs=(("x", TensorSpec((3, 8), "float64", True)),)), "dynamic:mark")
+    program = with_door(PROGRAM64, "dynamic:mark")
     run = run_door(program, run_config(P + "bfloat16_inference"))
     assert not [v for v in judge_door(run) if v.failed]
     assert [v for v in judge_door(run_door(program, run_config(P + "bfloat16_inference_wrong"))) if v.failed]
@@ -101,8 +101,7 @@ def test_programs_a_backend_cannot_test_are_not_given_to_it():
     gt = replace(PROGRAM, block=replace(PROGRAM.block, body=(*PROGRAM.block.body[:2], Stmt("v2", "where", (Ref("v1"), Ref("x"), Ref("v0"))))))
     assert unfit(gt, low) == "rounding:where" and unfit(gt, rejecting) == "" and unfit(PROGRAM, low) == ""
     no64 = replace(rejecting, dtypes=("float32",))
-    f64 = replace(PROGRAM, inputs=(("x", TensorSpec((3, 8), "float64", True)),))
-    assert unfit(f64, no64) == "dtype:float64"
+    assert unfit(PROGRAM64, no64) == "dtype:float64"
 
 
 def test_an_op_the_backend_rejects_is_unsupported_not_a_crash():
