@@ -12,7 +12,7 @@ def config_from(d: dict) -> RunConfig:
     return RunConfig(**{**d, "companions": tuple(d.get("companions", ())),
                         "torch_config": tuple(tuple(p) for p in d.get("torch_config", ())),
                         "precision": tuple(tuple(p) for p in d.get("precision", ())),
-                        "dtypes": tuple(d.get("dtypes", ()))})
+                        "dtypes": tuple(d.get("dtypes", ())), "changes": tuple(d.get("changes", ()))})
 
 
 def config_to(config: RunConfig) -> dict:

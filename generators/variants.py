@@ -680,6 +680,13 @@ def family(kind: str) -> str:
     return "edge" if kind.rsplit(":", 1)[-1] in EDGES else kind.split(":")[0]
 
 
+def change_key(variant: Variant | dict) -> str:
+    """A change by what it is and what it changes (kind and target), the same in a program that triage
+    has taken a part away from (its values and lines may read otherwise there)."""
+    d = variant.to_dict() if isinstance(variant, Variant) else variant
+    return f"{d['kind']}|{d['target']}"
+
+
 def select(program: Program, limit: int) -> list[Variant]:
     """At most ``limit`` variants (``limit`` < 0: all): one neutral change,
     then one change per family in FAMILIES order, round after round, each

@@ -31,6 +31,9 @@ class RunConfig:
     # After the first call, re-call the compiled program under this many of
     # the generator's variants (generators.variants); 0: none, -1: all.
     variants: int = 0
+    # Only the changed calls of these keys (generators.variants.change_key), in the program's order: a
+    # re-run that asks one change again (triage), with the changes before it that recompiled (its history).
+    changes: tuple[str, ...] = ()
     # Record what the deduplication pass saw and did (harness.structure) for
     # the oracles that read Capture.structure; off, the compile runs unobserved
     # but for the graphs handed to the backend and the guards.

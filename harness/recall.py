@@ -24,7 +24,7 @@ import torch
 from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
 from generators.ir import Program
-from generators.variants import PRELUDE, REPEAT, Variant, select
+from generators.variants import PRELUDE, REPEAT, Variant, change_key, select
 
 from .capabilities import recompile_limit_name
 from .execute import as_float64, execute
@@ -170,8 +170,10 @@ def run_variants(bench: Workbench, config: RunConfig, capture: Capture, known: O
            for r in (known.variants if known is not None else [])):
         before = {k: r for k, r in before.items() if not r.recompiled}
     reasons: list[str] = []
-    chosen = [v for v in select(bench.program, config.variants) if v.kind not in MEANINGLESS.get(config.mode, ())
-              and not (v.dtype and config.dtypes and v.dtype not in config.dtypes)]
+    chosen = [v for v in select(bench.program, -1 if config.changes else config.variants)
+              if v.kind not in MEANINGLESS.get(config.mode, ())
+              and not (v.dtype and config.dtypes and v.dtype not in config.dtypes)
+              and (not config.changes or change_key(v) in config.changes)]
     # Each change may add an entry: Dynamo's recompile limit (8) is about
     # programs that recompile without end, not about this many deliberate changes.
     name = recompile_limit_name()  # cache_size_limit in torch 2.6

@@ -20,6 +20,7 @@ from generators.check import check as well_formed, checked
 from generators.ir import MalformedProgram, Program, respelled, spelled, taking
 from generators.opinfo import cases_of
 from generators.variation import equalize
+from generators.variants import change_key
 from harness.outcome import Execution, Outcome, RunConfig
 from harness.pipeline import InvalidProgram, region_twins, run_fresh, run_program, without_dedup
 from harness.replay import ReplayOutcome, run_replay
@@ -221,6 +222,23 @@ def _recalled(learned: dict | None, fp: str, verdict: Verdict, outcome: Outcome,
                    {"fingerprint": fp, "recalled": True})
 
 
+def _history(outcome: Outcome, verdict: Verdict) -> tuple[str, ...]:
+    """The changed calls a re-run of a failure after a change makes (``RunConfig.changes``): that change, after
+    the changes before it that recompiled (each later call meets their entries); the others can neither add
+    to it nor take from it, and a re-run that made them could fail alike through another change only.
+    Empty (every change is made) where the failure names none."""
+    variant = verdict.details.get("variant")
+    if not variant:
+        return ()
+    before = []
+    for run in outcome.capture.variants:
+        if run.variant == variant:
+            return (*before, change_key(variant))
+        if run.recompiled and run.compiled is not None:
+            before.append(change_key(run.variant))
+    return ()
+
+
 def triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> Finding:
     """``learned``: fingerprint -> signature of earlier hits; a wrong-value
     hit whose fingerprint is there takes that signature without the re-runs
@@ -236,7 +254,8 @@ def _triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> 
     # Re-runs pay only for what this oracle reads: no changed re-calls or
     # pass recorder unless it judges them.
     config = replace(outcome.config, companions=oracle.needs, variants=outcome.config.variants if oracle.variants else 0,
-                     record_structure=outcome.config.record_structure and oracle.structure)
+                     record_structure=outcome.config.record_structure and oracle.structure,
+                     changes=_history(outcome, verdict) if oracle.variants else ())
     if verdict.oracle == compile_region.NAME:
         return _triage_region(outcome, verdict, config, learned)
     trigger, extra = "", {}
