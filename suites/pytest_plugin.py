@@ -73,21 +73,33 @@ def checked(spec: str):
 
 def pytest_addoption(parser):
     parser.getgroup("dedup-harness", "graph deduplication suites (dedup-harness)").addoption(
-        "--gate-budget", dest="gate_budget", metavar="SCALE", type=float, default=None,
+        "--gate-budget", dest="gate_budget", metavar="SCALE", default=None,
         help="fail a test past its share of the CI gate's time and the run if a suite is past its figure "
-             "(suites/budget.py), each times SCALE (1 on the machine they were measured on)")
+             "(suites/budget.py), each times SCALE (1 on the machine they were measured on; 'auto': this "
+             "machine's bare compile loop over that machine's, measured first)")
     parser.getgroup("dedup-harness").addoption(
         "--opinfo", dest="opinfo", metavar="OPS", default="",
         help="the op conformance suite's ops: 'all' (every op of torch's OpInfo database), or OP,OP,... "
              "(default: a sample of each family; the nested_compile_region half then runs too)")
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """xdist's controller hands its --gate-budget scale to each worker: one calibration, on a quiet machine."""
+    scale = getattr(node.config, "dedup_gate_scale", None)
+    if scale is not None:
+        node.workerinput["dedup_gate_scale"] = scale
+
+
 def pytest_configure(config):
     global _chosen
     if getattr(config.option, "gate_budget", None):
-        from suites.budget import GateBudget
+        from suites.budget import GateBudget, gate_scale
 
-        config.pluginmanager.register(GateBudget(config.option.gate_budget), "dedup-gate-budget")
+        given = getattr(config, "workerinput", {}).get("dedup_gate_scale")  # an xdist worker: the controller's
+        scale, source = given if given else gate_scale(config.option.gate_budget)
+        config.dedup_gate_scale = (scale, source)
+        config.pluginmanager.register(GateBudget(scale, source), "dedup-gate-budget")
     for line in MARKERS:
         config.addinivalue_line("markers", line)
     spec = getattr(config.option, "dedup_backend", None)

@@ -47,3 +47,15 @@ def test_a_test_past_its_share_fails_with_its_time_and_a_suite_past_its_figure_f
     # and without the option nothing is judged
     done = _pytest(tmp_path, name)
     assert done.returncode == 0 and "gate budget" not in done.stdout, done.stdout[-3000:]
+
+
+def test_the_scale_is_a_number_or_this_machines_bare_loop_over_the_measuring_machines(monkeypatch):
+    from suites import budget
+
+    assert budget.gate_scale("1.5") == (1.5, "given")
+    with pytest.raises(pytest.UsageError, match="neither a number nor 'auto'"):
+        budget.gate_scale("fast")
+    # the calibration itself is real in the nightly tier (make nightly: GATE_SCALE=auto); here its arithmetic
+    monkeypatch.setattr(budget, "calibrate", lambda n=budget.CALIBRATION: 2 * budget.REFERENCE_BARE)
+    scale, source = budget.gate_scale("auto")
+    assert scale == pytest.approx(2.0) and source.startswith("auto: the bare loop")
