@@ -219,11 +219,22 @@ def _run_program(program: Program, config: RunConfig) -> Outcome:
     return outcome
 
 
-def _run_companions(outcome: Outcome, module: ModuleType) -> None:
+def add_companions(outcome: Outcome, names: tuple[str, ...]) -> None:
+    """``names`` made next to a run made without them (a re-run that one oracle judges first and another,
+    reading a companion, next), as ``run_program`` would have made them."""
+    missing = tuple(n for n in names if n not in outcome.config.companions)
+    if not missing:
+        return
+    outcome.config = replace(outcome.config, companions=(*outcome.config.companions, *missing))
+    with isolated_global_state(), mode_context(outcome.config.mode):
+        _run_companions(outcome, load_source(outcome.source), missing)
+
+
+def _run_companions(outcome: Outcome, module: ModuleType, names: tuple[str, ...] | None = None) -> None:
     config = outcome.config
     reason = spared(config, outcome.compiled, outcome.capture, outcome.program)
     crashed = outcome.compiled.failure is not None
-    for name in config.companions:
+    for name in config.companions if names is None else names:
         t = time.perf_counter()
         if name == "recapture" and config.spare and crashed:
             # the oracles reading it compare two captures: one crashed

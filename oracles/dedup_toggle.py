@@ -25,6 +25,9 @@ NAME = "dedup_toggle"
 # compile in a process installs guards of its own (seen: ID_MATCH on the torch
 # module), so only two compiles that both follow another are comparable.
 NEEDS = ("dedup_off", "recapture")
+# Only the guard comparison reads the second capture; the first failure wins (``combine``), values before guards,
+# so a re-run without it judges a failure of any other kind as one with it would.
+NEEDS_ONLY_FOR = (("recapture", ("guards",)),)
 
 
 def _stable(guard: str) -> str:

@@ -28,9 +28,17 @@ class Oracle:
     severity: str = "wrong"
     variants: int = 0  # changed re-calls of the compiled program it reads (harness.recall)
     structure: bool = True  # reads Capture.structure (harness.structure's recorder); False: never
+    # (companion, verdict kinds): a companion of ``needs`` only failures of these kinds are judged by, so triage's
+    # re-runs of a failure of another kind are not made with it
+    needs_only_for: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def __call__(self, outcome: Outcome) -> Verdict:
         return self.check(outcome)
+
+    def needs_for(self, kind: str) -> tuple[str, ...]:
+        """The companions a re-run judged for a failure of ``kind`` must have."""
+        only = dict(self.needs_only_for)
+        return tuple(c for c in self.needs if c not in only or kind in only[c])
 
 
 ORACLES: dict[str, Oracle] = {
@@ -42,7 +50,8 @@ ORACLES: dict[str, Oracle] = {
         Oracle(region_identity.NAME, region_identity.check),
         Oracle(rewrite.NAME, rewrite.check),
         Oracle(graph_validity.NAME, graph_validity.check),
-        Oracle(dedup_toggle.NAME, dedup_toggle.check, needs=dedup_toggle.NEEDS, structure=False),
+        Oracle(dedup_toggle.NAME, dedup_toggle.check, needs=dedup_toggle.NEEDS, structure=False,
+               needs_only_for=dedup_toggle.NEEDS_ONLY_FOR),
         Oracle(determinism.NAME, determinism.check, needs=determinism.NEEDS),
         # twins with nested_compile_region removed or moved: compiled only for
         # programs that have one (harness.pipeline.PROGRAM_COMPANIONS)

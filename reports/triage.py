@@ -22,7 +22,7 @@ from generators.opinfo import cases_of
 from generators.variation import equalize
 from generators.variants import change_key
 from harness.outcome import Execution, Outcome, RunConfig
-from harness.pipeline import InvalidProgram, region_twins, run_fresh, run_program, without_dedup
+from harness.pipeline import InvalidProgram, add_companions, region_twins, run_fresh, run_program, without_dedup
 from harness.replay import ReplayOutcome, run_replay
 from oracles import compile_region, determinism, guards
 from oracles.differential import compare_runs, numerics
@@ -144,22 +144,23 @@ def alike(other: Verdict, like: Verdict) -> bool:
 
 class _Reruns:
     """Re-runs shared by the triage of one run's failures: each program is run
-    once, with what every failing oracle reads (their companions, changed
-    calls, recorder), and judged by each from that one run."""
+    once with the recorder if any failing oracle reads it, and judged by each
+    oracle from that one run; a companion is compiled next to it when the
+    first oracle that reads it asks (one failure's re-runs are not made with
+    what only another's read). Re-runs with changed calls (a failure after a
+    change, ``RunConfig.changes``) are their own."""
 
     def __init__(self, oracles: list, variants: int) -> None:
-        self.companions = tuple(dict.fromkeys(c for o in oracles for c in o.needs))
-        self.variants = variants if any(o.variants for o in oracles) else 0
         self.structure = any(o.structure for o in oracles)
         self.runs: dict = {}
 
     def run(self, program: Program, config: RunConfig) -> Outcome:
-        wide = replace(config, companions=tuple(dict.fromkeys((*config.companions, *self.companions))),
-                       variants=config.variants or self.variants,
-                       record_structure=config.record_structure or self.structure)
-        key = (program.to_json(), wide)
+        wide = replace(config, record_structure=config.record_structure or self.structure)
+        key = (program.to_json(), replace(wide, companions=()))
         if key not in self.runs:
             self.runs[key] = run_program(program, wide)
+        else:
+            add_companions(self.runs[key], wide.companions)
         return self.runs[key]
 
 
@@ -253,7 +254,8 @@ def _triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> 
     oracle = ORACLES[verdict.oracle]
     # Re-runs pay only for what this oracle reads: no changed re-calls or
     # pass recorder unless it judges them.
-    config = replace(outcome.config, companions=oracle.needs, variants=outcome.config.variants if oracle.variants else 0,
+    config = replace(outcome.config, companions=oracle.needs_for(verdict.kind),
+                     variants=outcome.config.variants if oracle.variants else 0,
                      record_structure=outcome.config.record_structure and oracle.structure,
                      changes=_history(outcome, verdict) if oracle.variants else ())
     if verdict.oracle == compile_region.NAME:
