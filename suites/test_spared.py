@@ -264,3 +264,23 @@ def test_a_recompile_a_later_change_builds_on_is_kept_without_dedup():
     assert not off[1].skipped and not off[2].skipped
     verdict = guards.check(outcome)
     assert not verdict.failed, verdict
+
+
+def test_triage_re_runs_compile_a_companion_only_for_the_failure_that_reads_it():
+    """A re-run shared by the triage of several failures (reports.triage.shared_reruns) is compiled once; the
+    compile without deduplication is added when the first failure judged by an oracle reading it asks, and the
+    dedup on/off oracle's second capture only for its guard comparison."""
+    from oracles.registry import ORACLES
+    from reports import triage
+
+    toggle = ORACLES[dedup_toggle.NAME]
+    assert "recapture" in toggle.needs_for("guards") and toggle.needs_for("mismatch") == ("dedup_off",)
+    assert ORACLES[determinism.NAME].needs_for("mismatch") == ("recapture",)
+    program = SAMPLE[0]
+    plain = replace(run_config("aot_eager"), companions=())
+    with triage.shared_reruns([ORACLES["differential"], toggle]):
+        first = triage._rerun(program, plain)
+        assert first.companions == {}
+        again = triage._rerun(program, replace(plain, companions=toggle.needs_for("mismatch")))
+        assert again is first and "dedup_off" in first.companions and "recapture" not in first.companions
+        assert dedup_toggle.check(first).status.value == "pass"
