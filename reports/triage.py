@@ -232,8 +232,8 @@ def _history(outcome: Outcome, verdict: Verdict) -> tuple[str, ...]:
     if not variant:
         return ()
     before = []
-    for run in outcome.capture.variants:
-        if run.variant == variant:
+    for run in outcome.capture.variants:  # (a verdict read back from JSON holds lists where the run holds tuples)
+        if change_key(run.variant) == change_key(variant) and run.variant["description"] == variant["description"]:
             return (*before, change_key(variant))
         if run.recompiled and run.compiled is not None:
             before.append(change_key(run.variant))
