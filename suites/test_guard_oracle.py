@@ -330,3 +330,29 @@ def test_a_data_dependent_size_explains_a_recompile_whatever_entries_of_other_st
     assert _explained_by_data(seen)
     assert not _explained_by_data(seen[:3])  # every entry of another state: the call's state is new
     assert not _explained_by_data([*seen, "1/0: tensor 'L['x']' size mismatch at index 0. expected 4, actual 5"])
+
+
+def test_triage_re_runs_make_the_failing_change_after_those_that_recompiled_before_it():
+    """Every change the program offers is made in the run; triage's re-runs make only the failing one, after the
+    changes before it that recompiled (RunConfig.changes), and find it again in a verdict read back from JSON."""
+    import json
+
+    from generators.variants import change_key
+    from oracles.verdict import Verdict
+    from reports.triage import _history, triage
+
+    fault, program, kind = PLANTED[1]  # constant_check_dropped on GLOBAL: a stale result after free:global
+    with fault():
+        outcome = run_program(program, RunConfig(variants=-1, companions=guards.NEEDS))
+        verdict = guards.check(outcome)
+        assert verdict.failed and verdict.details["variant"]["kind"].startswith(kind), verdict
+        finding = triage(outcome, verdict)
+    runs = outcome.capture.variants
+    at = next(i for i, r in enumerate(runs) if r.variant == verdict.details["variant"])
+    expected = tuple(change_key(r.variant) for r in runs[:at] if r.recompiled and r.compiled is not None) \
+        + (change_key(verdict.details["variant"]),)
+    assert len(runs) > len(expected) and finding.config.changes == expected, (finding.config.changes, len(runs))
+    read_back = Verdict(verdict.oracle, verdict.status, kind=verdict.kind,
+                        details=json.loads(json.dumps(verdict.details, default=str)))
+    assert _history(outcome, read_back) == expected
+    assert finding.signature.startswith("guards:stale:"), finding.signature
