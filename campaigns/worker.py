@@ -300,7 +300,7 @@ def _judge(outcome, oracles: tuple, verdicts: list, findings: list, unmasked: st
     judged = judge(outcome, oracles)
     verdicts += judged
     failing = [v for v in judged if v.failed]
-    with shared_reruns([ORACLES[v.oracle] for v in failing], outcome.config.variants):
+    with shared_reruns([ORACLES[v.oracle] for v in failing]):
         for verdict in failing:
             _triaged(outcome, verdict, recall, crashes, findings, unmasked, first)
     return crashes

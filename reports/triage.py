@@ -150,7 +150,7 @@ class _Reruns:
     what only another's read). Re-runs with changed calls (a failure after a
     change, ``RunConfig.changes``) are their own."""
 
-    def __init__(self, oracles: list, variants: int) -> None:
+    def __init__(self, oracles: list) -> None:
         self.structure = any(o.structure for o in oracles)
         self.runs: dict = {}
 
@@ -168,11 +168,11 @@ _shared: _Reruns | None = None
 
 
 @contextlib.contextmanager
-def shared_reruns(oracles: list, variants: int = 0) -> Iterator[None]:
+def shared_reruns(oracles: list) -> Iterator[None]:
     """Within it, triage's re-runs of one program serve every failing oracle
-    in ``oracles`` (``variants``: the changed calls of the run being triaged)."""
+    in ``oracles``."""
     global _shared
-    saved, _shared = _shared, _Reruns(oracles, variants)
+    saved, _shared = _shared, _Reruns(oracles)
     try:
         yield
     finally:

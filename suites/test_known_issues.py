@@ -255,11 +255,8 @@ def test_known_issue_still_reproduces_with_its_signature(issue):
         # offers is a recompile: KI-130's 19 took 38 s of the gate), then with all of them.
         claimed = _claimed(issue)
         tries = [None] if issue.fixed_on(torch.__version__) else [claimed] if claimed else [("differential",), None]
-        if issue.variant and not issue.fixed_on(torch.__version__):
-            tries = [(names, True) for names in tries] + [(names, False) for names in tries]
-        else:
-            tries = [(names, False) for names in tries]
-        for names, alone in tries:
+        ways = (True, False) if issue.variant and not issue.fixed_on(torch.__version__) else (False,)
+        for alone, names in [(alone, names) for alone in ways for names in tries]:
             failures, signatures = _judged(issue, names, alone)
             if any(issue.matches(s) for s in signatures):
                 break

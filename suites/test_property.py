@@ -43,7 +43,7 @@ def _judge_known(outcome, names: tuple[str, ...] | None = None) -> list:
     program = outcome.program
     known = []
     failing = [v for v in judge(outcome, names) if v.failed]
-    with shared_reruns([ORACLES[v.oracle] for v in failing], outcome.config.variants):  # as a campaign's worker
+    with shared_reruns([ORACLES[v.oracle] for v in failing]):  # as a campaign's worker
         findings = [(verdict, triage(outcome, verdict)) for verdict in failing]
     for verdict, finding in findings:
         issue = known_issue(finding)  # also by an equivalent signature the finding carries
