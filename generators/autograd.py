@@ -22,11 +22,14 @@ here imports torch.
 
 Left out, with the reason: ``allow_mutation_on_saved_tensors`` (a dispatch
 mode: Dynamo compiles nothing under it, so nothing of the compiler is
-tested); the global module hooks (``register_module_forward_hook``: process
-state that would outlive the program); hooks added or removed between
-compiled calls (Dynamo documents that it does not guard on module hooks,
-``skip_nnmodule_hook_guards``); a door (each door's contract says what
-reaches autograd through it).
+tested); the global module hooks (``register_module_forward_hook``: documented
+for debugging only, and their dicts are guarded by type alone on this torch,
+so one registered after a compile is never seen, as upstream notes in
+pytorch/pytorch#197135); a door (each door's contract says what reaches
+autograd through it). Module hooks added or removed between compiled calls
+are changes of their own (``generators.variants``' "hook" family), made only
+under the setting that has Dynamo guard on them (``guard.module_hooks``:
+without it torch documents that it does not notice, ``skip_nnmodule_hook_guards``).
 """
 
 from __future__ import annotations

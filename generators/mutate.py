@@ -19,7 +19,7 @@ from typing import Callable, Optional
 
 from .inputs import TAKES, TAKES_LIST
 from .returns import RETURNS, SINGLE, returning
-from .settings import SETTINGS
+from .settings import SETTINGS, suits
 from .autograd import FEATURES as AUTOGRAD
 from .check import check, checked, fitting_autograd
 from .forms import FORMS_LIST, applies
@@ -475,7 +475,7 @@ def compile_options(p: Program, rng: random.Random, other=None) -> Optional[Prog
     what = rng.choice(("fullgraph", "dynamic", "mark", "settings"))
     if what == "settings":
         taken = {SETTINGS[n].family for n in o.settings}
-        fresh = [n for n in SETTINGS if SETTINGS[n].family not in taken]
+        fresh = [n for n in SETTINGS if SETTINGS[n].family not in taken and suits(n, p)]
         if o.settings and (not fresh or rng.random() < 0.5):
             gone = rng.choice(o.settings)
             o = replace(o, settings=tuple(n for n in o.settings if n != gone))

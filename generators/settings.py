@@ -32,6 +32,7 @@ class Setting:
     patch: tuple[tuple[str, Any], ...]  # (section.key, value)
     changes: str  # what it changes, one line
     weight: int = 1  # relative share of the programs given a setting that get this one
+    module_layer: bool = False  # only for a layer block that is a module (what it changes is about instances)
 
 
 SETTINGS_LIST = (
@@ -49,9 +50,17 @@ SETTINGS_LIST = (
             "an output that aliases an input is rebuilt with as_strided, not by replaying its views"),
     Setting("alias.no_donation", "alias", (("functorch.donated_buffer", False),),
             "saved tensors are not donated to the backward"),
+    Setting("guard.module_hooks", "guard", (("dynamo.skip_nnmodule_hook_guards", False),),
+            "Dynamo guards every module's hook dicts, so a hook added or removed after a compile must recompile "
+            "(the changed calls add and remove hooks: generators.variants)", module_layer=True),
 )
 SETTINGS: dict[str, Setting] = {s.name: s for s in SETTINGS_LIST}
 FAMILIES = tuple(dict.fromkeys(s.family for s in SETTINGS_LIST))
+
+
+def suits(name: str, program) -> bool:
+    """Whether setting ``name`` can change anything about ``program`` (a ``generators.ir.Program``)."""
+    return not SETTINGS[name].module_layer or program.block.kind == "module"
 
 
 def patches(names) -> tuple[tuple[str, Any], ...]:

@@ -39,7 +39,7 @@ from .check import (
 )
 from .inputs import PACKS as EXTRA_PACKS, TAKES, TAKES_LIST
 from .returns import RETURNS_LIST, returning
-from .settings import SETTINGS, SETTINGS_LIST
+from .settings import SETTINGS, SETTINGS_LIST, suits
 from .autograd import FEATURES as AUTOGRAD
 from .forms import FORMS_LIST, applies
 from .spellings import kinds_of
@@ -824,7 +824,8 @@ def _draw_settings(draw, program: Program, focus: bool = False) -> Program:
     chosen: list[str] = []
     while len(chosen) < 2 and _edge(draw, focus, 5 if not chosen else 2):
         taken = {SETTINGS[n].family for n in chosen}
-        pool = [s.name for s in SETTINGS_LIST for _ in range(s.weight) if s.family not in taken]
+        pool = [s.name for s in SETTINGS_LIST for _ in range(s.weight) if s.family not in taken
+                and suits(s.name, program)]
         chosen.append(draw(st.sampled_from(pool)))
     return replace(program, options=replace(program.options, settings=tuple(chosen))) if chosen else program
 

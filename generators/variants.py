@@ -26,7 +26,10 @@ wrong), another length, another callable. Function objects are remade with
 the same code ("closure:remake"); module instances are replaced by every
 route Python offers ("module:replace:<route>") or loaded with new values
 ("module:load_state_dict"); a program input is made the same tensor as, or
-a view of, input 0 ("input:alias:make", "input:alias:view").
+a view of, input 0 ("input:alias:make", "input:alias:view"); under the
+setting that has Dynamo guard on module hooks, a hook is registered on a block
+instance ("hook:forward", "hook:forward_pre", "hook:forward_kwargs",
+"hook:backward_pre") or every module hook removed ("hook:remove").
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from typing import Callable, Optional
 from .check import check, mutation_rules, sizes_follow_values
 from .codegen import (CHILDREN, FACTORY, INSTANCES, OBJECTS, PACKED, SETTINGS, _columns, free_read, frees_at,
                       global_name, input_expr, instance_attr, literal, pack_ref, sub_callable)
+from .settings import patches
 from .ir import FLOATS, LAYOUTS, Arg, Fn, Free, FreeVar, MalformedProgram, Program, PyList, TensorSpec, Value, typed_key
 from .values import equal_values
 from .ops import OPS, S, slot_values
@@ -530,6 +534,54 @@ def _module_attrs(program: Program) -> list[Variant]:
     ]
 
 
+# Hooks added between calls (kind -> registration on ``{t}``): each changes what the module computes, so eager
+# differs after it wherever the hook reaches a floating tensor. Lambdas, so a repro's change is self-contained.
+_FLOAT = "isinstance({v}, torch.Tensor) and {v}.is_floating_point()"
+HOOK_ADDS: dict[str, tuple[str, str]] = {
+    "hook:forward": ("a forward hook doubling its float output",
+                     "register_forward_hook(lambda mod, args, out: out * 2 if " + _FLOAT.format(v="out") + " else None)"),
+    "hook:forward_pre": ("a forward pre-hook halving its first argument",
+                         "register_forward_pre_hook(lambda mod, args: (args[0] * 0.5, *args[1:]) if args and "
+                         + _FLOAT.format(v="args[0]") + " else None)"),
+    "hook:forward_kwargs": ("a forward hook with_kwargs=True, always_call=True, adding one to its float output",
+                            "register_forward_hook(lambda mod, args, kwargs, out: out + 1 if " + _FLOAT.format(v="out")
+                            + " else None, with_kwargs=True, always_call=True)"),
+    "hook:backward_pre": ("a full backward pre-hook doubling the gradient it gets",
+                          "register_full_backward_pre_hook(lambda mod, go: tuple(None if g is None else g * 2 "
+                          "for g in go))"),
+}
+# Dynamo breaks the graph at these ("Module-level backwards hooks require compiled autograd"): refused in fullgraph.
+FULLGRAPH_REFUSES = ("hook:backward_pre",)
+# What a module's hooks are kept in (torch/nn/modules/module.py): all emptied to remove every hook.
+HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
+              "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called")
+# The setting under which Dynamo guards on module hooks (generators.settings, the "guard" family): torch
+# documents that without it a hook added or removed after a compile is not noticed (skip_nnmodule_hook_guards).
+HOOKS_GUARDED = ("dynamo.skip_nnmodule_hook_guards", False)
+
+
+def _hooks(program: Program) -> list[Variant]:
+    """Module hooks added to a block instance (the layer's last, and its first module child: a sub-block,
+    inside a region body where the layer is one), or every hook of the model removed (programs whose
+    autograd features register module hooks), where the program is compiled with Dynamo guarding on them."""
+    if HOOKS_GUARDED not in patches(program.options.settings):
+        return []
+    out = []
+    for expr, _ in module_targets(program):
+        for kind, (what, register) in HOOK_ADDS.items():
+            if kind in FULLGRAPH_REFUSES and program.options.fullgraph:
+                continue
+            out.append(Variant(kind, expr, f"{what} registered on {expr}", (f"_hook = {expr}.{register}",),
+                               ("_hook.remove()",)))
+    if any(a.startswith("module.") for a in program.options.autograd):
+        out.append(Variant("hook:remove", "model", "every module hook of the model removed",
+                           ("_saved = [(_m, _d, dict(getattr(_m, _d))) for _m in model.modules() "
+                            f"for _d in {HOOK_DICTS!r} if getattr(_m, _d)]",
+                            "for _m, _d, _v in _saved: getattr(_m, _d).clear()"),
+                           ("for _m, _d, _v in _saved: getattr(_m, _d).update(_v)",)))
+    return out
+
+
 def _params_and_buffers(program: Program) -> list[Variant]:
     """Params and buffers: replaced by new objects, mutated in place, frozen."""
     owner = _owner(program)
@@ -653,6 +705,7 @@ CATALOGUE: dict[str, Callable[[Program], list[Variant]]] = {
     "global_state": _global_state,
     "input_aliases": _input_aliases,
     "input_meta": _input_meta,
+    "hooks": _hooks,
 }
 LAST = ("input:shape", "input:rank")  # may leave a dynamic entry that serves every later call
 
@@ -663,10 +716,11 @@ def variants(program: Program) -> list[Variant]:
     return [v for v in out if v.kind not in LAST] + [v for v in out if v.kind in LAST]
 
 
-# Families of non-neutral changes, the program's own first: a float crossing
+# Families of non-neutral changes, the program's own first: a module hook added
+# or removed (only in programs compiled with Dynamo guarding on hooks), a float crossing
 # the edges of == (a signed zero, NaN) in any home, then its free values,
 # attributes and objects, what is made of its functions and modules.
-FAMILIES = ("edge", "free", "attr", "object", "closure", "module", "param", "buffer", "state", "input")
+FAMILIES = ("hook", "edge", "free", "attr", "object", "closure", "module", "param", "buffer", "state", "input")
 # The order is a priority: with the default three changes a program gets a neutral one and the first two
 # families it has, so ``input`` (in every program) is changed in about one program in ten. Drawing the
 # order of the common families per program (input in 54 of 84 programs of a make-fuzz sample, not 8) cost

@@ -21,9 +21,10 @@ from generators.autograd import FEATURES as AUTOGRAD
 from generators.ir import Program, plain_inputs, to_dict
 from generators.returns import SINGLE, returning
 from harness.pipeline import InvalidProgram, run_program
+from oracles import guards
 from oracles.registry import judge, run_config
 
-from . import planted_autograd, planted_inputs, planted_returns, planted_settings
+from . import planted_autograd, planted_guards, planted_inputs, planted_returns, planted_settings
 from .difference_faults import drawn
 
 DATA = Path(__file__).parent / "data" / "planted_features.json"
@@ -38,6 +39,7 @@ class FeatureFault:
     planted: str = ""  # a planted backend (module:function) compiling in the honest one's place
     backend: str = "aot_eager"  # the honest backend the fault is reached through
     dedup: bool = True  # run with the deduplication pass (a fault of Dynamo's own region reuse needs none)
+    oracles: tuple[str, ...] = ORACLES  # what judges the runs (a guard fault: the guard oracle's changed calls)
 
     @property
     def planted_backend(self) -> str:
@@ -98,6 +100,9 @@ FEATURES: dict[str, FeatureFault] = {
                                       planted_settings.budget_grads_scaled, backend="aot_eager_decomp_partition"),
     "setting:alias": FeatureFault(_settled("alias.no_view_replay"), without_settings,
                                   planted_settings.strided_alias_doubled),
+    # a hook added after the first call (generators.variants' "hook" changes, made only under this setting)
+    "setting:guard": FeatureFault(_settled("guard.module_hooks"), without_settings,
+                                  planted_guards.module_hook_check_dropped, oracles=("differential", guards.NAME)),
     "returns:alias": FeatureFault(_returning("input", "input_view", "twice", "alias"), single_returns,
                                   planted="suites.planted_returns:aliases_copied", backend="eager"),
     "returns:container": FeatureFault(_returning("tuple", "list", "dict", "twice"), single_returns,
@@ -129,10 +134,10 @@ def failures(program: Program, feature: str, planted: bool) -> Optional[list]:
     backend = f.planted if planted and f.planted else f.backend
     try:
         with f.fault() if planted and f.fault else contextlib.nullcontext():
-            outcome = run_program(program, run_config(backend, ORACLES, dedup=f.dedup))
+            outcome = run_program(program, run_config(backend, f.oracles, dedup=f.dedup))
     except InvalidProgram:
         return None
-    return [v for v in judge(outcome, ORACLES) if v.failed]
+    return [v for v in judge(outcome, f.oracles) if v.failed]
 
 
 def search(feature: str, n: int = 400, budget: float = 120.0, at: int = 0) -> dict:
@@ -160,8 +165,10 @@ def record(found: dict) -> dict:
     kept = {k: found[k] for k in ("tried", "seconds")}
     if "program" in found:
         v = found["verdict"]
+        # a guard finding's repro re-makes its change (reports.repro.driver_for)
+        details = {k: v.details[k] for k in ("variant", "before") if k in v.details}
         kept.update(program=to_dict(found["program"]), oracles=found["oracles"],
-                    verdict={"oracle": v.oracle, "kind": v.kind, "details": {}})
+                    verdict={"oracle": v.oracle, "kind": v.kind, "details": details})
     return kept
 
 

@@ -61,6 +61,15 @@ def module_attribute_check_dropped():
                     None if _on_module(guard) else original(self, guard, *a, **k))
 
 
+def module_hook_check_dropped():
+    """A module's empty hook dicts are not checked even where Dynamo is told to guard them
+    (``skip_nnmodule_hook_guards=False``, the ``guard.module_hooks`` setting): a hook registered after a
+    compile is not seen. Only programs drawn with that setting meet it (no change adds a hook otherwise).
+    (A dict that holds hooks is guarded by the dict guard manager of its key order, whose length check
+    is the C++ manager's own: removing a hook is judged by the honest runs alone.)"""
+    return _patched("EMPTY_NN_MODULE_HOOKS_DICT", lambda original: lambda self, guard, *a, **k: None)
+
+
 def storage_guarded():
     """Every program input is also guarded on its storage address: any new
     tensor forces a recompile (an over-eager guard)."""
@@ -168,4 +177,4 @@ def __getattr__(name: str):
     (``float_sign_guarded`` is not a fault, so not one of them)."""
     return fault_backend(name, {f.__name__: f for f in (
         dtype_check_dropped, constant_check_dropped, module_attribute_check_dropped, storage_guarded,
-        float_guard_signless, module_identity_dropped)})
+        float_guard_signless, module_identity_dropped, module_hook_check_dropped)})

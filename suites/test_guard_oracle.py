@@ -57,6 +57,8 @@ MODULES = replace(_program([("v0", "block", (Ref("x"), Const("mlp"), Const(0))),
                             ("v1", "matmul", (Ref("v0"), Ref("w0")))], "v1", kind="module"), subs=(MLP,))
 MODULES = replace(MODULES, block=replace(MODULES.block, weights=(("w0", TensorSpec((4, 4), requires_grad=True)),),
                                          holder="module_dict"))
+# MODULES compiled with Dynamo guarding on module hooks: the only programs whose changes add hooks
+HOOKED = replace(MODULES, options=replace(MODULES.options, settings=("guard.module_hooks",)))
 
 
 def _run(program, kind, backend="aot_eager", **config):
@@ -87,7 +89,29 @@ PLANTED = [
     (planted_guards.module_identity_dropped, MODULES, "module:replace:modules_dict"),
     (planted_guards.module_identity_dropped, MODULES, "module:replace:add_module"),
     (planted_guards.module_identity_dropped, MODULES, "module:replace:container"),  # the child in a ModuleDict
+    (planted_guards.module_hook_check_dropped, HOOKED, "hook:forward_pre"),
 ]
+
+
+def test_hooks_are_added_between_calls_only_where_dynamo_is_told_to_guard_them():
+    assert not [v for v in variants(MODULES) if v.kind.startswith("hook:")]  # skip_nnmodule_hook_guards: documented
+    added = {(v.kind, v.target) for v in variants(HOOKED) if v.kind.startswith("hook:")}
+    # the layer's last instance and its sub-block; a backward hook breaks a fullgraph program's graph: refused
+    assert {k for k, _ in added} == {"hook:forward", "hook:forward_pre", "hook:forward_kwargs"}
+    assert {t for _, t in added} == {"model.m0_1", "model.m0_1.subs['mlp_0']"}
+    open_graph = replace(HOOKED, options=replace(HOOKED.options, fullgraph=False))
+    assert "hook:backward_pre" in {v.kind for v in variants(open_graph)}
+
+
+def test_removing_the_module_hooks_a_program_registers_recompiles_and_is_judged_right():
+    """The hooks a program's autograd feature puts on its block instances (generators.autograd), all removed
+    after the first call: Dynamo guards a dict holding hooks by its keys (no planted fault here: see
+    planted_guards.module_hook_check_dropped), so the call recompiles and computes what eager does."""
+    program = replace(HOOKED, options=replace(HOOKED.options, fullgraph=False, autograd=("module.forward_replace",)))
+    outcome = _run(program, "hook:remove")
+    assert guards.check(outcome).status is Status.PASS, guards.check(outcome)
+    run = outcome.capture.variants[0]
+    assert run.recompiled and any("_forward_hooks" in r for r in run.recompile_reasons), run.recompile_reasons
 
 
 @pytest.mark.parametrize("fault, program, kind", PLANTED, ids=[f"{f[0].__name__}-{f[2]}" for f in PLANTED])
