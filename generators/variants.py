@@ -29,7 +29,8 @@ route Python offers ("module:replace:<route>") or loaded with new values
 a view of, input 0 ("input:alias:make", "input:alias:view"); under the
 setting that has Dynamo guard on module hooks, a hook is registered on a block
 instance ("hook:forward", "hook:forward_pre", "hook:forward_kwargs",
-"hook:backward_pre") or every module hook removed ("hook:remove").
+"hook:backward_pre"), a gradient hook on a parameter ("hook:param_grad"), or
+every module hook removed ("hook:remove").
 """
 
 from __future__ import annotations
@@ -573,6 +574,11 @@ def _hooks(program: Program) -> list[Variant]:
                 continue
             out.append(Variant(kind, expr, f"{what} registered on {expr}", (f"_hook = {expr}.{register}",),
                                ("_hook.remove()",)))
+    for name, spec in program.block.weights[:1]:  # a tensor hook on a parameter: run by its AccumulateGrad node
+        if spec.requires_grad and spec.dtype in FLOATS:
+            p = f"{_owner(program)}.{name}"
+            out.append(Variant("hook:param_grad", p, f"a hook doubling the gradient of {p}",
+                               (f"_hook = {p}.register_hook(lambda g: g * 2)",), ("_hook.remove()",)))
     if any(a.startswith("module.") for a in program.options.autograd):
         out.append(Variant("hook:remove", "model", "every module hook of the model removed",
                            ("_saved = [(_m, _d, dict(getattr(_m, _d))) for _m in model.modules() "

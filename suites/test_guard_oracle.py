@@ -97,8 +97,8 @@ def test_hooks_are_added_between_calls_only_where_dynamo_is_told_to_guard_them()
     assert not [v for v in variants(MODULES) if v.kind.startswith("hook:")]  # skip_nnmodule_hook_guards: documented
     added = {(v.kind, v.target) for v in variants(HOOKED) if v.kind.startswith("hook:")}
     # the layer's last instance and its sub-block; a backward hook breaks a fullgraph program's graph: refused
-    assert {k for k, _ in added} == {"hook:forward", "hook:forward_pre", "hook:forward_kwargs"}
-    assert {t for _, t in added} == {"model.m0_1", "model.m0_1.subs['mlp_0']"}
+    assert {k for k, _ in added} == {"hook:forward", "hook:forward_pre", "hook:forward_kwargs", "hook:param_grad"}
+    assert {t for _, t in added} == {"model.m0_1", "model.m0_1.subs['mlp_0']", "model.m0_1.w0"}
     open_graph = replace(HOOKED, options=replace(HOOKED.options, fullgraph=False))
     assert "hook:backward_pre" in {v.kind for v in variants(open_graph)}
 
