@@ -33,7 +33,7 @@ from harness import torch_config
 from generators.autograd import assign as assign_autograd
 from generators.check import fitting_autograd
 from generators.doors import DOORS, assign, in_share, with_door
-from harness.capabilities import has, unavailable
+from harness.capabilities import guard_kinds, has, unavailable
 from harness.doors import available as door_names
 from campaigns.pool import Lost, Pool
 from harness.backend_capabilities import probe, probe_isolated, program_mode, remember, resolve_mode, unfit
@@ -660,7 +660,8 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
         "seed": options.seed, "shard": f"{options.shard[0]}/{options.shard[1]}", "workers": workers,
         "memory_mb": memory_mb, "allocation": allocation.sources, "gpus": list(allocation.gpus),
         "oracles": list(oracles), "run_config": config, "coverage": options.coverage,
-        "unavailable": unavailable(), "mode": mode, "backend_unavailable": caps.lost(), "backend_notes": caps.notes()}})
+        "unavailable": unavailable(), "mode": mode, "backend_unavailable": caps.lost(), "backend_notes": caps.notes(),
+        "guard_kinds": list(guard_kinds())}})
     doors = tuple(d for d in door_names() if (not options.doors or d in options.doors) and (mode == "train" or not
                                                                                         DOORS[d].gradients)) \
         if any(n in DOOR_ORACLES for n in oracles) else ()

@@ -13,7 +13,7 @@ import re
 import shutil
 from pathlib import Path
 
-from reports import door_coverage, feedback, masked, op_coverage, semantic
+from reports import door_coverage, feedback, guard_coverage, masked, op_coverage, semantic
 from reports.html import render_html
 from reports.junit import render_junit
 from reports.known_issues import known_met
@@ -119,6 +119,7 @@ def markdown(s: dict) -> str:
         lines += [f"| {k['id']} | {k['status']} | {' '.join(k['upstream']) or 'unfiled'} | {k['title']} |" for k in met]
         lines.append("")
     lines += masked.markdown(s.get("masked"))
+    lines += guard_coverage.markdown(s.get("guard_kinds"))
     lines += op_coverage.markdown(s.get("op_coverage"))
     lines += semantic.markdown(s.get("semantic_coverage") or {})
     if s.get("door_coverage") is not None:

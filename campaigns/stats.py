@@ -104,6 +104,7 @@ class Measured:
     invoke_subgraph_calls: int = 0
     graph_breaks: int = 0
     door: Optional[dict] = None  # the door run's event (reports.door_coverage), for a program given a door
+    guard_kinds: tuple[str, ...] = ()  # the kinds of its first compile's guards (reports.guard_coverage)
     seconds: float = 0.0
 
 
@@ -123,6 +124,7 @@ def measure(program_json: str) -> Measured:
     from harness.loader import load_source
     from harness.outcome import RunConfig
     from harness.pipeline import InvalidProgram, run_compiled, run_eager
+    from reports import guard_coverage
 
     from generators.doors import with_door
 
@@ -150,6 +152,7 @@ def measure(program_json: str) -> Measured:
     result.region_groups = len(capture.region_groups)
     result.invoke_subgraph_calls = capture.invoke_subgraph_calls
     result.graph_breaks = capture.graph_breaks
+    result.guard_kinds = tuple(guard_coverage.kinds(capture.guards))
     if doored.options.door:
         try:
             result.door = _door_event(doored)
@@ -199,7 +202,8 @@ def report(programs_json: list[str], measured: list[Measured] | None) -> tuple[l
     from generators.features import features, universe
     from generators.ir import Program
     from generators.variants import variants
-    from reports import door_coverage, semantic
+    from harness.capabilities import guard_kinds
+    from reports import door_coverage, guard_coverage, semantic
     from reports.known_issues import crash_issue
 
     n = len(programs_json)
@@ -255,6 +259,10 @@ def report(programs_json: list[str], measured: list[Measured] | None) -> tuple[l
         compile_errors = Counter(m.compile_error.split("\n")[0][:100] for m in measured if m.compile_error)
         eager_errors = Counter(m.eager_error[:140] for m in measured if m.eager_error)
         harness_errors = Counter(m.harness_error[:140] for m in measured if m.harness_error)
+        summary["guard_kinds"] = guard_coverage.summary(Counter(k for m in measured for k in m.guard_kinds),
+                                                        list(guard_kinds()))
+        if guard_coverage.line(summary["guard_kinds"]):
+            lines.append(guard_coverage.line(summary["guard_kinds"]) + " (the first compile, no changed call)")
         summary.update(
             eager_valid=eager_ok / n, region_share=regions / n, invoke_subgraph_share=subgraphs / n,
             eager_errors=dict(eager_errors), compile_errors=dict(compile_errors), harness_errors=dict(harness_errors),

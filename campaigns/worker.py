@@ -39,7 +39,7 @@ from harness.run_edges import outcome_edges
 from oracles import cudagraph, guards
 from oracles.registry import DOOR_ORACLES, ORACLES, REPLAY_ORACLES, judge, judge_door, judge_replay
 from oracles.registry import severity as oracle_severity
-from reports import door_coverage
+from reports import door_coverage, guard_coverage
 from reports.door_triage import triage_door
 from reports.known_issues import match
 from reports.repro import driver_for, regions_expectation, render_repro
@@ -102,6 +102,7 @@ def _run(task: dict) -> dict:
         summary.update(stages=outcome.seconds, deduplicated=bool(outcome.capture.deduplicated),
                        changed=[r.variant["kind"] for r in ran], recompiled=[r.variant["kind"] for r in ran if r.recompiled])
         summary["semantic"] = differences.coverage(program, summary["changed"])
+        summary["guard_kinds"] = guard_coverage.kinds(outcome.capture.guards + outcome.capture.late_guards)
         recall = Recall(task.get("learned") or {}, task["id"])
         main = tuple(n for n in oracles if n in ORACLES)
         known = _judge(outcome, main, verdicts, result["findings"], recall=recall)

@@ -130,6 +130,17 @@ def has(name: str) -> bool:
         return False
 
 
+@lru_cache(maxsize=None)
+def guard_kinds() -> tuple[str, ...]:
+    """The kinds of guard this torch's Dynamo can build: GuardBuilder's methods named in capitals
+    (``TENSOR_MATCH``, ``EQUALS_MATCH``, ...), as ``guard_filter_fn`` entries name their ``guard_type``."""
+    try:
+        from torch._dynamo.guards import GuardBuilder
+    except ImportError:
+        return ()
+    return tuple(sorted(n for n in dir(GuardBuilder) if n.isupper() and callable(getattr(GuardBuilder, n))))
+
+
 def unavailable() -> dict[str, str]:
     """Each capability this torch lacks, with what the harness loses."""
     return {c.name: c.lost for c in CATALOGUE if not has(c.name)}

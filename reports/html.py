@@ -76,6 +76,7 @@ def render_html(summary: dict, out: Path) -> str:
         door_columns=door_coverage.COLUMNS,
         cudagraphs=list((s.get("cudagraphs") or {}).items()),
         masked=s.get("masked"),
+        guard_kinds=s.get("guard_kinds") if (s.get("guard_kinds") or {}).get("built") else None,
         op_coverage=[{"backend": b, "counts": op_coverage.counts(t), "columns": op_coverage.columns(t),
                       "by_column": op_coverage.by_column(t), "rows": op_coverage.heat_rows(t),
                       "failing": op_coverage.failing(t), "cells": t.get("cells", 0), "done": t.get("done")}

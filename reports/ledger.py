@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from . import door_coverage, feedback, masked, semantic
+from . import door_coverage, feedback, guard_coverage, masked, semantic
 from .schema import root_causes, thin
 
 LOG = "findings.jsonl"
@@ -43,6 +43,7 @@ class Ledger:
     cudagraphs: Counter = field(default_factory=Counter)  # replay runs: engaged, or skipped and why
     doors: dict = field(default_factory=dict)  # door -> Counter (reports.door_coverage)
     masked: dict = field(default_factory=dict)  # stage -> Counter of judgments and masked ones (reports.masked)
+    guard_kinds: Counter = field(default_factory=Counter)  # programs per guard kind built (reports.guard_coverage)
     feedback: dict = field(default_factory=feedback.new_state)  # a steered campaign's books (reports.feedback)
     lost: Counter = field(default_factory=Counter)
     errors: Counter = field(default_factory=Counter)  # invalid programs, harness errors
@@ -87,6 +88,7 @@ class Ledger:
                 self.cudagraphs[e["cudagraphs"]] += 1
             door_coverage.fold(self.doors, e.get("door"))
             masked.fold(self.masked, e.get("masked"))
+            self.guard_kinds.update(e.get("guard_kinds", []))
             feedback.fold(self.feedback, e, self.started)
         elif kind == "lost":
             self.done.add(e["id"])
@@ -197,6 +199,7 @@ class Ledger:
             "cudagraphs": dict(self.cudagraphs.most_common()),
             "door_coverage": {name: dict(c) for name, c in self.doors.items()},
             "masked": masked.summary(self.masked),
+            "guard_kinds": guard_coverage.summary(self.guard_kinds, self.config.get("guard_kinds")),
             "feedback": feedback.summary(self.feedback),
             "coverage": {},
             "aborted": self.aborted,

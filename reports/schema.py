@@ -16,6 +16,8 @@ summary.json::
                                       # a steered campaign's books (reports.feedback), or None
     coverage: {file: {lines, branches, missing}} or {}   # with --coverage
     generator: {feature: programs}    # generator coverage counts
+    guard_kinds: {built: {kind: programs}, known, never: [kind]}   # guard kinds Dynamo built, of those its
+                                      # GuardBuilder has (reports.guard_coverage)
     aborted: str                      # why it stopped early, "" if it did not
     root_causes: {known: {KI: hits}, new: [signature], unconfirmed: [signature]}
     unavailable: {capability: what is lost}   # what this torch lacks (harness.capabilities)

@@ -76,6 +76,7 @@ SUITES: dict[str, float] = {
     "test_differences.py": 12,
     "test_profiles.py": 5,
     "test_localize.py": 4,
+    "test_guard_kinds.py": 4,
     "test_backends.py": 4,
     "test_warm.py": 7,
     "test_hierarchy.py": 6,
