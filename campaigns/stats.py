@@ -50,11 +50,13 @@ FEATURE_FLOORS = {
     "python:callable": 0.035, "varies:arg:callable": 0.0025,
     # where free values live, and what a forward changes between two calls
     "home:global": 0.01, "home:closure": 0.008, "home:class_attr": 0.006, "home:argument": 0.004,
-    "home:dataclass": 0.0035, "home:namespace": 0.005,
+    "home:dataclass": 0.0035, "home:namespace": 0.005, "home:dict": 0.005,
     "in_call:set:global": 0.0025, "in_call:set:dataclass": 0.0005, "in_call:set:namespace": 0.0005,
+    "in_call:set:dict": 0.0005,
     "in_call:set:class_attr": 0.001, "in_call:attr": 0.0005, "in_call:write:direct": 0.0005,
     "in_call:write:view": 0.0005,
     "varies:set:global": 0.001, "varies:set:dataclass": 0.0005, "varies:set:namespace": 0.0005,
+    "varies:set:dict": 0.0005,
     "varies:set:class_attr": 0.0005,
     # aliasing and packing of inputs, and the objects that carry Python values
     "alias:same": 0.006, "alias:view": 0.01, "varies:alias": 0.008,
@@ -67,6 +69,7 @@ FEATURE_FLOORS = {
     "guard:module:replace:add_module": 0.05, "guard:module:replace:delattr": 0.05,
     "guard:module:replace:container": 0.05, "guard:module:load_state_dict": 0.05, "guard:input:alias:make": 0.05,
     "guard:input:alias:view": 0.05, "guard:object:dataclass": 0.005, "guard:object:namespace": 0.01,
+    "guard:object:dict": 0.005,
     "guard:object:pack:dataclass": 0.012, "guard:object:pack:module": 0.008,
 }
 

@@ -186,6 +186,7 @@ SETTINGS = "Settings"  # the class holding a function block's class attributes
 FACTORY = "_make_block"  # the function whose closure holds closure-homed values
 # The user objects holding free values of the object homes: (global, class).
 OBJECTS = {"dataclass": ("CONFIG", "Config"), "namespace": ("STATE", None)}
+OPTIONS = "OPTS"  # the module-global dict holding free values of the "dict" home, read by key
 PACKED = "cfg"  # the parameter a block receives its packed Python arguments as
 PACK_CLASS = "Args"  # the class of those objects
 INSTANCES = "BLOCKS"  # function instances made by the factory, one per repeat
@@ -204,6 +205,8 @@ def free_read(program: Program, name: str) -> str:
         return f"self.{name}" if program.block.kind == "module" else f"{SETTINGS}.{name}"
     if home in OBJECTS:
         return f"{OBJECTS[home][0]}.{name}"
+    if home == "dict":
+        return f"{OPTIONS}[{name!r}]"
     return name  # a closure variable or a parameter
 
 
@@ -235,6 +238,9 @@ def _render_globals(program: Program) -> list[str]:
     if held:
         items = ", ".join(f"{f.name}={literal(f.value)}" for f in held)
         lines += ["", f"{OBJECTS['namespace'][0]} = types.SimpleNamespace({items})"]
+    held = frees_at(program, "dict")
+    if held:
+        lines += ["", f"{OPTIONS} = {{{', '.join(f'{f.name!r}: {literal(f.value)}' for f in held)}}}"]
     lines += _render_packs(program)
     return lines
 

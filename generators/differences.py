@@ -227,7 +227,7 @@ DIFFERENCES: tuple[Difference, ...] = (
                _either(_ambient("default_dtype"), _later(_reads("default_dtype_branch"))), ("state:default_dtype",)),
     *(Difference(f"state:{home}", "state", f"a value read from a {home.replace('_', ' ')} rebound between calls",
                  "values", f"set:{home}", _set_in(home), (f"free:{home}*", f"object:{home}*"))
-      for home in ("global", "class_attr", "dataclass", "namespace")),
+      for home in ("global", "class_attr", "dataclass", "namespace", "dict")),
     Difference("state:input_written", "state", "a tensor written in place between calls", "values", "",
                _written, ("input:values", "param:mutate")),
 )

@@ -243,7 +243,7 @@ GUARD_QUALIFIERS = ("sign", "nan", "length", "callable")
 MODULE_ROUTES = ("setattr", "modules_dict", "add_module", "delattr", "container")
 GUARD_KINDS = ("closure:remake", *(f"module:replace:{r}" for r in MODULE_ROUTES), "module:load_state_dict",
                "input:alias:make", "input:alias:view", "object:dataclass", "object:namespace",
-               "object:pack:dataclass", "object:pack:module")
+               "object:dict", "object:pack:dataclass", "object:pack:module")
 GUARDS = [*(f"guard:{q}" for q in GUARD_QUALIFIERS), *(f"guard:{k}" for k in GUARD_KINDS)]
 
 

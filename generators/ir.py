@@ -37,9 +37,9 @@ LAYOUTS = ("contiguous", "transposed", "strided", "expanded")
 # Call-site views of a per-repeat tensor: how the argument expression is written.
 VIEWS = ("none", "transpose", "narrow", "contiguous")
 # Where a free value lives (see FreeVar): what a guard must watch to see it change.
-HOMES = ("global", "closure", "class_attr", "argument", "dataclass", "namespace")
+HOMES = ("global", "closure", "class_attr", "argument", "dataclass", "namespace", "dict")
 # Homes a forward can rebind inside one call, between two repeats (Call.sets).
-SETTABLE = ("global", "dataclass", "namespace", "class_attr")
+SETTABLE = ("global", "dataclass", "namespace", "class_attr", "dict")
 # How a block receives its extra tensor inputs (EXTRAS): generators.inputs.PACKS.
 # How a block receives its Python arguments: one by one, or as fields of one user object.
 PACKS = ("", "dataclass", "module")
@@ -114,8 +114,10 @@ Operand = Union[Ref, Const, Arg, Free]
 @dataclass(frozen=True)
 class FreeVar:
     """A named Python value and where it lives (one of HOMES): a module
-    global, a closure cell of the block, a class attribute, or an argument of
-    the compiled ``forward`` (with this value as its default)."""
+    global, a closure cell of the block, a class attribute, an argument of
+    the compiled ``forward`` (with this value as its default), a field of a
+    module-global dataclass or namespace object, or an item of a module-global
+    dict read by its key (``OPTS['p0']``)."""
 
     name: str
     value: Value

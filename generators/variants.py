@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Callable, Optional
 
 from .check import check, mutation_rules, sizes_follow_values
-from .codegen import (CHILDREN, FACTORY, INSTANCES, OBJECTS, PACKED, SETTINGS, _columns, free_read, frees_at,
+from .codegen import (CHILDREN, FACTORY, INSTANCES, OBJECTS, OPTIONS, PACKED, SETTINGS, _columns, free_read, frees_at,
                       global_name, input_expr, instance_attr, literal, pack_ref, sub_callable)
 from .settings import patches
 from .ir import FLOATS, LAYOUTS, Arg, Fn, Free, FreeVar, MalformedProgram, Program, PyList, TensorSpec, Value, typed_key
@@ -125,6 +125,7 @@ def _free_targets(program: Program, name: str) -> list[str]:
         "argument": f"kwargs[{name!r}]",
         "dataclass": free_read(program, name),
         "namespace": free_read(program, name),
+        "dict": free_read(program, name),
     }[home]]
 
 
@@ -312,9 +313,15 @@ def _replace_object(program: Program, f: FreeVar, new: Value, qualifier: str) ->
 def _frees(program: Program) -> list[Variant]:
     """Free values rebound (a global, a closure cell, a class attribute, a
     ``forward`` argument, a new CONFIG or STATE object), or the field of
-    their object changed ("object:dataclass", "object:namespace")."""
+    their object changed ("object:dataclass", "object:namespace", "object:dict"),
+    or a key nothing reads added to the dict (neutral: "object:dict:unread"; not where the forward stores
+    into the dict, since Dynamo guards the keys of a dict a frame mutates: dicts.py's "conservative"
+    DICT_KEYS_MATCH, a recompile by design, seen as len(G['OPTS']) == 1)."""
     out = []
     rebound = _rebound(program)
+    if frees_at(program, "dict") and not any(f.name in rebound for f in frees_at(program, "dict")):
+        out.append(Variant("object:dict:unread", OPTIONS, f"a key nothing reads added to {OPTIONS}",
+                           (f"{OPTIONS}['unread'] = 1",), (f"del {OPTIONS}['unread']",), True))
     for f in program.frees:
         if f.name in rebound:
             continue
@@ -324,6 +331,13 @@ def _frees(program: Program) -> list[Variant]:
 
         targets = _free_targets(program, f.name)
         for q, new in _alternatives(program, Free(f.name), f.value, rebuild).items():
+            if f.home == "dict":  # the item of the same dict, or the dict replaced by a new one with it
+                out.append(_assign(_kind("object", "dict", q), targets[0], f.value, new))
+                out.append(Variant(_kind("free", "dict", q), OPTIONS, f"{OPTIONS} replaced by a new dict with "
+                                   f"{f.name}: {literal(f.value)} -> {literal(new)}",
+                                   (f"_saved = {OPTIONS}", f"{OPTIONS} = {{**{OPTIONS}, {f.name!r}: {literal(new)}}}"),
+                                   (f"{OPTIONS} = _saved",)))
+                continue
             if f.home in OBJECTS:
                 out.append(_assign(_kind("object", f.home, q), targets[0], f.value, new))
                 out.append(_replace_object(program, f, new, q))

@@ -142,6 +142,7 @@ NEEDS = {
     and _has("requires_grad_branch")(p),
     "state:global": _varies("set:global"), "state:class_attr": _varies("set:class_attr"),
     "state:dataclass": _varies("set:dataclass"), "state:namespace": _varies("set:namespace"),
+    "state:dict": _varies("set:dict"),
 }
 # Entries whose fault acts in the deduplication pass: judged with it on.
 IN_THE_PASS = ("tensor:shape", "tensor:alias")
@@ -274,6 +275,7 @@ TARGETED = {
     "object:callable_value": _arg_read("apply", tuple(zip(CALLABLES, CALLABLES[1:]))),
     "state:global": _in_call_set("global"), "state:class_attr": _in_call_set("class_attr"),
     "state:dataclass": _in_call_set("dataclass"), "state:namespace": _in_call_set("namespace"),
+    "state:dict": _in_call_set("dict"),
     "state:grad_mode": _contexts("grad", (True, False), "sin"),
     "state:inference_mode": _contexts("inference", (False, True), "sin"),
     "state:autocast": _contexts("autocast", (False, True), "matmul"),

@@ -21,7 +21,6 @@ from typing import Any, Callable, Iterator
 
 import torch
 from torch._dynamo import graph_region_tracker, side_effects
-from torch._dynamo.guards import GuardBuilder
 from torch._dynamo.symbolic_convert import InstructionTranslatorBase
 from torch._dynamo.variables import invoke_subgraph
 
@@ -284,7 +283,6 @@ def subclass_type_is_base():
     """``type(v)`` of an int or float subclass instance gives the base type:
     ``type(IntSub(2)) is int`` holds in the compiled code."""
     from torch._dynamo.variables import VariableTracker
-    from torch._dynamo.variables.builtin import BuiltinVariable
 
     def wrap(orig):
         def call_type(self, tx, obj, *args, **kwargs):
@@ -472,6 +470,34 @@ def namespace_fields_unguarded():
     return _guard_skipped("EQUALS_MATCH", lambda v, name: name.startswith("G['STATE']."))
 
 
+def dict_store_forgotten():
+    """An item of a module-global dict (``OPTS``, generators.codegen) stored inside the call reads as it was
+    when the call began: the frame's pending store is skipped for what the real dict still holds."""
+    from torch._dynamo.source import GlobalSource
+    from torch._dynamo.variables.constant import ConstantVariable
+    from torch._dynamo.variables.dicts import ConstDictVariable
+
+    def wrap(orig):
+        def getitem(self, tx, arg):
+            out = orig(self, tx, arg)
+            real = tx.f_globals.get(self.source.global_name) if isinstance(self.source, GlobalSource) else None
+            key = getattr(arg, "value", None)
+            if isinstance(real, dict) and key in real and tx.output.side_effects.is_modified(self) \
+                    and ConstantVariable.is_literal(real[key]):
+                return ConstantVariable.create(real[key])
+            return out
+
+        return getitem
+
+    @contextlib.contextmanager
+    def both():  # type: ignore[no-untyped-def]
+        with _patched(ConstDictVariable, "getitem_const", wrap), \
+                _patched(ConstDictVariable, "getitem_const_raise_exception_if_absent", wrap):
+            yield
+
+    return both()
+
+
 def global_store_forgotten():
     """A module global rebound inside the call reads as it was when the call began."""
     from torch._dynamo.source import GlobalSource
@@ -561,7 +587,6 @@ def requires_grad_read_sticks():
 
 def python_type_read_sticks():
     """``type(v)`` and ``isinstance(v, cls)`` of a Python value give the graph's first answer."""
-    from torch._dynamo.variables.builtin import BuiltinVariable
 
     def wrap(orig, name):
         def call(self, tx, *args, **kwargs):
@@ -710,6 +735,7 @@ FAULTS: dict[str, Callable[[], contextlib.AbstractContextManager]] = {
     "state:class_attr": class_attribute_store_forgotten,
     "state:dataclass": dataclass_store_forgotten,
     "state:namespace": namespace_fields_unguarded,
+    "state:dict": dict_store_forgotten,
     "state:inference_mode": inference_mode_dropped,
     "state:default_dtype": default_dtype_read_fixed,
 }

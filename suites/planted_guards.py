@@ -61,6 +61,22 @@ def module_attribute_check_dropped():
                     None if _on_module(guard) else original(self, guard, *a, **k))
 
 
+def dict_item_check_dropped():
+    """Constant values read from a dict by key (``OPTS['p0']``, the ``dict`` home of a free value) are not
+    checked: an item changed in place, or the dict replaced by one holding another value, is not seen."""
+
+    def make(original):  # type: ignore[no-untyped-def]
+        return lambda self, guard, *a, **k: None if "]['" in guard.name and not _on_module(guard) \
+            else original(self, guard, *a, **k)
+
+    @contextlib.contextmanager
+    def both():  # type: ignore[no-untyped-def]
+        with _patched("EQUALS_MATCH", make), _patched("CONSTANT_MATCH", make):
+            yield
+
+    return both()
+
+
 def module_hook_check_dropped():
     """A module's empty hook dicts are not checked even where Dynamo is told to guard them
     (``skip_nnmodule_hook_guards=False``, the ``guard.module_hooks`` setting): a hook registered after a
@@ -177,4 +193,4 @@ def __getattr__(name: str):
     (``float_sign_guarded`` is not a fault, so not one of them)."""
     return fault_backend(name, {f.__name__: f for f in (
         dtype_check_dropped, constant_check_dropped, module_attribute_check_dropped, storage_guarded,
-        float_guard_signless, module_identity_dropped, module_hook_check_dropped)})
+        float_guard_signless, module_identity_dropped, module_hook_check_dropped, dict_item_check_dropped)})

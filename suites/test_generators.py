@@ -275,7 +275,7 @@ Y_PLAIN = ("y0", TensorSpec((3, 4), "float32", False))
 
 
 def _edge_program() -> Program:
-    """Edge values in every place, a free value in every home, four of them rebound in the forward."""
+    """Edge values in every place, a free value in every home, five of them rebound in the forward."""
     body = (
         Stmt("v0", "mul_scalar", (Ref("x"), Arg("s0"))),  # 1, True, 1.0: equal, of three types
         Stmt("v1", "add_scalar", (Ref("v0"), Const(-0.0))),
@@ -285,14 +285,16 @@ def _edge_program() -> Program:
         Stmt("v5", "mul_scalar", (Ref("v4"), Free("p3"))),
         Stmt("v6", "div_scalar", (Ref("v5"), Free("p4"))),
         Stmt("v7", "add_scalar", (Ref("v6"), Free("p5"))),
+        Stmt("v8", "mul_scalar", (Ref("v7"), Free("p6"))),
     )
     frees = (FreeVar("p0", NAN, "namespace"), FreeVar("p1", Fn("torch.sin"), "closure"),
              FreeVar("p2", 2**33 + 1, "global"), FreeVar("p3", float("inf"), "dataclass"),
-             FreeVar("p4", 2.0, "class_attr"), FreeVar("p5", 1.0, "argument"))
+             FreeVar("p4", 2.0, "class_attr"), FreeVar("p5", 1.0, "argument"), FreeVar("p6", 0.5, "dict"))
     rows = ((1, NAN, 2**33 + 1, float("inf")), (True, 1e30, -(2**40), float("-inf")),
             (1.0, 1e-40, 2**33 + 1, float("inf")))
-    calls = tuple(Call((s0,), sets=(("p0", p0), ("p2", p2), ("p3", p3), ("p4", 2.0))) for s0, p0, p2, p3 in rows)
-    return Program(inputs=(X_GRAD,), block=Block("function", ("x",), (), (), ("s0",), body, "v7"),
+    calls = tuple(Call((s0,), sets=(("p0", p0), ("p2", p2), ("p3", p3), ("p4", 2.0), ("p6", p6)))
+                  for (s0, p0, p2, p3), p6 in zip(rows, (0.5, -0.0, 2.0)))
+    return Program(inputs=(X_GRAD,), block=Block("function", ("x",), (), (), ("s0",), body, "v8"),
                    sections=(Section("for_values", "chain", calls),), frees=frees)
 
 

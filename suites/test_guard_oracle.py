@@ -57,6 +57,8 @@ MODULES = replace(_program([("v0", "block", (Ref("x"), Const("mlp"), Const(0))),
                             ("v1", "matmul", (Ref("v0"), Ref("w0")))], "v1", kind="module"), subs=(MLP,))
 MODULES = replace(MODULES, block=replace(MODULES.block, weights=(("w0", TensorSpec((4, 4), requires_grad=True)),),
                                          holder="module_dict"))
+# GLOBAL with P0 an item of a module-global dict, read by key: OPTS['p0']
+DICT = replace(GLOBAL, frees=(FreeVar("p0", 2.0, "dict"),))
 # MODULES compiled with Dynamo guarding on module hooks: the only programs whose changes add hooks
 HOOKED = replace(MODULES, options=replace(MODULES.options, settings=("guard.module_hooks",)))
 
@@ -90,7 +92,16 @@ PLANTED = [
     (planted_guards.module_identity_dropped, MODULES, "module:replace:add_module"),
     (planted_guards.module_identity_dropped, MODULES, "module:replace:container"),  # the child in a ModuleDict
     (planted_guards.module_hook_check_dropped, HOOKED, "hook:forward_pre"),
+    (planted_guards.dict_item_check_dropped, DICT, "object:dict"),  # the item changed in place
+    (planted_guards.dict_item_check_dropped, DICT, "free:dict"),  # the dict replaced by one with another item
 ]
+
+
+def test_a_dropped_dict_item_guard_is_met_only_through_the_dict_home():
+    """The same program with P0 a plain module global: its EQUALS_MATCH guard is no dict item's."""
+    with planted_guards.dict_item_check_dropped():
+        outcome = _run(GLOBAL, "free:global")
+    assert guards.check(outcome).status is Status.PASS, guards.check(outcome)
 
 
 def test_hooks_are_added_between_calls_only_where_dynamo_is_told_to_guard_them():
