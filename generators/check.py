@@ -329,6 +329,8 @@ def _check_frees(program: Program, block_names: list[str]) -> None:
         _enum(f.home, HOMES, "home of a free value")
         if not f.name.isidentifier() or f.name.startswith("_"):
             raise MalformedProgram(f"free value name {f.name!r} is not a plain identifier")
+        if f.default and (f.home != "dict" or len(f.default) != 1):
+            raise MalformedProgram(f"free value {f.name}: only an item of the dict home is read with a default")
         if f.home == "class_attr" and isinstance(f.value, Fn) and program.block.kind == "module":
             raise MalformedProgram(f"free value {f.name}: a callable class attribute would bind to the instance")
     homes = {f.name: f.home for f in program.frees}

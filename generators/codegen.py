@@ -206,7 +206,8 @@ def free_read(program: Program, name: str) -> str:
     if home in OBJECTS:
         return f"{OBJECTS[home][0]}.{name}"
     if home == "dict":
-        return f"{OPTIONS}[{name!r}]"
+        default = next(f.default for f in program.frees if f.name == name)
+        return f"{OPTIONS}.get({name!r}, {literal(default[0])})" if default else f"{OPTIONS}[{name!r}]"
     return name  # a closure variable or a parameter
 
 
@@ -215,6 +216,8 @@ def set_target(program: Program, name: str, callee: str) -> str:
     home = next(f.home for f in program.frees if f.name == name)
     if home == "class_attr" and program.block.kind == "module":
         return f"{callee}.{name}"  # an instance attribute shadowing the class's
+    if home == "dict":
+        return f"{OPTIONS}[{name!r}]"  # the item, however the block reads it
     return free_read(program, name)
 
 

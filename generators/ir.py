@@ -122,6 +122,9 @@ class FreeVar:
     name: str
     value: Value
     home: str
+    # the dict home read with a default, ``OPTS.get('p0', default)`` (one value; empty: read by key): the key
+    # taken out of the dict between calls is then a change the program computes with (a DICT_CONTAINS guard's)
+    default: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -736,7 +739,7 @@ def to_dict(p: Program) -> dict:
             **({"autograd": list(p.options.autograd)} if p.options.autograd else {}),
         },
         "seed": p.seed,
-        "frees": [[f.name, enc_value(f.value), f.home] for f in p.frees],
+        "frees": [[f.name, enc_value(f.value), f.home, *(enc_value(d) for d in f.default)] for f in p.frees],
         "meta": p.meta,
         # Derived, written for readers of program.json; ignored when loading.
         "identical_repeats": p.identical_repeats(),
@@ -777,7 +780,8 @@ def from_dict(d: Any) -> Program:
                 autograd=tuple(str(x) for x in o.get("autograd", ())),
             ),
             seed=int(d.get("seed", 0)),
-            frees=tuple(FreeVar(str(n), dec_value(v), str(h)) for n, v, h in d.get("frees", [])),
+            frees=tuple(FreeVar(str(n), dec_value(v), str(h), tuple(dec_value(x) for x in rest))
+                        for n, v, h, *rest in d.get("frees", [])),
             subs=tuple(_dec_block(x) for x in d.get("subs", [])),
             meta=dict(d.get("meta", {})),
         )

@@ -255,7 +255,8 @@ def proposals(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
     yield from _set_cuts(p)
     for f in p.frees:
         if f.home != "global":
-            yield "free_home", replace(p, frees=tuple(replace(g, home="global") if g == f else g for g in p.frees))
+            yield "free_home", replace(p, frees=tuple(replace(g, home="global", default=()) if g == f else g
+                                                      for g in p.frees))
     # Named tensors nothing uses.
     yield "unused_state", _tidy(p)
     for name, _ in p.inputs[1:]:

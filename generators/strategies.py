@@ -330,6 +330,9 @@ def _draw_operands(draw, b: _Builder, op: OpSpec):
                 value = draw(st.sampled_from(choices))
                 homes = [h for h in HOMES if not (h == "class_attr" and b.module and isinstance(value, Fn))]
                 free = FreeVar(name, value, draw(st.sampled_from(homes)))
+                others = [c for c in choices if repr(c) != repr(value)]
+                if free.home == "dict" and others and draw(st.booleans()):  # OPTS.get('p0', default)
+                    free = replace(free, default=(draw(st.sampled_from(others)),))
                 if free.home in SETTABLE and b.n > 1 and _edge(draw, b.edges, 2):  # rebound before every call
                     values = draw(_rebound_values(choices, b.n))
                     new_args.append((replace(free, value=values[0]), values))

@@ -125,7 +125,7 @@ def _free_targets(program: Program, name: str) -> list[str]:
         "argument": f"kwargs[{name!r}]",
         "dataclass": free_read(program, name),
         "namespace": free_read(program, name),
-        "dict": free_read(program, name),
+        "dict": f"{OPTIONS}[{name!r}]",
     }[home]]
 
 
@@ -332,6 +332,10 @@ def _frees(program: Program) -> list[Variant]:
         targets = _free_targets(program, f.name)
         for q, new in _alternatives(program, Free(f.name), f.value, rebuild).items():
             if f.home == "dict":  # the item of the same dict, or the dict replaced by a new one with it
+                if f.default and not q and valid(rebuild(f.default[0])):  # its key taken out: read as the default
+                    out.append(Variant("object:dict:removed", targets[0], f"{targets[0]} removed: the block reads "
+                                       f"its default {literal(f.default[0])} for {literal(f.value)}",
+                                       (f"_saved = {OPTIONS}.pop({f.name!r})",), (f"{targets[0]} = _saved",)))
                 out.append(_assign(_kind("object", "dict", q), targets[0], f.value, new))
                 out.append(Variant(_kind("free", "dict", q), OPTIONS, f"{OPTIONS} replaced by a new dict with "
                                    f"{f.name}: {literal(f.value)} -> {literal(new)}",

@@ -59,6 +59,8 @@ MODULES = replace(MODULES, block=replace(MODULES.block, weights=(("w0", TensorSp
                                          holder="module_dict"))
 # GLOBAL with P0 an item of a module-global dict, read by key: OPTS['p0']
 DICT = replace(GLOBAL, frees=(FreeVar("p0", 2.0, "dict"),))
+# the same item read with a default, OPTS.get('p0', 0.5): its key can be taken out between calls
+DICT_GET = replace(GLOBAL, frees=(FreeVar("p0", 2.0, "dict", (0.5,)),))
 # MODULES compiled with Dynamo guarding on module hooks: the only programs whose changes add hooks
 HOOKED = replace(MODULES, options=replace(MODULES.options, settings=("guard.module_hooks",)))
 
@@ -94,6 +96,7 @@ PLANTED = [
     (planted_guards.module_hook_check_dropped, HOOKED, "hook:forward_pre"),
     (planted_guards.dict_item_check_dropped, DICT, "object:dict"),  # the item changed in place
     (planted_guards.dict_item_check_dropped, DICT, "free:dict"),  # the dict replaced by one with another item
+    (planted_guards.dict_item_check_dropped, DICT_GET, "object:dict:removed"),  # the key gone: its default read
 ]
 
 
