@@ -131,6 +131,7 @@ FAULTS: dict[str, str] = {
     "module_identity_dropped": "suites.planted_guards:module_identity_dropped__aot_eager",
     "module_hook_check_dropped": "suites.planted_guards:module_hook_check_dropped__aot_eager",
     "dict_item_check_dropped": "suites.planted_guards:dict_item_check_dropped__aot_eager",
+    "dict_key_check_dropped": "suites.planted_guards:dict_key_check_dropped__aot_eager",
     # what only the generator's edge kinds reach (suites/planted_edges.py)
     "pending_stores_ignored": "suites.planted_edges:pending_stores_ignored__aot_eager",
     "last_region_as_reference": "suites.planted_edges:last_region_as_reference__aot_eager",

@@ -114,6 +114,9 @@ class VariantRun:
     # (apply, undo) of the earlier changes in this process that recompiled,
     # in order: the cache entries and automatic-dynamic history this call met
     before: list = field(default_factory=list)
+    # An entry the change's recompile added that also accepts the call without the change (its guards), run on
+    # that call with its own compiled code (harness.recall.run_reverse): None where no new entry accepts it
+    reverse: Optional[Execution] = None
 
 
 @dataclass

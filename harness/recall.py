@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
+import types
 from types import ModuleType
 from typing import Any, Callable, Iterator, Optional
 
@@ -239,4 +240,25 @@ def _run_one(bench: Workbench, variant: Variant, original: Any, capture: Capture
         run.grouped = capture.late_invoke_subgraph_calls > calls
         run.symbolic = capture.late_symbolic > symbolic
         run.new_guards = capture.late_guards[n_guards:]
+        added = [e for e in _entries(bench.code) if all(e is not old for old in entries)] if run.recompiled else []
+    if added and run.compiled.failure is None:
+        run.reverse = run_reverse(bench, added)
     return run
+
+
+def run_reverse(bench: Workbench, added: list) -> Optional[Execution]:
+    """The first of ``added`` (entries a change's recompile made) whose guards accept the call without the
+    change, called on it with its own code, Dynamo off for the frames it resumes in (they run eagerly): what
+    that entry would compute were it tried first. An entry must be right for every frame its guards accept
+    (Dynamo tries entries in an order of its own); None where none accepts it or the entry closes over cells."""
+    with bench.applied(REPEAT) as (inputs, kwargs):
+        frame = _frame_locals(bench.model, inputs, kwargs)
+        accepting = next((e for e in added if not e.code.co_freevars and e.guard_manager.check(frame)), None)
+        if accepting is None:
+            return None
+        forward = type(bench.model).forward
+        fn = types.FunctionType(accepting.code, bench.ns, forward.__name__, forward.__defaults__)
+        fn.__kwdefaults__ = forward.__kwdefaults__
+        entry = torch._dynamo.disable(fn)
+        return execute(lambda *a, **k: entry(bench.model, *a, **k), bench.model, inputs, bench.names,
+                       bench.backward, kwargs)

@@ -8,6 +8,11 @@ The harness re-calls the compiled program after one change at a time
   result served by an entry compiled before the change is *stale*: a guard
   that should have rejected the call did not; that is this oracle's main
   finding. A wrong result after a recompile is a miscompile of the new entry.
+- an entry that recompile added must be right for every call its guards
+  accept: where it accepts the call without the change, its code is run on
+  that call (``harness.recall.run_reverse``) and compared with eager
+  (*over_accepting*: a guard too weak in the other direction, which Dynamo's
+  cache order may hide from the changed calls themselves).
 - with deduplication off (the ``dedup_off`` companion, when it re-called the
   same changes) the same changes recompile, and with the same new guards.
 
@@ -222,6 +227,7 @@ def check(outcome: Outcome) -> Verdict:
                        message=f"the first call (deduplication {mode}) is not right or eager is unstable")
     matched = tensor_matched(_first_call(outcome, mode)[1])
     verdicts = [_judge_call(r, _floor(outcome, r), matched) for r in runs]
+    verdicts += [_over_accepting(outcome, r) for r in runs if r.reverse is not None]
     if mode == "on":
         verdicts += _against_dedup_off(outcome)
     result = combine(NAME, verdicts)
@@ -229,6 +235,23 @@ def check(outcome: Outcome) -> Verdict:
         kinds = ", ".join(r.variant["kind"] for r in runs)
         return Verdict(NAME, Status.PASS, message=f"{len(runs)} changed calls right, deduplication {mode} ({kinds})")
     return result
+
+
+def _over_accepting(outcome: Outcome, run: VariantRun) -> Verdict:
+    """An entry a change's recompile added also accepts the call without the change (harness.recall.run_reverse):
+    its code, run on that call, must compute what eager does there, or Dynamo would serve a wrong result
+    wherever it tried that entry first (its cache order is its own)."""
+    reverse = run.reverse
+    if reverse.failure is not None:  # an entry that cannot run the call it accepts: no judgment of values
+        return Verdict(NAME, Status.PASS)
+    wrong = [v for v in compare_runs(NAME, outcome.eager, reverse, outcome.reference, **numerics(outcome)) if v.failed]
+    if not wrong:
+        return Verdict(NAME, Status.PASS)
+    v, kind = wrong[0], run.variant["kind"]
+    return Verdict(NAME, Status.FAIL, kind="over_accepting", where=v.where,
+                   message=f"the entry compiled after changing {run.variant['description']} also accepts the call "
+                           f"without that change, and computes a wrong result for it: {v.kind} at {v.where} "
+                           f"({v.message})", details={**_details(run, f"over_accepting:{kind}"), **v.details})
 
 
 def _traced(reason: str) -> bool:

@@ -61,7 +61,8 @@ ORACLE_DRIVERS = {"region_identity": "regions", "graph_validity": "regions", "re
 DRIVERS = {"differential": "differential.py.j2", "process": "process.py.j2", "toggle": "toggle.py.j2",
            "rewrite": "toggle.py.j2",
            "regions": "regions.py.j2", "deduplicated": "deduplicated.py.j2", "guard": "guard.py.j2",
-           "recompile": "guard.py.j2", "dedup_guards": "guard.py.j2", "unguarded": "guard.py.j2", "replay": "replay.py.j2", "region_toggle": "region_toggle.py.j2",
+           "recompile": "guard.py.j2", "dedup_guards": "guard.py.j2", "unguarded": "guard.py.j2",
+           "over_accepting": "guard.py.j2", "replay": "replay.py.j2", "region_toggle": "region_toggle.py.j2",
            "door": "door.py.j2"}
 MODEL = "model.py.j2"  # a model check's repro (campaigns.check)
 
@@ -80,7 +81,7 @@ def driver_for(details: dict, severity: str, oracle: str = "", kind: str = "") -
         return "region_toggle", {k: details[k] for k in ("twin", "label", "regions", "dedup") if k in details}
     if "door" in details:  # a program reached through a door (oracles.door): whether the operator alone is wrong
         return "door", {"operator": details.get("role") == "eager_operator"}
-    if "variant" in details and kind in ("dedup_guards", "unguarded"):  # the change and the recompiles before it
+    if "variant" in details and kind in ("dedup_guards", "unguarded", "over_accepting"):  # the change and the recompiles before it
         return kind, {**details["variant"], "before": details.get("before", [])}
     if "variant" in details:  # the change, after the earlier ones that recompiled in the same process
         return ("recompile" if severity == "recompile" else "guard"), {**details["variant"],
@@ -177,7 +178,7 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         before=[("\n".join(a), "\n".join(u)) for a, u in change.get("before", [])],
         prelude=PRELUDE,
         expect={"guard": "values", "recompile": "recompile", "dedup_guards": "dedup_guards",
-                "unguarded": "unguarded"}.get(check, ""),
+                "unguarded": "unguarded", "over_accepting": "over_accepting"}.get(check, ""),
         # a child pays torch's import and the compile: give it the campaign's
         # confirmed-hang deadline, at least a minute
         lost=(lost or {}).get("kind", ""), timeout=max(60, 3 * (lost or {}).get("timeout", 120)),

@@ -77,6 +77,32 @@ def dict_item_check_dropped():
     return both()
 
 
+def dict_key_check_dropped():
+    """Whether a dict holds a key is not checked (DICT_CONTAINS, inverted or not, and DICT_NOT_CONTAINS
+    no-ops): the entry compiled while ``OPTS.get('p0', d)`` read its default (the key taken out) accepts the
+    call with the key back. Dynamo tries the first call's entry first there, so only the guard oracle's reverse
+    check (that entry run on the call it accepts: harness.recall.run_reverse) meets it."""
+
+    from torch._dynamo.variables.dicts import ConstDictVariable
+
+    def noop(original):  # type: ignore[no-untyped-def]
+        def dropped(self, guard, *a, **k):  # type: ignore[no-untyped-def]
+            return None
+
+        dropped.__name__ = dropped.__qualname__ = original.__name__  # torch reads a guard's kind from it
+        return dropped
+
+    @contextlib.contextmanager
+    def both():  # type: ignore[no-untyped-def]
+        # the dict variable holds the builders it installs as class attributes, taken at import
+        with _patched("DICT_CONTAINS", noop), _patched("DICT_NOT_CONTAINS", noop), \
+                _patched_on(ConstDictVariable, "CONTAINS_GUARD", noop), \
+                _patched_on(ConstDictVariable, "NOT_CONTAINS_GUARD", noop):
+            yield
+
+    return both()
+
+
 def module_hook_check_dropped():
     """A module's empty hook dicts are not checked even where Dynamo is told to guard them
     (``skip_nnmodule_hook_guards=False``, the ``guard.module_hooks`` setting): a hook registered after a
@@ -193,4 +219,5 @@ def __getattr__(name: str):
     (``float_sign_guarded`` is not a fault, so not one of them)."""
     return fault_backend(name, {f.__name__: f for f in (
         dtype_check_dropped, constant_check_dropped, module_attribute_check_dropped, storage_guarded,
-        float_guard_signless, module_identity_dropped, module_hook_check_dropped, dict_item_check_dropped)})
+        float_guard_signless, module_identity_dropped, module_hook_check_dropped, dict_item_check_dropped,
+        dict_key_check_dropped)})
