@@ -25,7 +25,7 @@ from torch._dynamo.symbolic_convert import InstructionTranslatorBase
 from torch._dynamo.variables import invoke_subgraph
 
 from .planted_guards import _patched as _guard_patched
-from .planted_pass import _patched, fault_backend
+from .planted_pass import _patched, _stack, fault_backend
 
 # -- call sites ---------------------------------------------------------------------
 
@@ -422,14 +422,6 @@ def first_callable_sticks():
     return _patched(InstructionTranslatorBase, "call_function", wrap)
 
 
-@contextlib.contextmanager
-def _stack(*managers) -> Iterator[None]:
-    with contextlib.ExitStack() as stack:
-        for m in managers:
-            stack.enter_context(m)
-        yield
-
-
 def _store_forgotten(home: Callable[[Any, str], bool]):
     """Dynamo forgets a store the frame made to an object of one kind: a
     later read sees the value the call began with."""
@@ -489,13 +481,8 @@ def dict_store_forgotten():
 
         return getitem
 
-    @contextlib.contextmanager
-    def both():  # type: ignore[no-untyped-def]
-        with _patched(ConstDictVariable, "getitem_const", wrap), \
-                _patched(ConstDictVariable, "getitem_const_raise_exception_if_absent", wrap):
-            yield
-
-    return both()
+    return _stack(_patched(ConstDictVariable, "getitem_const", wrap),
+                  _patched(ConstDictVariable, "getitem_const_raise_exception_if_absent", wrap))
 
 
 def global_store_forgotten():

@@ -11,7 +11,7 @@ import weakref
 import torch
 from torch._dynamo.guards import GuardBuilder
 
-from .planted_pass import _patched as _patched_on, fault_backend
+from .planted_pass import _patched as _patched_on, _stack, fault_backend
 
 def _patched(name: str, make):  # type: ignore[no-untyped-def]
     """GuardBuilder.<name> replaced by ``make(original)``, under the original's
@@ -69,12 +69,7 @@ def dict_item_check_dropped():
         return lambda self, guard, *a, **k: None if "]['" in guard.name and not _on_module(guard) \
             else original(self, guard, *a, **k)
 
-    @contextlib.contextmanager
-    def both():  # type: ignore[no-untyped-def]
-        with _patched("EQUALS_MATCH", make), _patched("CONSTANT_MATCH", make):
-            yield
-
-    return both()
+    return _stack(_patched("EQUALS_MATCH", make), _patched("CONSTANT_MATCH", make))
 
 
 def dict_key_check_dropped():
@@ -92,15 +87,10 @@ def dict_key_check_dropped():
         dropped.__name__ = dropped.__qualname__ = original.__name__  # torch reads a guard's kind from it
         return dropped
 
-    @contextlib.contextmanager
-    def both():  # type: ignore[no-untyped-def]
-        # the dict variable holds the builders it installs as class attributes, taken at import
-        with _patched("DICT_CONTAINS", noop), _patched("DICT_NOT_CONTAINS", noop), \
-                _patched_on(ConstDictVariable, "CONTAINS_GUARD", noop), \
-                _patched_on(ConstDictVariable, "NOT_CONTAINS_GUARD", noop):
-            yield
-
-    return both()
+    # the dict variable holds the builders it installs as class attributes, taken at import
+    return _stack(_patched("DICT_CONTAINS", noop), _patched("DICT_NOT_CONTAINS", noop),
+                  _patched_on(ConstDictVariable, "CONTAINS_GUARD", noop),
+                  _patched_on(ConstDictVariable, "NOT_CONTAINS_GUARD", noop))
 
 
 def module_hook_check_dropped():

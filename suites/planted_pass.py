@@ -32,6 +32,15 @@ def _patched(owner, name: str, value) -> Iterator[None]:  # type: ignore[no-unty
             delattr(owner, name)
 
 
+@contextlib.contextmanager
+def _stack(*managers) -> Iterator[None]:
+    """Several patches entered as one planted fault (each is a context manager, applied on entry)."""
+    with contextlib.ExitStack() as stack:
+        for m in managers:
+            stack.enter_context(m)
+        yield
+
+
 def ints_ignored():
     """The tracker's key forgets int constants, as it forgets floats (KI-001):
     ``x.sum(dim=0)`` and ``x.sum(dim=1)`` on one line look alike."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from .planted_pass import _patched, fault_backend
+from .planted_pass import _patched, _stack, fault_backend
 
 
 def inliner_reuses_operands():
@@ -37,7 +37,6 @@ def budget_grads_scaled():
     below 1, the ``partition`` family) the min-cut partitioner's backward
     scales its first gradient: reached by the backends that partition with
     it (aot_eager_decomp_partition, inductor)."""
-    import contextlib
 
     from torch._dynamo.backends import debugging
     from torch._functorch import config as functorch_config
@@ -61,13 +60,8 @@ def budget_grads_scaled():
 
         return partition
 
-    @contextlib.contextmanager
-    def both():  # type: ignore[no-untyped-def]
-        with _patched(debugging, "min_cut_rematerialization_partition", wrap), \
-                _patched(compile_fx, "min_cut_rematerialization_partition", wrap):
-            yield
-
-    return both()
+    return _stack(_patched(debugging, "min_cut_rematerialization_partition", wrap),
+                  _patched(compile_fx, "min_cut_rematerialization_partition", wrap))
 
 
 def strided_alias_doubled():
