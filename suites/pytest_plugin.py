@@ -7,7 +7,8 @@ environment that installs the harness, a backend's unrelated tests included:
 so it imports no torch (nor any of the harness) at load time, claims
 ``--backend`` only when no conftest of the project claimed it first, and does
 nothing unless asked. The harness is imported only to resolve a ``--backend``
-that was given.
+that was given. In a run of these suites (and only there) pytest rewrites the
+asserts of the suites alone, not of every module of every plugin's package.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ def backend_under_test() -> str | None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_load_initial_conftests(early_config, parser, args):
+    if _runs_the_suites(early_config, args):
+        _rewrite_tests_only(early_config)
     # After the project's own conftests: one that adds a --backend of its own
     # keeps it (theirs is parsed, the suites' is not offered), rather than
     # failing that project's unrelated runs with a clash of option names.
@@ -58,6 +61,31 @@ def pytest_load_initial_conftests(early_config, parser, args):
         parser.getgroup("dedup-harness", "graph deduplication suites (dedup-harness)").addoption(
             "--backend", dest="dedup_backend", metavar="SPEC", default=None, help=BACKEND_HELP)
     return result
+
+
+def _runs_the_suites(early_config, args) -> bool:
+    """A run of these suites (``pytest suites/...`` here, ``--pyargs suites`` elsewhere), not a project's own."""
+    here = Path(__file__).resolve().parent
+    if Path(early_config.rootpath).resolve() == here.parent:
+        return True
+    return any(a == "suites" or a.startswith("suites.") or Path(a.split("::")[0]).resolve().is_relative_to(here)
+               for a in args if not a.startswith("-"))
+
+
+# What pytest rewrites the asserts of: test modules and conftests, and every module of a distribution that
+# registers a pytest plugin (hypothesis, xdist, anyio and the harness itself: about 240 modules, 7 to 8 s of
+# each xdist worker's collection where no rewritten bytecode is cached, as on a fresh clone). The harness's
+# own asserts then run as in a campaign, unrewritten. Only the suites package keeps its rewriting.
+KEEP_REWRITING = ("suites",)
+
+
+def _rewrite_tests_only(early_config) -> None:
+    hook = getattr(early_config.pluginmanager, "rewrite_hook", None)
+    marked = getattr(hook, "_must_rewrite", None)  # pytest's set of marked names (feature detection)
+    if not isinstance(marked, set):
+        return
+    marked.intersection_update({n for n in marked if n.split(".")[0] in KEEP_REWRITING})
+    getattr(hook, "_marked_for_rewrite_cache", {}).clear()
 
 
 def checked(spec: str):
