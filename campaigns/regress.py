@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Optional
 
+from harness import warm
 from reports import known_issues
 from reports.html import render_regress_html
 from reports.regression import campaign_summary
@@ -90,7 +91,7 @@ def describe(label: str, spec: str) -> Env:
     python = interpreter(spec)
     code = "import platform, torch; print(torch.__version__); print(platform.python_version())"
     try:
-        done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+        done = warm.run(["-c", code], python=python, timeout=120, cwd=REPO)  # this interpreter's: forked warm
     except (OSError, subprocess.TimeoutExpired) as e:
         raise ValueError(f"--torch {spec}: {python} did not run ({e})") from None
     lines = done.stdout.split()
@@ -355,7 +356,8 @@ def check(options: Options) -> tuple[list[Env], list[Repro]]:
         raise ValueError(f"regress compares two environments: give --torch twice (got {len(options.torches)})")
     if options.budget < 0 or options.timeout <= 0 or options.jobs < 1:
         raise ValueError("--budget must be 0 or more, --timeout and --jobs positive")
-    envs = [describe(label, spec) for label, spec in zip(LABELS, options.torches)]
+    with ThreadPoolExecutor(len(options.torches)) as pool:  # each imports its torch: side by side
+        envs = list(pool.map(describe, LABELS, options.torches))
     given = []
     if options.campaign is not None:
         if not Path(options.campaign).is_dir():

@@ -11,6 +11,7 @@ parts included), so their Python reads as Python; the values come from here.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import replace
 from fnmatch import fnmatchcase
@@ -118,11 +119,19 @@ def regions_expectation(oracle: str, label: str | None) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=None)
+def _source(obj) -> str:
+    """``inspect.getsource``, read once a process: a repro embeds the same functions every time (tokenizing
+    their files took a quarter of a repro's rendering)."""
+    return inspect.getsource(obj)
+
+
+@functools.lru_cache(maxsize=None)
 def _structure_source() -> str:
     """The oracles' own description of regions and their differences, as
     source a repro embeds (torch-only functions)."""
     parts = [f"IGNORED_AMBIENT = {region_identity.IGNORED_AMBIENT!r}"]
-    parts += [inspect.getsource(f).strip() for f in (target_name, value_meta, constant, _lists_as_tuples, describe_region,
+    parts += [_source(f).strip() for f in (target_name, value_meta, constant, _lists_as_tuples, describe_region,
                                                       region_identity._first_difference, region_identity._arg_difference,
                                                       region_identity._meta_difference,
                                                       region_identity._pair_differences)]
@@ -203,8 +212,8 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         expect_crash=expect_crash,
         expect_difference=expect_difference,
         structure_source=_structure_source() if check == "regions" else "",
-        normalizer=inspect.getsource(normalize).strip(),
-        first_line=inspect.getsource(first_line).strip(),
+        normalizer=_source(normalize).strip(),
+        first_line=_source(first_line).strip(),
         **_replay_fields(program, replay),
         **region,
         **door,
@@ -258,11 +267,11 @@ def _door_fields(program: Program, config: RunConfig, variant: dict) -> dict:
     reference = render(program, reference=True) if door.reference else ""
     grown = grown_batch(program) if door.resize else None
     inputs = "\n".join(render_inputs(grown, "make_resized_inputs")) if grown is not None else ""
-    calls = inspect.getsource(door_calls).split('"""', 2)[2].strip()  # without the module docstring
+    calls = _source(door_calls).split('"""', 2)[2].strip()  # without the module docstring
     return {"door": door.name, "backward": config.backward and door.backward, "operator": bool(variant.get("operator")),
             "reference_source": repr(reference), "door_calls": calls, "resized_inputs": inputs,
             "cache": door.family == "cache", "cache_counters": CACHE_COUNTERS,
-            "stored_source": inspect.getsource(stored).strip()}
+            "stored_source": _source(stored).strip()}
 
 
 def _replay_fields(program: Program, replay: dict | None) -> dict:
