@@ -19,13 +19,12 @@ profile's fixed stream.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 from hypothesis import HealthCheck, Phase, settings
 
 from suites.budget import TEST_SECONDS
+from suites.tiers import NIGHTLY_PROFILES, PROFILE
 
 _SLOW_OK = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 # CI fails at once on a new finding, printing its program and repro: no shrink
@@ -41,10 +40,7 @@ settings.register_profile("nightly", max_examples=400, deadline=None, database=N
                           print_blob=True, phases=[Phase.explicit, Phase.reuse, Phase.generate])
 settings.register_profile("fuzz", max_examples=3000, deadline=None, suppress_health_check=_SLOW_OK, print_blob=True)
 settings.register_profile("smoke", parent=settings.get_profile("ci"), max_examples=5)
-PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 settings.load_profile(PROFILE)
-# The profiles that run the nightly tier's tests.
-NIGHTLY_PROFILES = ("nightly", "fuzz")
 
 # One intra-op thread per pytest worker: the workers are the parallelism.
 torch.set_num_threads(1)

@@ -25,7 +25,7 @@ def _harness(*args: str, cwd, timeout: int = 400, env: dict | None = None) -> su
     return warm.run(["-m", "harness", *args], timeout=timeout, cwd=cwd, env=env)
 
 
-@pytest.mark.long(seconds=30)
+@pytest.mark.long(seconds=40)
 def test_a_campaign_survives_an_aborting_and_hanging_backend_and_reports(tmp_path, request):
     out, root = tmp_path / "run", request.config.rootpath
     with tempdirs.fresh_tmp() as tmp:

@@ -361,7 +361,9 @@ def assert_only_known_cudagraph_findings(program, plan, backend, device="cuda"):
 
 
 @pytest.mark.property
-@settings(max_examples=max(4, settings.default.max_examples // 12))
+# 2 programs in the gate (4 until issue 42's cut to six minutes: 16 s), the profile's twelfth nightly
+@settings(max_examples=2 if settings.default.max_examples == settings.get_profile("ci").max_examples
+          else max(4, settings.default.max_examples // 12))
 @given(replayable(max_stmts=5))
 def test_cudagraph_oracle_on_cpu_with_torch_cudagraphs_backend(case):
     """What the GPU suite does, on CPU: torch's cudagraphs backend skips CPU

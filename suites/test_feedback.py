@@ -213,7 +213,10 @@ def test_edges_mode_draws_plainly_and_counts(tmp_path):
 # -- a steered campaign end to end --------------------------------------------------------
 
 
-@pytest.mark.long(seconds=45)
+# Nightly since issue 42's cut to six minutes (40 s: a campaign's start, its minimize and verify tasks, and a resumed one): the
+# gate keeps the mutants, the operators, the swarm, the tracer, the corpus and the bandit above, and a whole
+# campaign through its command line (test_campaign)
+@pytest.mark.nightly
 def test_a_steered_campaign_records_mutants_findings_resumes_and_merges(tmp_path, monkeypatch, request):
     """Every program after the seed corpus is a mutant (the bandit forced to
     mutate): a finding of a mutant is minimized and its repro run like any

@@ -49,7 +49,7 @@ print(json.dumps({"findings": result["findings"], "minimized": done}))
 """
 
 
-@pytest.mark.long(seconds=14)
+@pytest.mark.long(seconds=22)
 def test_a_pass_fault_in_a_program_that_writes_in_place_is_new_not_the_known_write_bug(request):
     """A planted fault in the pass's rewiring (a region's arguments swapped)
     on a program that writes in place: its signature says "mutation", which

@@ -3,6 +3,8 @@ enough of them run on nearly every drawn program."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from generators.ir import Program
@@ -16,11 +18,14 @@ from campaigns.stats import draw
 
 pytestmark = pytest.mark.unit
 
-PROGRAMS = [Program.from_json(p) for p in draw(40, seed=5)]
+@functools.cache
+def _programs(n: int = 40) -> list[Program]:
+    """The draw, made when a test first reads it: not at collection, which every xdist worker pays."""
+    return [Program.from_json(p) for p in draw(n, seed=5)]
 
 
 def test_variants_are_a_pure_function_of_the_program_and_round_trip():
-    for program in PROGRAMS[:10]:
+    for program in _programs()[:10]:
         found = variants(program)
         assert found == variants(program)
         assert [Variant.from_dict(v.to_dict()) for v in found] == found
@@ -37,7 +42,7 @@ def test_nearly_every_program_runs_three_changed_calls():
     deduplication off where its first compile crashes); a change the
     generator offers but eager rejects is counted against it."""
     ran, offered, rejected = [], 0, []
-    for program in PROGRAMS:
+    for program in _programs():
         config = replace(run_config("eager", (guards.NAME,)), backward=False)
         outcome = run_program(program, config)
         runs = [*outcome.capture.variants, *outcome.companions["dedup_off"][1].variants]
