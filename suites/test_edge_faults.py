@@ -11,7 +11,7 @@ from unittest import mock
 
 import pytest
 
-from generators.ir import Block, Call, Const, Free, FreeVar, Options, Program, Ref, Section, Stmt, TensorSpec
+from generators.ir import Block, Call, Free, FreeVar, Options, Program, Ref, Section, Stmt, TensorSpec
 from generators.variants import Variant
 from harness import recall
 from harness.outcome import RunConfig

@@ -165,6 +165,9 @@ def test_shards_split_the_cells_and_the_probe_rules_out_dtypes(cases):
 # -- judged by torch ------------------------------------------------------------------------------
 
 
+# Nightly since issue 42's cut to six minutes (8 s), with inductor's sweep: the gate judges the sweep's batches through its planted
+# faults, whose honest halves pass (the region fault without deduplication)
+@pytest.mark.nightly
 def test_the_sweep_has_no_false_alarm_on_aot_eager(cases):
     chosen = [c for c in cases if c.dtype in ("float32", "int64")]  # every dtype in the nightly conformance run
     cells = judge_locally(chosen, _config())

@@ -49,7 +49,9 @@ print(json.dumps({"findings": result["findings"], "minimized": done}))
 """
 
 
-@pytest.mark.long(seconds=22)
+# Nightly since issue 42's cut to six minutes (18 s: the fault's campaign task, its minimize task and the honest run): the gate
+# keeps the renaming of a finding its trigger does not explain (unexplained:KI-008, below) and the doors' unmasking
+@pytest.mark.nightly
 def test_a_pass_fault_in_a_program_that_writes_in_place_is_new_not_the_known_write_bug(request):
     """A planted fault in the pass's rewiring (a region's arguments swapped)
     on a program that writes in place: its signature says "mutation", which
