@@ -164,9 +164,10 @@ def _hooked(draw):
 
 
 # No false alarms: the family on a pipeline with nothing to get wrong but Dynamo and the eager backend
-# (deduplication off); only recorded issues may fail. 4 programs in the gate, 40 nightly.
+# (deduplication off); only recorded issues may fail. 2 programs in the gate (4 until issue 42's cut to six
+# minutes: 9 s), 40 nightly.
 @pytest.mark.property
-@settings(max_examples=_share(1, 10, 4, gate=4), deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=_share(1, 10, 4, gate=2), deadline=None, suppress_health_check=list(HealthCheck))
 @given(_hooked())
 def test_the_family_raises_no_false_alarm_on_a_correct_pipeline(program):
     from suites.test_property import assert_only_known_findings

@@ -304,8 +304,10 @@ def test_replay_repro_runs_standalone(tmp_path, backend, plan, status):
 
 # --- the replay harness over drawn programs, on a correct backend --------------
 
+# 2 in the gate (4 until issue 42's cut to six minutes: 8 s), the profile's twelfth nightly
 @pytest.mark.unit
-@settings(max_examples=max(4, settings.default.max_examples // 12))
+@settings(max_examples=2 if settings.default.max_examples == settings.get_profile("ci").max_examples
+          else max(4, settings.default.max_examples // 12))
 @given(replayable(max_stmts=4))
 def test_no_false_alarms_over_drawn_programs_and_plans(case):
     """Deduplication off, so known pass bugs stay out: what is tested is the

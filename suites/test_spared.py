@@ -215,6 +215,9 @@ def test_without_dedup_reuses_the_dedup_off_compile():
         assert not any(r.skipped for r in fresh.capture.variants)
 
 
+# Nightly since issue 42's cut to six minutes (3 and 5 s): a campaign's regression of the run without deduplication; the gate
+# keeps test_a_needless_change_without_dedup_repeats_what_it_did_with_it on the same path
+@pytest.mark.nightly
 @pytest.mark.usefixtures("every_off_call")
 def test_a_change_served_by_an_earlier_changes_entry_keeps_that_recompile_without_dedup():
     """Found by a campaign: CONFIG replaced by a new object recompiles; CONFIG
@@ -263,6 +266,9 @@ def test_outside_the_sample_no_changed_call_is_made_without_dedup_unless_the_fir
     assert sampled_out(program, None) == ""
 
 
+# Nightly since issue 42's cut to six minutes (3 and 5 s): a campaign's regression of the run without deduplication; the gate
+# keeps test_a_needless_change_without_dedup_repeats_what_it_did_with_it on the same path
+@pytest.mark.nightly
 @pytest.mark.usefixtures("every_off_call")
 def test_a_recompile_a_later_change_builds_on_is_kept_without_dedup():
     """Found by a campaign (seed 19): the argument p0 changed 2 -> 0.5
