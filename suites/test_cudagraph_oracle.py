@@ -19,6 +19,7 @@ import torch
 from hypothesis import given, settings
 
 from suites.pytest_plugin import record_known_hit, record_line
+from suites.tiers import ci_profile
 from generators.ir import Block, Call, Program, Ref, Section, Stmt, TensorSpec
 from generators.replays import ReplayPlan, Resize, check_plan, default_plan, replayable
 from harness.outcome import Failure, RunConfig
@@ -306,8 +307,7 @@ def test_replay_repro_runs_standalone(tmp_path, backend, plan, status):
 
 # 2 in the gate (4 until issue 42's cut to six minutes: 8 s), the profile's twelfth nightly
 @pytest.mark.unit
-@settings(max_examples=2 if settings.default.max_examples == settings.get_profile("ci").max_examples
-          else max(4, settings.default.max_examples // 12))
+@settings(max_examples=2 if ci_profile() else max(4, settings.default.max_examples // 12))
 @given(replayable(max_stmts=4))
 def test_no_false_alarms_over_drawn_programs_and_plans(case):
     """Deduplication off, so known pass bugs stay out: what is tested is the
@@ -364,8 +364,7 @@ def assert_only_known_cudagraph_findings(program, plan, backend, device="cuda"):
 
 @pytest.mark.property
 # 2 programs in the gate (4 until issue 42's cut to six minutes: 16 s), the profile's twelfth nightly
-@settings(max_examples=2 if settings.default.max_examples == settings.get_profile("ci").max_examples
-          else max(4, settings.default.max_examples // 12))
+@settings(max_examples=2 if ci_profile() else max(4, settings.default.max_examples // 12))
 @given(replayable(max_stmts=5))
 def test_cudagraph_oracle_on_cpu_with_torch_cudagraphs_backend(case):
     """What the GPU suite does, on CPU: torch's cudagraphs backend skips CPU

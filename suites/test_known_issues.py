@@ -53,9 +53,13 @@ ON = {i.id: CHOSEN or i.backend for i in ISSUES
 # each in a fresh process, by the share below.
 # An issue whose standalone repro runs in the gate (below) is reproduced in-process, its signature named by
 # triage, in the nightly tier: the gate's standalone run already fails when the bug stops reproducing.
+def _number(issue) -> int:
+    return int(issue.id.split("-")[1])
+
+
 def _repro_in_gate(issue) -> bool:
     return (ON.get(issue.id) == issue.backend and not issue.fixed_on(torch.__version__)
-            and int(issue.id.split("-")[1]) % REPRO_SHARE == 0)
+            and _number(issue) % REPRO_SHARE == 0)
 
 
 # Each standalone repro is its own Python process (torch imported anew, 3-5 s):
@@ -78,9 +82,9 @@ def _oracle(issue) -> str:
 def _by_oracle() -> set[str]:
     live = [i for i in ISSUES if ON.get(i.id) == i.backend and not i.fixed_on(torch.__version__)
             and not i.third_party and i.id not in SLOW]
-    shared = {_oracle(i) for i in live if int(i.id.split("-")[1]) % REPRO_SHARE in (0, 1)}
+    shared = {_oracle(i) for i in live if _repro_in_gate(i) or _number(i) % REPRO_SHARE == 1}
     first: dict[str, str] = {}
-    for issue in sorted(live, key=lambda i: int(i.id.split("-")[1])):
+    for issue in sorted(live, key=_number):
         first.setdefault(_oracle(issue), issue.id)
     return {ki for oracle, ki in first.items() if oracle not in shared}
 
@@ -89,15 +93,14 @@ BY_ORACLE = _by_oracle()
 
 
 def _in_process_in_gate(issue) -> bool:
-    return int(issue.id.split("-")[1]) % REPRO_SHARE == 1 or issue.id in BY_ORACLE
+    return _number(issue) % REPRO_SHARE == 1 or issue.id in BY_ORACLE
 
 
 RUN = [pytest.param(i, id=i.id, marks=pytest.mark.nightly if i.fixed_on(torch.__version__) or i.third_party
                     or _repro_in_gate(i) or i.id in SLOW or not _in_process_in_gate(i) else ())
        for i in ISSUES if i.id in ON]
 # A repro runs the backend it was rendered with: only those recorded on the chosen one.
-REPROS = [pytest.param(i, id=i.id, marks=() if not i.fixed_on(torch.__version__)
-                       and int(i.id.split("-")[1]) % REPRO_SHARE == 0 else pytest.mark.nightly)
+REPROS = [pytest.param(i, id=i.id, marks=() if _repro_in_gate(i) else pytest.mark.nightly)
           for i in ISSUES if ON.get(i.id) == i.backend]
 
 

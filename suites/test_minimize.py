@@ -21,6 +21,7 @@ from harness.pipeline import run_program
 from oracles.registry import ORACLES, run_config
 from campaigns.minimize import fails_like, keeps_signature, minimize, minimize_finding
 from reports.triage import triage
+from suites.tiers import ci_profile
 
 pytestmark = pytest.mark.unit
 
@@ -322,8 +323,7 @@ def test_nested_regions_minimize_to_two_blocks():
 # 10 hierarchies in the gate (50 until issue 42's cut to six minutes: 21 s on a machine whose bare loop is
 # 0.34 s a program), the profile's count in the nightly tier
 @pytest.mark.long(seconds=12)
-@settings(max_examples=10 if settings.default.max_examples == settings.get_profile("ci").max_examples
-          else settings.default.max_examples)
+@settings(max_examples=10 if ci_profile() else settings.default.max_examples)
 @given(programs().filter(lambda p: bool(p.subs)))
 def test_drawn_hierarchies_reduce_without_raising(program):
     limit = size(program)

@@ -21,6 +21,7 @@ from reports.repro import driver_for, render_repro
 from reports.triage import known_issue, shared_reruns, triage
 from reports.unmask import unmasked_runs
 from suites.pytest_plugin import backend_under_test, record_known_hit
+from suites.tiers import ci_profile
 
 pytestmark = pytest.mark.property
 
@@ -69,7 +70,7 @@ def _share(num: int, den: int, floor: int, gate: int | None = None) -> int:
     profile itself asks for fewer (``smoke``); ``gate`` under the gate's own
     profile ("ci") where given."""
     n = settings.default.max_examples
-    if gate is not None and n == settings.get_profile("ci").max_examples:
+    if gate is not None and ci_profile():
         return gate
     return max(min(floor, n), num * n // den)
 

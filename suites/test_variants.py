@@ -19,9 +19,9 @@ from campaigns.stats import draw
 pytestmark = pytest.mark.unit
 
 @functools.cache
-def _programs(n: int = 40) -> list[Program]:
+def _programs() -> list[Program]:
     """The draw, made when a test first reads it: not at collection, which every xdist worker pays."""
-    return [Program.from_json(p) for p in draw(n, seed=5)]
+    return [Program.from_json(p) for p in draw(40, seed=5)]
 
 
 def test_variants_are_a_pure_function_of_the_program_and_round_trip():

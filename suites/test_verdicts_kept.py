@@ -21,14 +21,10 @@ RECORDED = json.loads((Path(__file__).parent / "data" / "verdicts_seed0.json").r
 # programs of the record in the gate: with findings of many oracles (a known crash and its unmasked runs, five
 # oracles on one program, a missed merge), and one without any; every other recorded program runs in the
 # nightly tier (9, whose oracles and unmasked runs 43 has, was in the gate's sample before it was budgeted;
-# 27, five failing oracles whose triage re-runs take 27 s and whose recalled re-hit 16 s more, since issue 42's
-# cut to six minutes: 43's known crash and unmasked runs and 6's and 21's findings keep triage in the gate)
-# 6 and 21 too since then (13 s): 43's known crash, its unmasked runs and its findings keep triage in the gate,
-# 0 a program without any
+# since issue 42's cut to six minutes 27, five failing oracles whose triage re-runs take 27 s and whose recalled
+# re-hit 16 s more, and 6 and 21, 13 s: 43's known crash, its unmasked runs and its findings keep triage in the
+# gate, 0 a program without any)
 SAMPLE = (0, 43)
-NIGHTLY_SAMPLE = (6, 21, 27)
-REST = [pytest.param(i, marks=pytest.mark.nightly) for i in range(len(RECORDED["programs"]))
-        if i not in SAMPLE + NIGHTLY_SAMPLE]
 
 pytestmark = [
     pytest.mark.skipif(torch.__version__ != RECORDED["torch"],
@@ -52,8 +48,9 @@ SHARES_27 = pytest.mark.shares("verdicts-27")
 
 
 @pytest.mark.long(seconds=18)
-@pytest.mark.parametrize("i", list(SAMPLE) + [pytest.param(i, marks=(SHARES_27, pytest.mark.nightly) if i == 27 else pytest.mark.nightly)
-                                     for i in NIGHTLY_SAMPLE] + REST)
+@pytest.mark.parametrize("i", [i if i in SAMPLE else pytest.param(i, marks=(SHARES_27, pytest.mark.nightly) if i == 27
+                                                                  else pytest.mark.nightly)
+                               for i in range(len(RECORDED["programs"]))])
 def test_the_recorded_findings_are_found_again(i):
     result = _first(i)
     assert "invalid" not in result

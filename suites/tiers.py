@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+from hypothesis import settings
+
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 # The profiles that run the nightly tier's tests.
 NIGHTLY_PROFILES = ("nightly", "fuzz")
@@ -16,6 +18,12 @@ NIGHTLY_PROFILES = ("nightly", "fuzz")
 
 def nightly() -> bool:
     return PROFILE in NIGHTLY_PROFILES
+
+
+def ci_profile() -> bool:
+    """Whether the gate's own profile ("ci") sizes this run's properties: not the smoke profile's five examples,
+    nor the nightly tier's counts (a property sized from the profile's count takes its gate figure here)."""
+    return settings.default.max_examples == settings.get_profile("ci").max_examples
 
 
 def examples(gate: int, nightly_count: int) -> int:
