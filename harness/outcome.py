@@ -184,3 +184,6 @@ class Outcome:
     # program run eagerly in that dtype, whose error against float64 is the
     # rounding noise the backend may show (None: not run, or not runnable).
     low_reference: Optional[Execution] = None
+    # The main compile was this process's first: its guards may hold what the first compile installs
+    # (harness.pipeline.recapture_sampled_out), so a second capture is always made.
+    first_capture: bool = False

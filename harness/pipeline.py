@@ -22,6 +22,7 @@ from generators.regions import twins
 
 from . import branches, torch_config
 from .backends import resolve
+from .bits import same_bits
 from .capabilities import has
 from .execute import mode_context, as_dtype, execute, failure
 from .hygiene import clean_up, leaked_state
@@ -124,8 +125,13 @@ def run_compiled(module: ModuleType, program: Program, config: RunConfig,
         return _run_compiled(module, program, config, known)
 
 
+# Set once this process has captured a program (Outcome.first_capture).
+_CAPTURED: list[bool] = []
+
+
 def _run_compiled(module: ModuleType, program: Program, config: RunConfig,
                   known: Capture | None) -> tuple[Execution, Capture]:
+    _CAPTURED[:] = [True]
     capture = Capture()
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
@@ -210,11 +216,12 @@ def _run_program(program: Program, config: RunConfig) -> Outcome:
             low_reference = None
     seconds["eager"] = time.perf_counter() - t
     t = time.perf_counter()
+    first_capture = not _CAPTURED
     with branches.traced():  # the feedback signal, when a campaign installed a tracer
         compiled, capture = run_compiled(module, program, config)
     seconds["compiled"] = time.perf_counter() - t
     outcome = Outcome(program, config, source, eager, eager_again, reference, compiled, capture, seconds,
-                      low_reference=low_reference)
+                      low_reference=low_reference, first_capture=first_capture)
     _run_companions(outcome, module)
     return outcome
 
@@ -243,6 +250,8 @@ def _run_companions(outcome: Outcome, module: ModuleType, names: tuple[str, ...]
             outcome.spared[name] = reason
             if name == "dedup_off":  # the same compile: the main run is its own run without the pass
                 outcome.companions[name] = (outcome.compiled, outcome.capture)
+        elif name == "recapture" and recapture_sampled_out(config, outcome.program, outcome.first_capture):
+            outcome.spared[name] = recapture_sampled_out(config, outcome.program, outcome.first_capture)
         elif name in PROGRAM_COMPANIONS:
             _run_program_companion(outcome, module, name)
         elif name not in outcome.companions:  # a program companion may have run it already
@@ -250,6 +259,26 @@ def _run_companions(outcome: Outcome, module: ModuleType, names: tuple[str, ...]
                                                     replace(COMPANIONS[name](config, outcome.program, outcome.capture), companions=()),
                                                     known=_known(outcome) if name == "dedup_off" else None)
         outcome.seconds[name] = time.perf_counter() - t
+
+
+# A second capture is made in one program in RECAPTURE_EVERY (by seed). Of
+# its two readers, the determinism oracle has never failed on a real torch
+# (its planted fault needs the recapture to meet an odd call of the tracker
+# anyway), and dedup_toggle's guard comparison reads it only because a
+# process's first compile may install guards of its own: every later main
+# capture is compared as it is (guards of the main capture and of a second
+# one were the same for every program of a 40-program campaign, first ones
+# included, on torch 2.13). Costly (a Dynamo trace) and rarely decisive.
+RECAPTURE_EVERY = 4
+
+
+def recapture_sampled_out(config: RunConfig, program: Program, first_capture: bool) -> str:
+    """Why no second capture is made ("": one is): outside the sample, where
+    the main compile was not this process's first."""
+    if not config.spare or first_capture or program.seed % RECAPTURE_EVERY == 0:
+        return ""
+    return (f"captured twice in one program in {RECAPTURE_EVERY} (harness.pipeline.RECAPTURE_EVERY); "
+            "the guards compared are the main capture's")
 
 
 def _known(outcome: Outcome) -> Capture | None:
@@ -369,16 +398,37 @@ def _run_program_companion(outcome: Outcome, module: ModuleType, name: str) -> N
     if config.dedup:
         sides.append((":dedup_off", outcome.companions["dedup_off"][0], replace(plain, dedup=False)))
     for label, twin in made:
-        twin_module = load_source(render(twin))
+        twin_module = None
         for suffix, original, twin_config in sides:
             if (original.failure is not None and original.failure.stage == "dynamo") \
                     or f"{name}:{label}{suffix}" in outcome.companions:
                 continue
+            reason = twin_spared(config, program, original, outcome.eager)
+            if reason:
+                outcome.spared[f"{name}:{label}{suffix}"] = reason
+                continue
+            twin_module = twin_module or load_source(render(twin))
             on = outcome.companions.get(f"{name}:{label}")
             if suffix and on is not None and spared(replace(twin_config, dedup=True), *on, twin):
                 outcome.companions[f"{name}:{label}{suffix}"] = on  # the twin grouped nothing: the same compile
             else:
                 outcome.companions[f"{name}:{label}{suffix}"] = run_compiled(twin_module, twin, twin_config)
+
+
+def twin_spared(config: RunConfig, program: Program, original: Execution, eager: Execution) -> str:
+    """Why a twin need not be compiled next to ``original`` ("": it must): a
+    twin is the expectation the original is judged against, with eager as
+    referee where they disagree (oracles.compile_region). An original that
+    computed eager's very bits can only agree with its twin, or stand next to
+    a twin that is wrong itself: a bug of the twin's own compile, which the
+    oracles judge on programs like the twin, never of the original. One
+    ``program`` in AUDIT_EVERY (by seed) compiles its twins anyway, so a
+    twin's own crash is still met, later."""
+    if not config.spare or program.seed % AUDIT_EVERY == 0:
+        return ""
+    if same_bits(original, eager):
+        return "the original computed eager's bits: its twin can only agree, or be wrong itself"
+    return ""
 
 
 # Companions a run grouping nothing spares (see ``spared``), but in one

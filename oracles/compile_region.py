@@ -144,6 +144,9 @@ def check(outcome: Outcome) -> Verdict:
             crashed = _dynamo_crash(original, details)
             if crashed is not None:
                 verdicts.append(crashed)
+            elif run is None and f"{COMPANION}:{label}{suffix}" in outcome.spared:
+                verdicts.append(Verdict(NAME, Status.PASS, details=details,
+                                        message=f"twin {label} not compiled: {outcome.spared[f'{COMPANION}:{label}{suffix}']}"))
             elif run is None:
                 verdicts.append(Verdict(NAME, Status.INCONCLUSIVE, kind="not_run", details=details,
                                         message=f"twin {label} not compiled (companion {COMPANION!r} not run)"))

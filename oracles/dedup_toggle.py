@@ -21,9 +21,12 @@ from .differential import compare_runs, nondeterministic, numerics
 from .verdict import Status, Verdict, combine
 
 NAME = "dedup_toggle"
-# Guards are taken from the second capture with deduplication on: the first
-# compile in a process installs guards of its own (seen: ID_MATCH on the torch
-# module), so only two compiles that both follow another are comparable.
+# Guards are taken from the second capture with deduplication on where one
+# was made, else from the main capture: the first compile in a process may
+# install guards of its own (seen: ID_MATCH on the torch module), so only two
+# compiles that both follow another are comparable, and the pipeline always
+# captures twice where the main compile was the process's first
+# (harness.pipeline.recapture_sampled_out).
 NEEDS = ("dedup_off", "recapture")
 # Only the guard comparison reads the second capture; the first failure wins (``combine``), values before guards,
 # so a re-run without it judges a failure of any other kind as one with it would.

@@ -175,7 +175,9 @@ def test_a_second_capture_on_eager_sees_what_one_on_the_backend_sees():
 def test_a_spared_companion_is_named_in_the_verdicts():
     program = next(p for p in MORE if spared(run_config("aot_eager"), *_main(p), p))
     outcome = run_program(program, run_config("aot_eager"))
-    assert set(outcome.spared) == {"dedup_off", "recapture"}
+    # and a decorated block's twins, where the original computed eager's bits (harness.pipeline.twin_spared)
+    assert {"dedup_off", "recapture"} <= set(outcome.spared), outcome.spared
+    assert all(k.startswith("region:") for k in set(outcome.spared) - {"dedup_off", "recapture"}), outcome.spared
     assert "recapture" not in outcome.companions
     assert outcome.companions["dedup_off"] == (outcome.compiled, outcome.capture)
     for check in (dedup_toggle.check, determinism.check):
@@ -315,3 +317,44 @@ def test_triage_re_runs_compile_a_companion_only_for_the_failure_that_reads_it()
         again = triage._rerun(program, replace(plain, companions=toggle.needs_for("mismatch")))
         assert again is first and "dedup_off" in first.companions and "recapture" not in first.companions
         assert dedup_toggle.check(first).status.value == "pass"
+
+
+def test_same_bits_is_exact():
+    """What sparing a twin rests on (harness.bits): a signed zero, a NaN's place, a dtype or a requires_grad apart
+    is a difference; NaN where both have it is not."""
+    from harness.bits import same_bits
+    from harness.outcome import Execution
+
+    def run(*values, requires_grad=False):
+        return Execution(outputs=[torch.tensor(v) for v in values], requires_grad=[requires_grad] * len(values),
+                         treespec="T")
+
+    nan = float("nan")
+    assert same_bits(run([1.0, nan, 0.0]), run([1.0, nan, 0.0]))
+    assert not same_bits(run([1.0, nan, 0.0]), run([1.0, nan, -0.0]))
+    assert not same_bits(run([1.0, nan]), run([nan, 1.0]))
+    assert not same_bits(run([1.0]), run([1.0 + 2 ** -20]))
+    assert not same_bits(run([1.0]), Execution(outputs=[torch.tensor([1.0], dtype=torch.float64)],
+                                               requires_grad=[False], treespec="T"))
+    assert not same_bits(run([1.0]), run([1.0], requires_grad=True))
+    assert same_bits(run([3]), run([3])) and not same_bits(run([3]), run([4]))
+
+
+def test_a_twin_is_compiled_only_where_the_original_leaves_it_something_to_decide():
+    """``harness.pipeline.twin_spared``: next to an original that computed eager's bits the twins are not
+    compiled and the oracle passes; compiled, they pass too; the audit sample compiles them."""
+    from harness.pipeline import AUDIT_EVERY
+    from oracles import compile_region
+    from suites.test_compile_region_oracle import HIERARCHY
+
+    program = replace(HIERARCHY, seed=1)
+    config = run_config("aot_eager", (compile_region.NAME,), dedup=False)
+    spare = run_program(program, config)
+    assert spare.spared and all(k.startswith("region:") for k in spare.spared), spare.spared
+    assert not any(k.startswith("region:") for k in spare.companions)
+    assert compile_region.check(spare).status.value == "pass"
+    full = run_program(program, replace(config, spare=False))
+    assert any(k.startswith("region:") for k in full.companions)
+    assert compile_region.check(full).status.value == "pass"
+    audited = run_program(replace(program, seed=AUDIT_EVERY), config)
+    assert not audited.spared and any(k.startswith("region:") for k in audited.companions)

@@ -4,6 +4,7 @@ honest pass on the same programs (so each firing is the fault's doing)."""
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 
 import pytest
 
@@ -277,3 +278,18 @@ def test_running_the_rewrite_inside_the_compile_adds_no_guard_of_its_own():
     recorded = run_program(program, RunConfig(backend="aot_eager", record_structure=True))
     assert any(r.rewrite is not None for r in recorded.capture.structure), "the rewrite ran on no graph"
     assert recorded.capture.frames == plain.capture.frames, (recorded.capture.frames, plain.capture.frames)
+
+
+def test_extra_guard_is_named_where_the_second_capture_is_sampled_out():
+    """Outside ``harness.pipeline.RECAPTURE_EVERY``'s sample the guard comparison reads the main capture."""
+    from harness.pipeline import RECAPTURE_EVERY
+
+    program = replace(CHAIN, seed=1)
+    assert program.seed % RECAPTURE_EVERY
+    run_program(CHAIN, RunConfig(companions=()))  # so the judged compile is not this process's first
+    with planted_pass.extra_guard():
+        outcome = run_program(program, RunConfig(companions=ORACLES[dedup_toggle.NAME].needs))
+    assert "recapture" not in outcome.companions and "RECAPTURE_EVERY" in outcome.spared["recapture"], outcome.spared
+    verdict = dedup_toggle.check(outcome)
+    assert verdict.failed and verdict.kind == "guards", verdict
+    assert determinism.check(outcome).status is Status.PASS
