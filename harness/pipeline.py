@@ -23,6 +23,7 @@ from generators.regions import twins
 from . import branches, torch_config
 from .backends import resolve
 from .bits import same_bits
+from .sample import in_sample
 from .capabilities import has
 from .execute import mode_context, as_dtype, execute, failure
 from .hygiene import clean_up, leaked_state
@@ -261,7 +262,7 @@ def _run_companions(outcome: Outcome, module: ModuleType, names: tuple[str, ...]
         outcome.seconds[name] = time.perf_counter() - t
 
 
-# A second capture is made in one program in RECAPTURE_EVERY (by seed). Of
+# A second capture is made in one program in RECAPTURE_EVERY (harness.sample). Of
 # its two readers, the determinism oracle has never failed on a real torch
 # (its planted fault needs the recapture to meet an odd call of the tracker
 # anyway), and dedup_toggle's guard comparison reads it only because a
@@ -275,7 +276,7 @@ RECAPTURE_EVERY = 4
 def recapture_sampled_out(config: RunConfig, program: Program, first_capture: bool) -> str:
     """Why no second capture is made ("": one is): outside the sample, where
     the main compile was not this process's first."""
-    if not config.spare or first_capture or program.seed % RECAPTURE_EVERY == 0:
+    if not config.spare or first_capture or in_sample(program, RECAPTURE_EVERY, "recapture"):
         return ""
     return (f"captured twice in one program in {RECAPTURE_EVERY} (harness.pipeline.RECAPTURE_EVERY); "
             "the guards compared are the main capture's")
@@ -295,10 +296,10 @@ def spared(config: RunConfig, compiled: Execution, capture: Capture, program: Pr
     failed. Dynamo with deduplication on differs from it off only by the
     tracker's bookkeeping and the pass, so such a compile is the compile
     without it (``suites/test_spared.py`` checks this over drawn programs).
-    One ``program`` in AUDIT_EVERY (by seed) is compiled again anyway: a pass
+    One ``program`` in AUDIT_EVERY (harness.sample) is compiled again anyway: a pass
     under test that misbehaves without grouping anything (a guard of its own)
     is still found, later."""
-    if not config.spare or (program is not None and config.dedup and program.seed % AUDIT_EVERY == 0):
+    if not config.spare or (program is not None and config.dedup and in_sample(program, AUDIT_EVERY, "audit")):
         return ""
     if not config.dedup:
         return "deduplication is off in the main run: it is its own run without the pass"
@@ -422,9 +423,9 @@ def twin_spared(config: RunConfig, program: Program, original: Execution, eager:
     computed eager's very bits can only agree with its twin, or stand next to
     a twin that is wrong itself: a bug of the twin's own compile, which the
     oracles judge on programs like the twin, never of the original. One
-    ``program`` in AUDIT_EVERY (by seed) compiles its twins anyway, so a
+    ``program`` in AUDIT_EVERY (harness.sample) compiles its twins anyway, so a
     twin's own crash is still met, later."""
-    if not config.spare or program.seed % AUDIT_EVERY == 0:
+    if not config.spare or in_sample(program, AUDIT_EVERY, "audit"):
         return ""
     if same_bits(original, eager):
         return "the original computed eager's bits: its twin can only agree, or be wrong itself"

@@ -31,6 +31,7 @@ from .capabilities import recompile_limit_name
 from .execute import as_float64, execute
 from .observe import recording_recompiles
 from .outcome import Capture, Execution, RunConfig, VariantRun
+from .sample import in_sample
 
 GUARD_TEXT_LIMIT = 6000
 # Changes that change nothing in a mode: grad mode switched off (and back on,
@@ -132,7 +133,7 @@ def needless(run: Optional[VariantRun], same_guards: bool) -> str:
 
 # Without deduplication, a changed call that can tell something is compared
 # with its call with deduplication (oracles.guards: the same recompiles, the
-# same new guards) in one program in OFF_CALLS_EVERY (by seed), where the first
+# same new guards) in one program in OFF_CALLS_EVERY (harness.sample), where the first
 # call with deduplication ran. That comparison is the costliest rarely decisive
 # part of a run (a fifth of its compile time) and it has never failed on a
 # real torch; no planted fault is first found by it. Where the first call with
@@ -144,7 +145,7 @@ OFF_CALLS_EVERY = 4
 def sampled_out(program: Program, known: Optional[Capture]) -> str:
     """Why this run without deduplication makes no changed call ("": it
     makes them); ``known`` is None where the first call with it failed."""
-    if known is None or program.seed % OFF_CALLS_EVERY == 0:
+    if known is None or in_sample(program, OFF_CALLS_EVERY, "off_calls"):
         return ""
     return (f"compared with the calls with deduplication in one program in {OFF_CALLS_EVERY} "
             "(harness.recall.OFF_CALLS_EVERY)")

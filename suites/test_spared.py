@@ -255,16 +255,19 @@ def every_off_call(monkeypatch):
 @pytest.mark.nightly
 def test_outside_the_sample_no_changed_call_is_made_without_dedup_unless_the_first_call_failed():
     from harness.recall import OFF_CALLS_EVERY, sampled_out
+    from harness.sample import in_sample
 
     ran = [p for p in SAMPLE if _main(p)[0].failure is None]
-    program = next(p for p in ran if p.seed % OFF_CALLS_EVERY and not spared(run_config("aot_eager"), *_main(p), p))
+    program = next(p for p in ran if not in_sample(p, OFF_CALLS_EVERY, "off_calls")
+                   and not spared(run_config("aot_eager"), *_main(p), p))
     outcome = run_program(program, run_config("aot_eager"))
     off = outcome.companions["dedup_off"][1].variants
     assert off and all(r.skipped.startswith("compared with the calls with deduplication in one program in")
                        for r in off), [r.skipped for r in off]
     assert guards.check(outcome).status.value != "fail" and guards.check_recompiles(outcome).status.value != "fail"
     # in the sample, or where the first call with deduplication failed (None), they are made
-    assert sampled_out(replace(program, seed=OFF_CALLS_EVERY * 7), outcome.capture) == ""
+    inside = next(replace(program, seed=s) for s in range(100) if in_sample(replace(program, seed=s), OFF_CALLS_EVERY, "off_calls"))
+    assert sampled_out(inside, outcome.capture) == ""
     assert sampled_out(program, None) == ""
 
 
@@ -344,10 +347,11 @@ def test_a_twin_is_compiled_only_where_the_original_leaves_it_something_to_decid
     """``harness.pipeline.twin_spared``: next to an original that computed eager's bits the twins are not
     compiled and the oracle passes; compiled, they pass too; the audit sample compiles them."""
     from harness.pipeline import AUDIT_EVERY
+    from harness.sample import in_sample
     from oracles import compile_region
     from suites.test_compile_region_oracle import HIERARCHY
 
-    program = replace(HIERARCHY, seed=1)
+    program = next(replace(HIERARCHY, seed=s) for s in range(100) if not in_sample(replace(HIERARCHY, seed=s), AUDIT_EVERY, "audit"))
     config = run_config("aot_eager", (compile_region.NAME,), dedup=False)
     spare = run_program(program, config)
     assert spare.spared and all(k.startswith("region:") for k in spare.spared), spare.spared
@@ -356,5 +360,19 @@ def test_a_twin_is_compiled_only_where_the_original_leaves_it_something_to_decid
     full = run_program(program, replace(config, spare=False))
     assert any(k.startswith("region:") for k in full.companions)
     assert compile_region.check(full).status.value == "pass"
-    audited = run_program(replace(program, seed=AUDIT_EVERY), config)
+    audited = run_program(next(replace(HIERARCHY, seed=s) for s in range(100)
+                               if in_sample(replace(HIERARCHY, seed=s), AUDIT_EVERY, "audit")), config)
     assert not audited.spared and any(k.startswith("region:") for k in audited.companions)
+
+
+def test_samples_are_by_the_whole_program_and_near_their_rate():
+    """harness.sample: programs that differ only in structure fall apart; over many seeds (Hypothesis draws 0 and
+    powers of two most) the share is near one in ``every``, and each sampler draws its own."""
+    from harness.sample import in_sample
+    from suites.test_compile_region_oracle import HIERARCHY
+
+    drawn = [replace(HIERARCHY, seed=s) for s in range(400)]
+    share = sum(in_sample(p, 4, "a") for p in drawn) / len(drawn)
+    assert 0.18 < share < 0.32, share
+    assert [in_sample(p, 4, "a") for p in drawn] != [in_sample(p, 4, "b") for p in drawn]
+    assert all(in_sample(p, 1, "a") for p in drawn[:5])
