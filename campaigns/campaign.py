@@ -561,7 +561,9 @@ class Campaign:
     def verify_rest(self) -> int:
         """Run every repro.py not run yet, new findings first; how many."""
         before = len(self.verifying)
-        for entry in sorted(self.ledger.findings.values(), key=lambda f: (f["known_issue"] is not None, -f["count"])):
+        # each goes to the front of the queue (before programs waiting there): the last submitted runs first
+        for entry in sorted(self.ledger.findings.values(), key=lambda f: (f["known_issue"] is not None, -f["count"]),
+                            reverse=True):
             repro = self.out / entry["folder"] / "repro.py"
             if entry["repro_exit"] is None and entry["signature"] not in self.minimizing | self.verifying \
                     and entry["signature"] not in self.deferred \
@@ -572,7 +574,7 @@ class Campaign:
     def _verify(self, entry: dict, repro: str) -> None:
         self.verifying.add(entry["signature"])
         self.pool.submit({"type": "verify", "id": f"verify:{entry['signature']}", "signature": entry["signature"],
-                          "repro": repro, "timeout": 60, "config": self.config}, timeout=90)
+                          "repro": repro, "timeout": 60, "config": self.config}, timeout=90, first=True)
 
     def _write_meta(self, entry: dict, task: dict) -> None:
         meta = {**entry, "backend": self.options.backend, "torch": self.ledger.config.get("torch"),
@@ -715,8 +717,11 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
         campaign.tick_claims(force=True)
         while time.time() < deadline and not finished():
             stop_on.check()
-            if not verifying and time.time() >= verify_from:
-                verifying = campaign.verify_rest() > 0  # nothing left to run: go on fuzzing
+            if time.time() >= verify_from:
+                # the repros nobody has run yet go first, then the programs fill what workers are left: a
+                # worker waiting out the budget beside one running a repro ran nothing (a fifth of a 120-s
+                # campaign's last 24 s); no minimization begins once any repro of this part is running
+                verifying = campaign.verify_rest() > 0 or verifying
             if loading is not None and not loading.done:
                 if campaign.sweep is None:
                     campaign.sweep = Sweep(out, options.shard, caps.dtypes,
@@ -727,7 +732,7 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
                 if loading.done:
                     log.write({"event": "sweep_loaded", "cells": campaign.sweep.total,
                                **({"error": loading.error} if loading.error else {})})
-            while not verifying and pool.pending < workers and time.time() < deadline - 1 and not submitted_all():
+            while pool.pending < workers and time.time() < deadline - 1 and not submitted_all():
                 swept = campaign.sweep_task(config, time.time() < sweep_until)
                 if swept is not None:  # the sweep first, in its share of the budget; its follow-ups always
                     pool.submit(swept)
