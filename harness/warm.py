@@ -137,7 +137,23 @@ for line in sys.stdin:
 def same_at_import(env: dict, other: dict, emulated: tuple[str, ...] = EMULATED) -> bool:
     """Whether a process started with ``other`` imported torch as one started with ``env`` would."""
     keys = set(env) | set(other)
-    return all(env.get(k) == other.get(k) for k in keys if k.startswith(IMPORT_TIME) and k not in emulated)
+    return all(env.get(k) == other.get(k) or _derived(k, env.get(k), other.get(k))
+               for k in keys if k.startswith(IMPORT_TIME) and k not in emulated)
+
+
+def _derived(key: str, a: Optional[str], b: Optional[str]) -> bool:
+    """Whether one side lacks ``key`` where the other holds the value torch sets there itself, when first it
+    needs one it was not given: inductor's cache directory (``cache_dir_utils.cache_dir`` writes its default
+    into ``os.environ``). A campaign's process that has asked for it (the probe, a config patch) held one its
+    forkserver, started before, lacked, and every worker was spawned cold: 6 s of imports each, on both cores,
+    at every campaign's start."""
+    if key != "TORCHINDUCTOR_CACHE_DIR" or (a is None) == (b is None):
+        return False
+    try:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    except ImportError:  # a torch without it: not known to be the default
+        return False
+    return os.path.abspath(default_cache_dir()) == os.path.abspath(a or b)
 
 
 _server_env: Optional[dict] = None  # the environment the forkserver imported torch in

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -137,3 +138,35 @@ def test_a_run_that_ends_at_once_is_answered_at_once(tmp_path):
         assert json.loads(z._read(5) or "{}").get("status") == 0
     finally:
         z.close()
+
+
+def test_the_cache_directory_torch_sets_itself_keeps_a_process_warm():
+    """torch writes inductor's default cache directory into ``os.environ`` when first it needs one: a parent
+    that asked holds it, the forkserver it started before does not, and they import torch alike. Found by
+    timing a campaign's start: every worker was spawned cold (6 s of imports each) for this variable alone."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    base = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+    assert warm.same_at_import({**base, "TORCHINDUCTOR_CACHE_DIR": os.path.abspath(default_cache_dir())}, base)
+    assert warm.same_at_import(base, {**base, "TORCHINDUCTOR_CACHE_DIR": default_cache_dir()})
+    assert not warm.same_at_import({**base, "TORCHINDUCTOR_CACHE_DIR": "/somewhere/else"}, base)
+    assert not warm.same_at_import({**base, "TORCH_LOGS": "+dynamo"}, base)
+
+
+def test_a_campaign_forks_its_workers_from_its_forkserver(tmp_path):
+    """A process that starts the forkserver first, as ``python -m harness fuzz`` does, then does what a
+    campaign's process does before its pool starts (imports, inductor's first cache lookup), still forks its
+    workers from it. In a fresh interpreter: this one's environment already holds what torch sets."""
+    script = tmp_path / "start.py"
+    script.write_text(
+        "from campaigns.worker_start import start_worker_server, worker_preload\n"
+        "from harness import warm\n"
+        "if __name__ == '__main__':\n"
+        "    start_worker_server(False)\n"
+        "    from torch._inductor.runtime.cache_dir_utils import cache_dir\n"
+        "    cache_dir()\n"
+        "    print(warm.forked_context(worker_preload(False)).get_start_method())\n")
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert done.stdout.strip() == "forkserver", done.stdout + done.stderr
