@@ -153,6 +153,9 @@ def test_the_cache_directory_torch_sets_itself_keeps_a_process_warm():
     assert not warm.same_at_import({**base, "TORCH_LOGS": "+dynamo"}, base)
 
 
+# Nightly (a fresh interpreter importing torch beside its forkserver: 8 s of the gate's six minutes); the gate keeps
+# the rule itself (test_the_cache_directory_torch_sets_itself_keeps_a_process_warm)
+@pytest.mark.nightly
 def test_a_campaign_forks_its_workers_from_its_forkserver(tmp_path):
     """A process that starts the forkserver first, as ``python -m harness fuzz`` does, then does what a
     campaign's process does before its pool starts (imports, inductor's first cache lookup), still forks its
