@@ -240,7 +240,7 @@ def add_companions(outcome: Outcome, names: tuple[str, ...]) -> None:
 
 def _run_companions(outcome: Outcome, module: ModuleType, names: tuple[str, ...] | None = None) -> None:
     config = outcome.config
-    reason = spared(config, outcome.compiled, outcome.capture, outcome.program)
+    reason = spared(config, outcome.compiled, outcome.capture, outcome.program, outcome.first_capture)
     crashed = outcome.compiled.failure is not None
     for name in config.companions if names is None else names:
         t = time.perf_counter()
@@ -288,7 +288,8 @@ def _known(outcome: Outcome) -> Capture | None:
     return outcome.capture if outcome.compiled.failure is None else None
 
 
-def spared(config: RunConfig, compiled: Execution, capture: Capture, program: Program | None = None) -> str:
+def spared(config: RunConfig, compiled: Execution, capture: Capture, program: Program | None = None,
+           first_capture: bool = False) -> str:
     """Why a compile with deduplication off, or a second capture, could tell
     nothing that this one did not ("": they could): the pass is off, or it
     grouped nothing (no region group, no ``invoke_subgraph`` call in any graph
@@ -298,8 +299,11 @@ def spared(config: RunConfig, compiled: Execution, capture: Capture, program: Pr
     without it (``suites/test_spared.py`` checks this over drawn programs).
     One ``program`` in AUDIT_EVERY (harness.sample) is compiled again anyway: a pass
     under test that misbehaves without grouping anything (a guard of its own)
-    is still found, later."""
-    if not config.spare or (program is not None and config.dedup and in_sample(program, AUDIT_EVERY, "audit")):
+    is still found, later; and so is a process's first program
+    (``first_capture``), so that such a pass, which touches every program, is
+    met on a worker's first one for one compile a worker."""
+    if not config.spare or (program is not None and config.dedup
+                            and (first_capture or in_sample(program, AUDIT_EVERY, "audit"))):
         return ""
     if not config.dedup:
         return "deduplication is off in the main run: it is its own run without the pass"
@@ -387,7 +391,7 @@ def _run_program_companion(outcome: Outcome, module: ModuleType, name: str) -> N
     if not made:
         return
     if config.dedup and "dedup_off" not in outcome.companions:
-        reason = spared(config, outcome.compiled, outcome.capture, program)
+        reason = spared(config, outcome.compiled, outcome.capture, program, outcome.first_capture)
         if reason:
             outcome.spared["dedup_off"] = reason
         outcome.companions["dedup_off"] = (outcome.compiled, outcome.capture) if reason else \

@@ -376,3 +376,10 @@ def test_samples_are_by_the_whole_program_and_near_their_rate():
     assert 0.18 < share < 0.32, share
     assert [in_sample(p, 4, "a") for p in drawn] != [in_sample(p, 4, "b") for p in drawn]
     assert all(in_sample(p, 1, "a") for p in drawn[:5])
+
+
+def test_a_processs_first_program_is_audited():
+    """A pass that misbehaves on every program without grouping anything (a guard of its own) is met on each
+    worker's first program (``Outcome.first_capture``), not only in the audit sample."""
+    program = next(p for p in MORE if spared(run_config("aot_eager"), *_main(p), p))
+    assert spared(run_config("aot_eager"), *_main(program), program, first_capture=True) == ""
