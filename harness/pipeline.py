@@ -251,8 +251,8 @@ def _run_companions(outcome: Outcome, module: ModuleType, names: tuple[str, ...]
             outcome.spared[name] = reason
             if name == "dedup_off":  # the same compile: the main run is its own run without the pass
                 outcome.companions[name] = (outcome.compiled, outcome.capture)
-        elif name == "recapture" and recapture_sampled_out(config, outcome.program, outcome.first_capture):
-            outcome.spared[name] = recapture_sampled_out(config, outcome.program, outcome.first_capture)
+        elif name == "recapture" and (why := recapture_sampled_out(config, outcome.program, outcome.first_capture)):
+            outcome.spared[name] = why
         elif name in PROGRAM_COMPANIONS:
             _run_program_companion(outcome, module, name)
         elif name not in outcome.companions:  # a program companion may have run it already

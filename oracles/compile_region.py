@@ -140,13 +140,14 @@ def check(outcome: Outcome) -> Verdict:
                 verdicts.append(Verdict(NAME, Status.INCONCLUSIVE, kind="not_run", details=details,
                                         message="no run of the program without deduplication"))
                 continue
-            run = outcome.companions.get(f"{COMPANION}:{label}{suffix}")
+            key = f"{COMPANION}:{label}{suffix}"
+            run = outcome.companions.get(key)
             crashed = _dynamo_crash(original, details)
             if crashed is not None:
                 verdicts.append(crashed)
-            elif run is None and f"{COMPANION}:{label}{suffix}" in outcome.spared:
+            elif run is None and key in outcome.spared:
                 verdicts.append(Verdict(NAME, Status.PASS, details=details,
-                                        message=f"twin {label} not compiled: {outcome.spared[f'{COMPANION}:{label}{suffix}']}"))
+                                        message=f"twin {label} not compiled: {outcome.spared[key]}"))
             elif run is None:
                 verdicts.append(Verdict(NAME, Status.INCONCLUSIVE, kind="not_run", details=details,
                                         message=f"twin {label} not compiled (companion {COMPANION!r} not run)"))
