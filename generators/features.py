@@ -71,7 +71,9 @@ def universe() -> list[str]:
 # The block hierarchy: how many blocks, how deep, how calls of different blocks
 # interleave in one body, and where nested_compile_region marks it.
 PATTERNS = ("repeat", "grouped", "alternating", "distinct")
-REGIONS = ("layer", "inner", "both", "inner_in_undecorated")
+# nested: a decorated block calling decorated blocks twice or more (an outer invoke_subgraph body holding inner
+# calls: torch's nested-subgraph path), whatever else is marked
+REGIONS = ("layer", "inner", "both", "inner_in_undecorated", "nested")
 HIERARCHY = [
     "blocks:1", "blocks:2", "blocks:3+", *(f"depth:{d}" for d in range(1, MAX_DEPTH + 1)),
     "sub:function", "sub:module", "sub:weights", "shared_child", "transformer", "calls:fed",
@@ -142,7 +144,15 @@ def hierarchy_features(program: Program) -> set[str]:
         out.add("region:inner")
     if any(name in marked and not (parents[name] & marked) for name in parents):
         out.add("region:inner_in_undecorated")
+    if nested_regions(program):
+        out.add("region:nested")
     return out
+
+
+def nested_regions(program: Program) -> bool:
+    """A decorated block that calls decorated blocks at least twice."""
+    return any(b.compile_region and sum(program.sub(n).compile_region for n, _ in b.children()) >= 2
+               for b in program.blocks())
 
 
 def python_values(program: Program) -> list[tuple[str, object, list[Value]]]:

@@ -690,14 +690,18 @@ def programs(
     h = None
     if hierarchy and _likely(draw, 2):
         sub_ops = {c: [op for op in group if not op.random] for c, group in by_category.items()}
+        # A decorated layer decorates its sub-blocks in one draw in two: a hierarchy of regions (an outer
+        # invoke_subgraph whose body calls inner ones, torch's nested-subgraph path), which independent odds
+        # drew in one program in ~130 (a planted fault there went unfound by 120-s campaigns).
+        nest = compile_region and _likely(draw, 1)
         h = _Hierarchy([t["x"] for t in types], envs, {c: g for c, g in sub_ops.items() if g}, not inference,
-                       regions=swarm.boosts("compile_region"))
+                       regions=swarm.boosts("compile_region") or nest)
         if swarm.allows("op:norm") and _rarely(draw, 3):  # a swarm draw may leave norms out
             _transformer(draw, b, h, kind)
     attempts = 0
     while attempts < 4 * max_stmts and len(b.body) < max_stmts and (not b.body or _likely(draw, 3)):
         attempts += 1
-        if h is not None and _rarely(draw, 2):
+        if h is not None and _rarely(draw, 1 if h.regions else 2):  # nested regions need two calls at least
             _try_child(draw, b, h, 2, kind)
         else:
             _try_stmt(draw, b, _draw_op(draw, by_category))

@@ -170,7 +170,8 @@ def test_strategy_draws_the_hierarchy():
             seen[f] = seen.get(f, 0) + 1
 
     collect()
-    for f in ("blocks:2", "blocks:3+", "depth:3", "shared_child", "calls:fed", "region:inner", "region:layer"):
+    for f in ("blocks:2", "blocks:3+", "depth:3", "shared_child", "calls:fed", "region:inner", "region:layer",
+              "region:nested"):
         assert seen.get(f, 0) > 0, f
     assert seen.get("blocks:1", 0) < 120  # most programs are not flat
 

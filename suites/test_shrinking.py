@@ -14,6 +14,7 @@ from hypothesis import Phase, find, settings
 
 from generators.check import check
 from generators.codegen import render
+from generators.features import nested_regions
 from generators.ir import NAN, Arg, Block, Call, Const, Free, FreeVar, Program, Ref, Section, Stmt, TensorSpec
 from generators.reduce import labeled_candidates, size
 from generators.strategies import programs
@@ -59,12 +60,6 @@ def test_planted_invoke_subgraph_fault_is_found_and_shrunk():
 PLANTED_NESTED = "suites.planted_nested:corrupt_second_inner_call"
 
 
-def _nested_regions(program) -> bool:
-    """A decorated block that calls decorated blocks at least twice."""
-    return any(b.compile_region and sum(program.sub(n).compile_region for n, _ in b.children()) >= 2
-               for b in program.blocks())
-
-
 @pytest.mark.property
 @pytest.mark.nightly  # a search of up to 1,000 programs and its shrink: minutes, not a check
 @pytest.mark.long(seconds=170)
@@ -80,7 +75,7 @@ def test_planted_nested_region_fault_is_found_and_shrunk():
         settings=settings(max_examples=1000, database=None, derandomize=True, deadline=None,
                           phases=[Phase.generate, Phase.shrink]),
     )
-    assert caught(found) and _nested_regions(found)
+    assert caught(found) and nested_regions(found)
     # Hypothesis shrinks the hierarchy (two blocks, two levels); what its
     # shrink phase leaves of the bodies within its budget, the IR reducer
     # (what a campaign runs on each finding) cuts.
@@ -89,7 +84,7 @@ def test_planted_nested_region_fault_is_found_and_shrunk():
     blocks, depth, stmts = len(small.blocks()), small.depth(), [len(b.body) for b in small.blocks()]
     report = f"Hypothesis: {hypothesis_shape}\n{render(found)}\nreduced: {(blocks, depth, stmts)}\n{render(small)}"
     assert blocks <= 2 and depth <= 2 and max(stmts) <= 3, report
-    assert caught(small) and _nested_regions(small), report
+    assert caught(small) and nested_regions(small), report
     print(report)
 
 

@@ -182,3 +182,41 @@ def test_the_masked_share_is_counted_per_stage_and_issue_summed_across_shards_an
     assert "## Masked by known issues" in markdown(summary) and "| KI-016 | 2 |" in markdown(summary)
     page = render_html(summary, tmp_path)
     assert 'id="masked-stages"' in page and "KI-016" in page
+
+
+# a decorated layer calling a decorated sub-block twice, in a ModuleList of two
+NESTED = {"inputs": [["x", {"shape": [2, 3], "dtype": "float32", "requires_grad": False, "layout": "contiguous"}]],
+          "block": {"kind": "module", "inputs": ["x"], "weights": [], "buffers": [], "args": [],
+                    "body": [{"out": "v0", "op": "block", "operands": [{"ref": "x"}, {"const": "mlp"}, {"const": 0}]},
+                             {"out": "v1", "op": "block", "operands": [{"ref": "v0"}, {"const": "mlp"}, {"const": 0}]}],
+                    "result": "v1", "compile_region": True, "attrs": False},
+          "sections": [{"structure": "module_list", "flow": "chain", "calls": [{"args": []}, {"args": []}], "outer": 1,
+                        "interleave": None, "keywords": False}],
+          "interludes": [], "outputs": "single", "options": {"fullgraph": False, "dynamic": None, "mark_dynamic": []},
+          "seed": 0, "frees": [], "meta": {}, "identical_repeats": [[0, 1]], "variations": {},
+          "subs": [{"kind": "function", "inputs": ["x"], "weights": [], "buffers": [], "args": [],
+                    "body": [{"out": "v0", "op": "sin", "operands": [{"ref": "x"}]}], "result": "v0",
+                    "compile_region": True, "attrs": False, "name": "mlp"}]}
+
+
+def test_a_fault_in_nested_regions_is_found_behind_the_crash_they_meet_with_deduplication():
+    """A backend corrupting the second inner call of every region body that
+    calls decorated blocks twice (suites/planted_nested.py), on a hierarchy
+    of regions: with deduplication on, torch 2.13 crashes the pass on such
+    programs (KI-003), so the fault is found by what runs without the crash's
+    trigger (the run without the pass, the twin without the decorator): a
+    finding no known issue names."""
+    from generators.features import nested_regions
+    from oracles.registry import ORACLES
+
+    program = from_dict(NESTED)
+    assert nested_regions(program)
+    task = _task(program, "suites.planted_nested:corrupt_second_inner_call", tuple(ORACLES))
+    task["config"]["backward"] = False  # the planted backend runs graphs as eager does: KI-002 in backward
+    result = _run(task)
+    new = [f for f in result["findings"] if not f["known_issue"]]
+    assert new and all(f["kind"] != "crash" for f in new), [(f["signature"], f["known_issue"]) for f in result["findings"]]
+    # the honest backend: KI-003, and KI-014's missed merge where the decorators are gone, nothing new
+    task["config"]["backend"] = "aot_eager"
+    honest = _run(task)["findings"]
+    assert honest and all(f["known_issue"] for f in honest), [(f["signature"], f["known_issue"]) for f in honest]
