@@ -247,19 +247,31 @@ def _run_companions(outcome: Outcome, module: ModuleType, names: tuple[str, ...]
         if name == "recapture" and config.spare and crashed:
             # the oracles reading it compare two captures: one crashed
             outcome.spared[name] = "the main compile failed: a second capture has nothing to be compared with"
+        elif name == "dedup_off":
+            _dedup_off(outcome, module, reason)
         elif name in SPARED and reason:
             outcome.spared[name] = reason
-            if name == "dedup_off":  # the same compile: the main run is its own run without the pass
-                outcome.companions[name] = (outcome.compiled, outcome.capture)
         elif name == "recapture" and (why := recapture_sampled_out(config, outcome.program, outcome.first_capture)):
             outcome.spared[name] = why
         elif name in PROGRAM_COMPANIONS:
             _run_program_companion(outcome, module, name)
-        elif name not in outcome.companions:  # a program companion may have run it already
+        elif name not in outcome.companions:
             outcome.companions[name] = run_compiled(module, outcome.program,
-                                                    replace(COMPANIONS[name](config, outcome.program, outcome.capture), companions=()),
-                                                    known=_known(outcome) if name == "dedup_off" else None)
+                                                    replace(COMPANIONS[name](config, outcome.program, outcome.capture), companions=()))
         outcome.seconds[name] = time.perf_counter() - t
+
+
+def _dedup_off(outcome: Outcome, module: ModuleType, reason: str) -> None:
+    """The program without deduplication (the ``dedup_off`` companion), unless a program companion made it
+    already: where ``reason`` (``spared``) says it would be the same compile, the main run itself."""
+    if "dedup_off" in outcome.companions:
+        return
+    if reason:
+        outcome.spared["dedup_off"] = reason
+        outcome.companions["dedup_off"] = (outcome.compiled, outcome.capture)
+        return
+    config = replace(COMPANIONS["dedup_off"](outcome.config, outcome.program, outcome.capture), companions=())
+    outcome.companions["dedup_off"] = run_compiled(module, outcome.program, config, known=_known(outcome))
 
 
 # A second capture is made in one program in RECAPTURE_EVERY (harness.sample). Of
@@ -391,12 +403,7 @@ def _run_program_companion(outcome: Outcome, module: ModuleType, name: str) -> N
     if not made:
         return
     if config.dedup and "dedup_off" not in outcome.companions:
-        reason = spared(config, outcome.compiled, outcome.capture, program, outcome.first_capture)
-        if reason:
-            outcome.spared["dedup_off"] = reason
-        outcome.companions["dedup_off"] = (outcome.compiled, outcome.capture) if reason else \
-            run_compiled(module, program, replace(COMPANIONS["dedup_off"](config, program, outcome.capture), companions=()),
-                         known=_known(outcome))
+        _dedup_off(outcome, module, spared(config, outcome.compiled, outcome.capture, program, outcome.first_capture))
     # The twins are other programs: no changed re-calls, no pass recorder.
     plain = replace(config, companions=(), variants=0, record_structure=False)
     sides = [("", outcome.compiled, plain)]
