@@ -122,9 +122,9 @@ def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     fuzz.add_argument("--sweep-ops", default="", metavar="OP,...",
                       help="sweep these OpInfo ops alone (e.g. add,nn.functional.relu,max.reduction_with_dim), "
                            "whatever the backend")
-    fuzz.add_argument("--op-share", type=float, default=0.5, metavar="SHARE",
+    fuzz.add_argument("--op-share", type=float, default=0.75, metavar="SHARE",
                       help="with the sweep: share of the search's worker time given to OpInfo batches of the cells "
-                           "the sweep found failing or did not reach (default 0.5)")
+                           "the sweep found failing or did not reach (default 0.75)")
     fuzz.add_argument("--inductor-share", type=float, default=0.1,
                       help="share of door runs compiled with inductor whatever --backend is (default 0.1)")
     fuzz.add_argument("--coverage", action="store_true",

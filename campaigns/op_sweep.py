@@ -2,14 +2,20 @@
 database that the backend supports, once, in small programs of repeated blocks.
 
 Cases go out in batches (``generators.opinfo.sweep_program``), in the order
-of ``STAGES``: every op's simplest spelling at float32 first, then its other
-spellings, then the other dtypes; a quarter of the batches make the block a
-``nested_compile_region`` body. A batch that passes passes its cells; one that
-fails is halved until one case is left, which runs as an ordinary program
-(all oracles, triage, a minimized repro) and whose findings the cell keeps.
+of ``stage``: every op's simplest spelling at float32 first, then its other
+spellings and its simplest at float64, then the other dtypes; one batch in
+eight makes the block a ``nested_compile_region`` body. A batch that passes
+passes its cells; one whose values differ is judged case by case from its
+one run (``sweep_task.per_case``); one that fails otherwise (a crash) is
+halved until one case is left. A failing case runs as an ordinary program
+(all oracles, triage, a minimized repro) and its findings are the cell's.
 Once a cell fails with a new cause, the rest of its op moves to the front (a
-backend that gets one spelling wrong often gets its neighbours wrong too; a
-known issue's op stays where it is). The sweep's state is
+backend that gets one spelling wrong often gets its neighbours wrong too).
+Cells a record says fail (``reports/known_issues/op_expected.json`` for any
+backend, OpInfo's own expected failures, ops with effect tokens: KI-120) and
+the other dtypes of a spelling found failing with a known issue go last, in
+small batches: one of them in a large batch fails it, and halving a batch
+back to its case costs more compiles than the batch. The sweep's state is
 ``sweep.json`` in the campaign folder: a resumed campaign goes on where it
 stopped and skips the sweep once it is done; a shard sweeps its own share of
 cells. ``search_batch`` gives the steered search a batch of the cells the
@@ -29,17 +35,32 @@ from generators.ir import from_dict, to_dict
 from generators.opinfo import KINDS, Case, cases_of, halves, rounding_sensitive, split_cell, sweep_program
 
 FILE = "sweep.json"
-BATCH = 24  # cases per batch: the dedup pass's cost grows faster than the graph
-REGION_EVERY = 4  # one batch in this many is a nested_compile_region body
+# Cases per batch. A compile's fixed cost dominates small batches: per case 131 ms at 24, 106 at 48, 77 at 96, 75
+# at 192 (aot_eager, the sweep's first 300 cases, measured one after the other); a region batch at 96, 119 ms
+# with its known crash and both runs past it. Halving a failing batch costs about two batches' compiles, so the
+# cells a record says fail go last, a few at a time (DEFERRED_BATCH).
+BATCH = 96
+DEFERRED_BATCH = 4  # cases per batch of cells expected to fail (``Sweep.deferred``)
+DEFERRED = 99  # the stage of cells expected to fail: after every other
+# One batch in this many is a nested_compile_region body. Its recorded crash (KI-003) and the two runs past it
+# make such a batch cost about four plain ones: at one in four they took 55% of a backend campaign's sweep.
+REGION_EVERY = 8
 DTYPE_ORDER = ("float32", "float64", "bfloat16", "float16", "int64", "bool")
 # A cell's status: exercised = passed + failed + known + inconclusive.
 STATUSES = ("passed", "failed", "known", "expected", "inconclusive", "unsupported", "invalid", "untried")
 
 
-def stage(case: Case, default_kind: str) -> int:
-    """0: the op's simplest spelling at float32; 1: its others at float32; 2...: one per other dtype."""
+def stage(case: Case, default_kind: str, deferred: frozenset = frozenset()) -> int:
+    """How far a cell is from the op's simplest form. 0: its simplest spelling at float32; 1: one step away,
+    its other spellings at float32 and its simplest at float64 (the other full precision: a backend that
+    computes float64 in float32 is as common a gap as a spelling); 2...: the rest, one stage per other dtype;
+    ``DEFERRED``: a cell ``deferred`` names, OpInfo expects to fail, or whose op threads an effect token."""
+    if case.cell in deferred or case.expected or case.effects:
+        return DEFERRED
     if case.dtype == "float32":
         return 0 if case.kind == default_kind else 1
+    if case.dtype == "float64" and case.kind == default_kind:
+        return 1
     return 1 + DTYPE_ORDER.index(case.dtype) if case.dtype in DTYPE_ORDER else len(DTYPE_ORDER) + 1
 
 
@@ -51,12 +72,14 @@ def _mine(cell: str, shard: tuple[int, int]) -> bool:
 class Sweep:
     def __init__(self, out: Path | None, shard: tuple[int, int] = (0, 1), dtypes: tuple[str, ...] = (),
                  unsupported_dtypes: dict[str, str] | None = None, batch: int = BATCH, region: bool | None = None,
-                 precision: dict[str, str] | None = None):
+                 precision: dict[str, str] | None = None, deferred: frozenset = frozenset()):
         """``out``: the campaign folder its state lives in (None: kept in memory); ``region``: every batch a
-        nested_compile_region body (True), none (False), one in REGION_EVERY (None)."""
+        nested_compile_region body (True), none (False), one in REGION_EVERY (None); ``deferred``: cells a
+        record says fail (``reports.known_issues.op_expected``), judged last."""
         self.path, self.batch, self.shard, self.region = out / FILE if out else None, batch, shard, region
         self.dtypes, self.unsupported_dtypes = dtypes, unsupported_dtypes or {}
         self.precision = precision or {}  # dtype -> the lower one the backend computes it in (its probe)
+        self.deferred = frozenset(deferred)
         self.samples: dict[str, list[Case]] = {}  # every sample of a cell, in the database's order
         self.queue: list = []  # (priority, n, case): the first sample of each cell not yet judged
         self.pending: list[tuple[list[Case], bool]] = []  # halves of failing batches, judged first
@@ -98,7 +121,7 @@ class Sweep:
                 if case.sample == samples[0].sample:  # every item of the first sample
                     self._n += 1
                     n = self._n
-                    heapq.heappush(self.queue, ((stage(case, first_kind.get(op, "torch")), self.ops[op],
+                    heapq.heappush(self.queue, ((stage(case, first_kind.get(op, "torch"), self.deferred), self.ops[op],
                                                  KINDS.index(kind), n), n, case))
 
     @property
@@ -117,11 +140,13 @@ class Sweep:
             return self.pending.pop()
         if not self.queue:
             return None
-        first = heapq.heappop(self.queue)[2]
+        top = heapq.heappop(self.queue)
+        first, deferred = top[2], top[0][0] == DEFERRED
         batch, kept = [first], []
-        while self.queue and len(batch) < self.batch and len(kept) <= 4 * self.batch:
+        limit = min(self.batch, DEFERRED_BATCH) if deferred else self.batch
+        while self.queue and len(batch) < limit and len(kept) <= 4 * self.batch:
             item = heapq.heappop(self.queue)
-            if item[2].out.dtype == first.out.dtype:
+            if item[2].out.dtype == first.out.dtype and (item[0][0] == DEFERRED) == deferred:
                 batch.append(item[2])
             else:
                 kept.append(item)
@@ -152,12 +177,27 @@ class Sweep:
                     self.pending.append((half, p.block.compile_region))
             else:
                 self.set_status(cases[0], "known", masked[0])
+                self._defer(cases[0])
             return []
         bad = [r for r in judged if r["status"] in ("fail", "unsupported", "invalid")]
+        note = ("masked " + ", ".join(masked)) if masked else ""
+        unjudged = [r for r in judged if r["status"] != "pass"]
+        if len(cases) > 1 and unjudged and all(r.get("cases") for r in unjudged):
+            # every run that did not pass says which cases did not (sweep_task.per_case): no halving, no re-run
+            follow = []
+            for k, case in enumerate(cases):
+                said = [r["cases"][k] for r in unjudged]
+                if "fail" in said:
+                    follow += self._alone(case, p.block.compile_region)
+                elif "inconclusive" in said:
+                    self.set_status(case, "inconclusive", "a value of it no float64 referee settles, in its batch")
+                else:
+                    self.set_status(case, "passed", note)
+            return follow
         if not bad:
             status = "inconclusive" if any(r["status"] == "inconclusive" for r in judged) else "passed"
             for case in cases:
-                self.set_status(case, status, ("masked " + ", ".join(masked)) if masked else "")
+                self.set_status(case, status, note)
             return []
         if len(cases) > 1:
             k = bad[0].get("blame")
@@ -195,6 +235,7 @@ class Sweep:
                 self.set_status(case, "inconclusive", "failed in its batch, passed alone")
             elif all(f.get("known_issue") for f in findings):
                 self.set_status(case, "known", ", ".join(sorted({f["known_issue"] for f in findings})))
+                self._defer(case)
             else:
                 self.set_status(case, "failed", ", ".join(sorted({f["signature"] for f in findings if not f.get("known_issue")})))
                 self._promote(case.op)  # a new cause: the rest of its op goes first (a known one's does not)
@@ -208,8 +249,14 @@ class Sweep:
 
     def _promote(self, op: str) -> None:
         """The op's cells still queued go first."""
-        moved = [(((-1,) + item[0][1:]), item[1], item[2]) if item[2].op == op else item for item in self.queue]
-        self.queue = moved
+        self._move(lambda c: c.op == op, -1)
+
+    def _defer(self, case: Case) -> None:
+        """The spelling's other dtypes still queued go last: a known issue met by one mostly meets them all."""
+        self._move(lambda c: (c.op, c.kind) == (case.op, case.kind), DEFERRED)
+
+    def _move(self, which, to: int) -> None:
+        self.queue = [(((to,) + item[0][1:]), item[1], item[2]) if which(item[2]) else item for item in self.queue]
         heapq.heapify(self.queue)
 
     # --- the steered search ----------------------------------------------------

@@ -13,12 +13,16 @@ the decorator removed.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import time
 
+import torch
+
 from generators.ir import from_dict
 from generators.opinfo import cases_of
+from harness.outcome import Execution
 from harness.pipeline import InvalidProgram, run_program
 from oracles import differential
 from reports.known_issues import crash_issue
@@ -30,12 +34,12 @@ JUDGED = ("differential",)
 
 
 def blame(program, where: str, details: dict) -> int | None:
-    """The case a wrong value belongs to, where the value says: a gradient names its case's input
-    (``c<k>_<j>``), an element of the joined output its offset; None where it cannot (a crash)."""
+    """The case a wrong (or unsettled) value belongs to, where the value says: a gradient names its case's
+    input (``grad[input:c<k>_<j>]``), an element of the joined output its offset; None where it cannot (a crash)."""
     cases = cases_of(program)
-    match = re.fullmatch(r"grad\[c(\d+)_\d+\]", where or "")
+    match = re.fullmatch(r"grad\[(.*)\]", where or "")
     if match:
-        return int(match.group(1))
+        return _case_of(match.group(1))
     index = details.get("index")
     if (where or "").startswith("output[") and where != "output[0]" and isinstance(index, list) and len(index) == 1:
         offset = 0
@@ -46,15 +50,68 @@ def blame(program, where: str, details: dict) -> int | None:
     return None
 
 
+def _case_of(key: str) -> int | None:
+    """The case an input (``input:c<k>_<j>``, a repeat's copy ``input:c<k>_<j>_<r>``) belongs to."""
+    match = re.fullmatch(r"input:c(\d+)_\d+(?:_\d+)?", key)
+    return int(match.group(1)) if match else None
+
+
+def _split(run: Execution | None, cases: list) -> list[Execution | None]:
+    """A batch's run as one run per case: its slice of every joined output (output[0] is the carried input,
+    the first case's), its inputs' gradients and states. Raises KeyError for a value no case owns."""
+    if run is None:
+        return [None] * len(cases)
+    ends = list(itertools.accumulate(math.prod(c.out.shape) for c in cases))
+    parts = [Execution() for _ in cases]
+    for i, value in enumerate(run.outputs):
+        if i and isinstance(value, torch.Tensor) and value.shape == (ends[-1],):
+            for part, start, end in zip(parts, [0, *ends], ends):
+                part.outputs.append(value[start:end])
+        elif i:
+            raise KeyError(f"output[{i}]")
+        else:
+            parts[0].outputs.append(value)
+    for field in ("grads", "state"):
+        for key, value in getattr(run, field).items():
+            k = _case_of(key)
+            if k is None or k >= len(cases):
+                raise KeyError(key)
+            getattr(parts[k], field)[key] = value
+    return parts
+
+
+def per_case(outcome, program) -> list[str] | None:
+    """Each case's verdict from the batch's one run ("pass", "fail", "inconclusive"), its values compared as
+    the differential oracle compares them: a batch with one wrong case need not run again without it. None
+    where the run's failure is not in values a case owns (a crash, the outputs' structure, requires_grad)."""
+    cases = cases_of(program)
+    if len(cases) < 2 or outcome.compiled.failure is not None or outcome.eager.failure is not None \
+            or len(outcome.eager.outputs) != len(outcome.compiled.outputs):
+        return None
+    try:
+        runs = [_split(r, cases) for r in (outcome.eager, outcome.compiled, outcome.reference, outcome.low_reference)]
+    except KeyError:
+        return None
+    numerics = differential.numerics(outcome)
+    return [differential.combine(differential.NAME, differential.compare_runs(
+        differential.NAME, e, c, r, requires_grad=False, noise=low, **numerics)).status.value
+        for e, c, r, low in zip(*runs)]
+
+
 def _judged(program, config) -> dict:
     try:
-        verdict = differential.check(run_program(program, needing(config, JUDGED)))
+        outcome = run_program(program, needing(config, JUDGED))
     except InvalidProgram as e:
         return {"status": "invalid", "kind": "invalid", "message": str(e)[:500]}
+    verdict = differential.check(outcome)
     status = "unsupported" if verdict.kind == "unsupported" else verdict.status.value
     judged = {"status": status, "kind": verdict.kind, "message": (verdict.message or "")[:500], "where": verdict.where}
-    if verdict.failed:
+    if verdict.failed or status == "inconclusive":
         judged["blame"] = blame(program, verdict.where, verdict.details or {})
+        cases = per_case(outcome, program) if verdict.kind not in ("requires_grad", "aliasing", "nondeterministic") \
+            else None
+        if cases is not None and (status != "fail" or "fail" in cases):  # never fewer failures than the whole
+            judged["cases"] = cases
     return judged
 
 

@@ -251,6 +251,17 @@ def matching(signature: str, backend: Optional[str] = None) -> list[KnownIssue]:
     return [i for i in load() if i.matches(signature) and (not i.backends or base is None or base in i.backends)]
 
 
+OP_EXPECTED = ROOT / "op_expected.json"
+
+
+def op_expected(backend: Optional[str] = None) -> dict[str, str]:
+    """OpInfo cells (``op|spelling|dtype``) recorded as failing -> why (a known issue's id where one explains
+    it): those of ``backend`` and of every backend ("*"); ``backend`` None: of any backend."""
+    data = json.loads(OP_EXPECTED.read_text()) if OP_EXPECTED.exists() else {}
+    tables = [v for k, v in data.items() if isinstance(v, dict) and (backend is None or k in ("*", backend))]
+    return {cell: why for table in tables for cell, why in table.items()}
+
+
 def crash_issue(message: str) -> Optional[KnownIssue]:
     """The known crash a "Type: message" is, by the issues' ``crash`` globs
     (no triage: what a first compile's error says, for ``stats``)."""

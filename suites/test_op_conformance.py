@@ -17,15 +17,12 @@ or a backend's own CI), ``--opinfo OP,...`` the ones named; the gate takes
 from __future__ import annotations
 
 import importlib.util
-import json
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from suites.pytest_plugin import backend_under_test
 
-EXPECTED = Path(__file__).resolve().parents[1] / "reports" / "known_issues" / "op_expected.json"
 # An nn function in every spelling and dtype it has: the gate's sample of the database (the gate is at its
 # six minutes; test_op_sweep.py judges add, sin, max and cumprod in every spelling, --opinfo all every op)
 GATE_OPS = ("nn.functional.relu",)
@@ -52,8 +49,9 @@ def pytest_generate_tests(metafunc):
 
 
 def expected_failures(backend: str) -> dict[str, str]:
-    data = json.loads(EXPECTED.read_text()) if EXPECTED.exists() else {}
-    return {**data.get("*", {}), **data.get(backend, {})}
+    from reports.known_issues import op_expected
+
+    return op_expected(backend)
 
 
 @pytest.mark.skipif(not HAS_DB, reason="this torch ships no OpInfo database (torch.testing._internal)")
@@ -70,7 +68,7 @@ def test_op_conforms(op, region):
     wrong = {c: e for c, e in cells.items() if e["status"] in ("failed", "invalid") and c not in known}
     fixed = {c: known[c] for c, e in cells.items() if c in known and e["status"] == "passed"}
     lines = [f"{c}: {e['status']}: {e.get('reason', '')[:300]}" for c, e in sorted(wrong.items())]
-    lines += [f"{c}: recorded as failing on {backend} ({why}) but passes: remove it from {EXPECTED.name}"
+    lines += [f"{c}: recorded as failing on {backend} ({why}) but passes: remove it from op_expected.json"
               for c, why in sorted(fixed.items())]
     assert not lines, f"{op} on {backend} ({'nested_compile_region' if region else 'deduplicated region'}):\n" \
         + "\n".join(lines)

@@ -142,6 +142,34 @@ def test_a_failing_batch_is_narrowed_to_its_case(cases):
     assert sweep.cells[batch[3].cell]["status"] == "failed"
 
 
+def test_cells_expected_to_fail_go_last_in_small_batches(cases):
+    """A cell a record says fails, and the other dtypes of a spelling met by a known issue, are judged after
+    every other cell, a few at a time: in a large batch one of them fails it, and halving costs compiles."""
+    from campaigns.op_sweep import DEFERRED_BATCH
+
+    recorded = "cumprod|torch|float32"
+    sweep = Sweep(None, batch=BATCH, deferred=frozenset({recorded}))
+    sweep.add(cases)
+    order, sizes = [], {}
+    while (picked := sweep.next_batch()) is not None:
+        batch, _ = picked
+        order += [c.cell for c in batch]
+        for c in batch:
+            sizes[c.cell] = len(batch)
+        if any(c.op == "add" and c.kind == "method" and c.dtype == "float32" for c in batch):
+            # the spelling meets a known crash alone: its other dtypes queued go last
+            met = next(c for c in batch if c.op == "add" and c.kind == "method" and c.dtype == "float32")
+            sweep.judged(sweep.program([met]), {"runs": [{"label": "main", "status": "fail", "kind": "crash",
+                                                          "masked": "KI-000"}]})
+            batch = [c for c in batch if c is not met]
+        if batch:
+            sweep.judged(sweep.program(batch), {"runs": [{"label": "main", "status": "pass"}]})
+    deferred = {recorded} | {c for c in order if c.startswith("add|method|") and not c.endswith("float32")}
+    assert len(deferred) > 1 and all(sizes[c] <= DEFERRED_BATCH for c in deferred)
+    assert max(order.index(c) for c in order if c not in deferred) < min(order.index(c) for c in deferred)
+    assert sweep.cells["add|method|float32"]["status"] == "known"
+
+
 def test_shards_split_the_cells_and_the_probe_rules_out_dtypes(cases):
     shards = [Sweep(None, shard=(i, 3)) for i in range(3)]
     for s in shards:
@@ -190,6 +218,32 @@ def test_a_wrong_value_is_blamed_on_its_case():
     result = run_batch({"program": to_dict(sweep_program(cases)), "config": _config("suites.planted_ops:aten_logaddexp2")})
     main = result["runs"][0]
     assert main["status"] == "fail" and main["blame"] == 1, main
+
+
+def test_a_gradient_is_blamed_on_its_case_and_each_case_is_judged_from_one_run():
+    """blame reads the names the pipeline gives gradients (``grad[input:c<k>_<j>]``, a repeat's copy
+    ``..._<r>``); a batch's run is judged case by case (its slice of the joined outputs, its inputs' gradients),
+    so one wrong or unsettled case neither halves the batch nor runs the rest again."""
+    from campaigns.sweep_task import blame, per_case
+    from harness.pipeline import run_program
+
+    cases = [next(c for c in select((o,)) if c.kind == "torch" and c.dtype == "float32") for o in ("sin", "mul", "cos")]
+    program = sweep_program(cases)
+    outcome = run_program(program, run_config("suites.planted_ops:torch_hypot", ("differential",)))
+    named = {f"grad[{k}]": blame(program, f"grad[{k}]", {}) for k in outcome.eager.grads if k.startswith("input:")}
+    assert len(named) == 5 and all(k is not None and f"c{k}_" in w for w, k in named.items()), named
+    assert per_case(outcome, program) == ["pass", "pass", "pass"]
+    # the joined output's second case made wrong after the run: that case alone fails
+    for out in outcome.compiled.outputs[1:]:
+        out[16] += 1.0
+    assert per_case(outcome, program) == ["pass", "fail", "pass"]
+    sweep = Sweep(None, batch=BATCH)
+    sweep.add(cases)
+    batch, _ = sweep.next_batch()
+    run = {"label": "main", "status": "fail", "kind": "mismatch", "cases": ["pass", "fail", "inconclusive"]}
+    follow = sweep.judged(sweep.program(batch), {"runs": [run]})
+    assert [cases_of(from_dict(f["single"])) for f in follow] == [[batch[1]]] and not sweep.pending
+    assert [sweep.cells[c.cell]["status"] for c in batch] == ["passed", "untried", "inconclusive"]
 
 
 GATE_FAULTS = ("region_sinh",)  # the place only deduplication makes; the campaign test below finds an aten one
