@@ -64,6 +64,10 @@ def stage(case: Case, default_kind: str, deferred: frozenset = frozenset()) -> i
     return 1 + DTYPE_ORDER.index(case.dtype) if case.dtype in DTYPE_ORDER else len(DTYPE_ORDER) + 1
 
 
+def _key(cases: list[Case]) -> tuple:
+    return tuple((c.cell, c.sample, c.item) for c in cases)
+
+
 def _mine(cell: str, shard: tuple[int, int]) -> bool:
     index, count = shard
     return count <= 1 or zlib.crc32(cell.encode()) % count == index
@@ -87,6 +91,8 @@ class Sweep:
         self._n = 0  # cases queued so far (the queue's tie-break)
         state = json.loads(self.path.read_text()) if self.path and self.path.exists() else {}
         self.cells: dict[str, dict] = state.get("cells", {})
+        self.combinations: list[dict] = state.get("combinations", [])  # failures of cases together (single_judged)
+        self._parents: dict[tuple, dict] = {}  # a half -> the failing batch it came from (judged)
         self.batches = state.get("batches", 0)
         self.seconds = state.get("seconds", 0.0)
 
@@ -164,7 +170,28 @@ class Sweep:
 
     def judged(self, program: dict, result: dict) -> list[dict]:
         """A batch's runs: its cells' statuses; the programs to run next (halves, or
-        the one failing case as an ordinary program: ``{"single": program}``)."""
+        the one failing case as an ordinary program: ``{"single": program}``). A batch
+        whose halves both pass failed through cases of both: it runs whole as an ordinary
+        program (``{"single": ..., "combination": True}``), whose minimization finds them."""
+        cases = cases_of(from_dict(program))
+        parent = self._parents.pop(_key(cases), None)
+        follow = self._judged(program, result)
+        if parent is not None:
+            parent["failed"] |= any(r["status"] in ("fail", "unsupported", "invalid") for r in result.get("runs", []))
+            parent["left"] -= 1
+            if not parent["left"] and not parent["failed"]:
+                self.batches += 1
+                whole = to_dict(sweep_program(parent["cases"], region=parent["region"], seed=self.batches))
+                follow.append({"single": whole, "combination": True})
+        return follow
+
+    def _halve(self, cases: list[Case], region: bool) -> None:
+        record = {"cases": cases, "region": region, "left": 2, "failed": False}
+        for half in reversed(halves(cases)):
+            self._parents[_key(half)] = record
+            self.pending.append((half, region))
+
+    def _judged(self, program: dict, result: dict) -> list[dict]:
         self.seconds += float(result.get("seconds", 0.0))
         p = from_dict(program)
         cases = cases_of(p)
@@ -173,8 +200,7 @@ class Sweep:
         masked = [r["masked"] for r in runs if r.get("masked")]
         if masked and not judged:  # a recorded crash that no run without its trigger got past: find its case
             if len(cases) > 1:
-                for half in reversed(halves(cases)):
-                    self.pending.append((half, p.block.compile_region))
+                self._halve(cases, p.block.compile_region)
             else:
                 self.set_status(cases[0], "known", masked[0])
                 self._defer(cases[0])
@@ -206,8 +232,7 @@ class Sweep:
                 if rest:
                     self.pending.append((rest, p.block.compile_region))
                 return self._alone(cases[k], p.block.compile_region)
-            for half in reversed(halves(cases)):
-                self.pending.append((half, p.block.compile_region))
+            self._halve(cases, p.block.compile_region)
             return []
         return self._alone(cases[0], p.block.compile_region, bad[0], program)
 
@@ -229,8 +254,14 @@ class Sweep:
         return [{"single": program}]
 
     def single_judged(self, program: dict, findings: list[dict]) -> None:
-        """The ordinary run of one failing case: its findings are the cell's."""
-        for case in cases_of(from_dict(program)):
+        """The ordinary run of one failing case: its findings are the cell's. A batch run whole (its failure
+        needs cases of both halves) is kept apart: its findings belong to no one cell."""
+        cases = cases_of(from_dict(program))
+        if len(cases) > 1:
+            self.combinations.append({"cells": sorted({c.cell for c in cases}),
+                                      "findings": sorted({f.get("known_issue") or f["signature"] for f in findings})})
+            return
+        for case in cases:
             if not findings:
                 self.set_status(case, "inconclusive", "failed in its batch, passed alone")
             elif all(f.get("known_issue") for f in findings):
@@ -277,6 +308,7 @@ class Sweep:
     def table(self) -> dict:
         counts = Counter(e["status"] for e in self.cells.values())
         return {"cells": self.total, "batches": self.batches, "seconds": round(self.seconds, 1), "done": self.done,
+                "combinations": self.combinations,
                 "counts": {s: counts.get(s, 0) for s in STATUSES},
                 "exercised": sum(counts.get(s, 0) for s in ("passed", "failed", "known", "inconclusive", "expected")),
                 "by_cell": self.cells}
@@ -285,7 +317,8 @@ class Sweep:
         if self.path is None:
             return
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"cells": self.cells, "batches": self.batches, "seconds": round(self.seconds, 3)}))
+        tmp.write_text(json.dumps({"cells": self.cells, "batches": self.batches, "seconds": round(self.seconds, 3),
+                                   "combinations": self.combinations}))
         tmp.replace(self.path)
 
 
@@ -362,10 +395,11 @@ def judge_locally(cases: list[Case], config: dict, region: bool = False) -> dict
         for single in sweep.judged(program, result):
             alone = result if single["single"] is program else run_batch({"program": single["single"], "config": config})
             bad = [r for r in alone["runs"] if not r.get("masked") and r["status"] != "pass"]
+            together = "with the other cases of its batch only: " if single.get("combination") else ""
             for case in cases_of(from_dict(single["single"])):
                 if bad:
                     sweep.set_status(case, "failed" if bad[0]["status"] == "fail" else bad[0]["status"],
-                               f"{bad[0]['kind']} at {bad[0].get('where') or '-'}: {bad[0]['message']}")
-                else:
+                                     f"{together}{bad[0]['kind']} at {bad[0].get('where') or '-'}: {bad[0]['message']}")
+                elif not together:
                     sweep.set_status(case, "inconclusive", "failed in its batch, passed alone")
     return sweep.cells

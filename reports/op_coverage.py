@@ -41,7 +41,8 @@ def merge(tables: list[dict]) -> dict:
                 cells[cell] = entry
     merged = {"cells": len(cells), "batches": sum(t.get("batches", 0) for t in tables),
               "seconds": round(sum(t.get("seconds", 0.0) for t in tables), 1),
-              "done": all(t.get("done") for t in tables), "by_cell": cells}
+              "done": all(t.get("done") for t in tables), "by_cell": cells,
+              "combinations": [c for t in tables for c in t.get("combinations", [])]}
     merged["counts"] = counts(merged)
     merged["exercised"] = sum(merged["counts"][s] for s in EXERCISED)
     return merged
@@ -118,6 +119,11 @@ def markdown(coverage: dict | None) -> list[str]:
             lines += [f"| `{b['cell']}` | {b['status']} | {b['reason'][:160]} |" for b in bad[:200]]
             if len(bad) > 200:
                 lines.append(f"| ... | | {len(bad) - 200} more in summary.json |")
+        together = table.get("combinations", [])
+        if together:  # failures of cases together, each of which passed alone (campaigns.op_sweep)
+            lines += ["", "Failing only together (a batch whose halves each passed, run whole):", ""]
+            lines += [f"- {', '.join(c['findings']) or 'passed whole'}: " + ", ".join(f"`{x}`" for x in c["cells"][:12])
+                      + (f" and {len(c['cells']) - 12} more" if len(c["cells"]) > 12 else "") for c in together]
         lines.append("")
     return lines
 

@@ -142,6 +142,35 @@ def test_a_failing_batch_is_narrowed_to_its_case(cases):
     assert sweep.cells[batch[3].cell]["status"] == "failed"
 
 
+def test_a_batch_failing_only_whole_runs_whole_as_an_ordinary_program(cases):
+    """A crash that needs cases from both halves (KI-131: add into out= beside a case whose input requires
+    grad) is not lost when each half passes: the batch runs whole, its findings kept apart from any one cell."""
+    sweep = Sweep(None, batch=4)
+    sweep.add(_by(cases, dtype="float32"))
+    batch, _ = sweep.next_batch()
+    crash = {"runs": [{"label": "main", "status": "fail", "kind": "crash", "message": "TypeError"}]}
+    assert sweep.judged(sweep.program(batch), crash) == []
+    first, _ = sweep.pending.pop()
+    assert sweep.judged(sweep.program(first), {"runs": [{"label": "main", "status": "pass"}]}) == []
+    second, _ = sweep.pending.pop()
+    follow = sweep.judged(sweep.program(second), {"runs": [{"label": "main", "status": "pass"}]})
+    assert len(follow) == 1 and follow[0]["combination"]
+    assert cases_of(from_dict(follow[0]["single"])) == batch
+    sweep.single_judged(follow[0]["single"], [{"signature": "differential:crash:x", "known_issue": "KI-131"}])
+    assert sweep.combinations == [{"cells": sorted({c.cell for c in batch}), "findings": ["KI-131"]}]
+    assert all(sweep.cells[c.cell]["status"] == "passed" for c in batch)
+    # a half that fails explains its batch: nothing runs whole
+    again = Sweep(None, batch=4)
+    again.add(_by(cases, dtype="float32"))
+    batch, _ = again.next_batch()
+    again.judged(again.program(batch), crash)
+    first, _ = again.pending.pop()
+    again.judged(again.program(first), crash)
+    second, _ = [h for h in again.pending if h[0] != first[:len(first) // 2] and h[0] != first[len(first) // 2:]][0]
+    again.pending = [h for h in again.pending if h[0] is not second]
+    assert again.judged(again.program(second), {"runs": [{"label": "main", "status": "pass"}]}) == []
+
+
 def test_cells_expected_to_fail_go_last_in_small_batches(cases):
     """A cell a record says fails, and the other dtypes of a spelling met by a known issue, are judged after
     every other cell, a few at a time: in a large batch one of them fails it, and halving costs compiles."""
@@ -320,11 +349,13 @@ def test_op_coverage_merges_shards_and_renders():
          "batches": 2, "seconds": 1.0, "done": True}
     b = {"by_cell": {"sin|aten|float64": {"status": "failed", "reason": "differential:mismatch:x"},
                      "relu|functional|float32": {"status": "unsupported", "reason": "probe: no float32"}},
-         "batches": 1, "seconds": 2.0, "done": False}
+         "batches": 1, "seconds": 2.0, "done": False,
+         "combinations": [{"cells": ["add|out|float32", "sin|torch|float32"], "findings": ["KI-131"]}]}
     merged = op_coverage.merge_all([{"B": a}, {"B": b}])["B"]
     assert merged["counts"]["failed"] == 1 and merged["counts"]["passed"] == 1 and not merged["done"]
     assert merged["exercised"] == 2 and merged["cells"] == 3
     text = "\n".join(op_coverage.markdown({"B": merged}))
     assert "| aten | float64 | 1 |" in text and "differential:mismatch:x" in text and "probe: no float32" in text
+    assert "- KI-131: `add|out|float32`, `sin|torch|float32`" in text
     rows = op_coverage.heat_rows(merged)
     assert [r["op"] for r in rows] == ["add", "relu", "sin"] and rows[2]["cells"][-1]["l"] in ("F", "")
