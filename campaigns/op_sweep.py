@@ -185,8 +185,9 @@ class Sweep:
                 follow.append({"single": whole, "combination": True})
         return follow
 
-    def _halve(self, cases: list[Case], region: bool) -> None:
-        record = {"cases": cases, "region": region, "left": 2, "failed": False}
+    def _halve(self, cases: list[Case], region: bool, failed: bool = False) -> None:
+        """``failed``: the batch did not fail, nothing runs whole when its halves pass."""
+        record = {"cases": cases, "region": region, "left": 2, "failed": failed}
         for half in reversed(halves(cases)):
             self._parents[_key(half)] = record
             self.pending.append((half, region))
@@ -205,8 +206,16 @@ class Sweep:
                 self.set_status(cases[0], "known", masked[0])
                 self._defer(cases[0])
             return []
+        if any(r.get("placed") is False for r in judged):  # a case broke the graph: no region formed
+            if len(cases) > 1:
+                self._halve(cases, p.block.compile_region, failed=True)
+                return []
+            unplaced = "not in a region: the case breaks the graph"
+            self._move(lambda c: c.op == cases[0].op, DEFERRED)  # its op's other cells mostly break it too
+        else:
+            unplaced = ""
         bad = [r for r in judged if r["status"] in ("fail", "unsupported", "invalid")]
-        note = ("masked " + ", ".join(masked)) if masked else ""
+        note = "; ".join(n for n in (("masked " + ", ".join(masked)) if masked else "", unplaced) if n)
         unjudged = [r for r in judged if r["status"] != "pass"]
         if len(cases) > 1 and unjudged and all(r.get("cases") for r in unjudged):
             # every run that did not pass says which cases did not (sweep_task.per_case): no halving, no re-run

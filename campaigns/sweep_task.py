@@ -106,6 +106,9 @@ def _judged(program, config) -> dict:
     verdict = differential.check(outcome)
     status = "unsupported" if verdict.kind == "unsupported" else verdict.status.value
     judged = {"status": status, "kind": verdict.kind, "message": (verdict.message or "")[:500], "where": verdict.where}
+    if outcome.compiled.failure is None and (config.dedup or program.block.compile_region):
+        # whether the block became a region: a case that breaks the graph keeps every case of its batch out of one
+        judged["placed"] = outcome.capture.deduplicated
     if verdict.failed or status == "inconclusive":
         judged["blame"] = blame(program, verdict.where, verdict.details or {})
         cases = per_case(outcome, program) if verdict.kind not in ("requires_grad", "aliasing", "nondeterministic") \

@@ -171,6 +171,25 @@ def test_a_batch_failing_only_whole_runs_whole_as_an_ordinary_program(cases):
     assert again.judged(again.program(second), {"runs": [{"label": "main", "status": "pass"}]}) == []
 
 
+def test_a_batch_that_forms_no_region_is_halved_until_its_graph_breaking_case(cases):
+    """A case that breaks the graph (tensor_split at a tensor of indices) keeps every case of its batch out of
+    a region: the batch is halved, not passed; the case alone is judged where it is, its op's cells go last."""
+    sweep = Sweep(None, batch=4)
+    sweep.add(_by(cases, dtype="float32"))
+    batch, _ = sweep.next_batch()
+    outside = {"runs": [{"label": "main", "status": "pass", "placed": False}]}
+    assert sweep.judged(sweep.program(batch), outside) == [] and len(sweep.pending) == 2
+    assert all(sweep.cells[c.cell]["status"] == "untried" for c in batch)
+    for half, _ in list(reversed(sweep.pending)):
+        sweep.pending.pop()
+        assert sweep.judged(sweep.program(half), {"runs": [{"label": "main", "status": "pass", "placed": True}]}) == []
+    assert all(sweep.cells[c.cell]["status"] == "passed" for c in batch)  # and nothing ran whole
+    one, _ = sweep.next_batch()
+    assert sweep.judged(sweep.program(one[:1]), outside) == []
+    assert "breaks the graph" in sweep.cells[one[0].cell]["reason"]
+    assert all(item[0][0] == 99 for item in sweep.queue if item[2].op == one[0].op)
+
+
 def test_cells_expected_to_fail_go_last_in_small_batches(cases):
     """A cell a record says fails, and the other dtypes of a spelling met by a known issue, are judged after
     every other cell, a few at a time: in a large batch one of them fails it, and halving costs compiles."""
