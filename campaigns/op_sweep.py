@@ -207,6 +207,11 @@ class Sweep:
                 self._defer(cases[0])
             return []
         if any(r.get("placed") is False for r in judged):  # a case broke the graph: no region formed
+            named = next((r["outside"] for r in judged if r.get("placed") is False and r.get("outside")), [])
+            if len(cases) > 1 and 0 < len(named) < len(cases):  # the cases no graph computes: alone, the rest again
+                self.pending.append(([c for k, c in enumerate(cases) if k not in named], p.block.compile_region))
+                self.pending += [([cases[k]], p.block.compile_region) for k in named]
+                return []
             if len(cases) > 1:
                 self._halve(cases, p.block.compile_region, failed=True)
                 return []

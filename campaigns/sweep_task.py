@@ -98,6 +98,13 @@ def per_case(outcome, program) -> list[str] | None:
         for e, c, r, low in zip(*runs)]
 
 
+def outside(program, graphs: list[str]) -> list[int]:
+    """The cases no graph computes (their statement ``v<k> = ...`` assigned in none): the ones that broke the
+    graph and ran in Python. [] where every case is in some graph (then the cause is not one case's)."""
+    return [k for k in range(len(cases_of(program)))
+            if not any(re.search(rf"^\s*v{k}(?:_\d+)? = ", g, re.M) for g in graphs)]
+
+
 def _judged(program, config) -> dict:
     try:
         outcome = run_program(program, needing(config, JUDGED))
@@ -109,6 +116,8 @@ def _judged(program, config) -> dict:
     if outcome.compiled.failure is None and (config.dedup or program.block.compile_region):
         # whether the block became a region: a case that breaks the graph keeps every case of its batch out of one
         judged["placed"] = outcome.capture.deduplicated
+        if not outcome.capture.deduplicated:
+            judged["outside"] = outside(program, outcome.capture.graphs)
     if verdict.failed or status == "inconclusive":
         judged["blame"] = blame(program, verdict.where, verdict.details or {})
         cases = per_case(outcome, program) if verdict.kind not in ("requires_grad", "aliasing", "nondeterministic") \

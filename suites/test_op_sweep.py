@@ -190,6 +190,23 @@ def test_a_batch_that_forms_no_region_is_halved_until_its_graph_breaking_case(ca
     assert all(item[0][0] == 99 for item in sweep.queue if item[2].op == one[0].op)
 
 
+def test_the_case_that_breaks_the_graph_is_named_from_the_graphs():
+    """The statement no graph assigns is the case that ran in Python (a real compile), so the rest of the
+    batch is judged again in a region at the cost of one batch, not a halving."""
+    from campaigns.sweep_task import outside, run_batch
+
+    chosen = [c for c in select(("sin", "tensor_split", "cos")) if c.dtype == "float32" and c.kind == "torch"]
+    chosen = [next(c for c in chosen if c.op == o) for o in ("sin", "tensor_split", "cos")]
+    program = to_dict(sweep_program(chosen))
+    main = run_batch({"program": program, "config": _config()})["runs"][0]
+    assert main["placed"] is False and main["outside"] == [1], main
+    sweep = Sweep(None, batch=BATCH)
+    sweep.add(chosen)
+    assert sweep.judged(program, {"runs": [main]}) == []
+    assert [[c.op for c in cs] for cs, _ in sweep.pending] == [["sin", "cos"], ["tensor_split"]]
+    assert outside(from_dict(program), ["v0 = torch.sin(x)", "v1_1 = y[0]\n    v2 = torch.cos(z)"]) == []
+
+
 def test_cells_expected_to_fail_go_last_in_small_batches(cases):
     """A cell a record says fails, and the other dtypes of a spelling met by a known issue, are judged after
     every other cell, a few at a time: in a large batch one of them fails it, and halving costs compiles."""
