@@ -35,11 +35,12 @@ from generators.ir import from_dict, to_dict
 from generators.opinfo import KINDS, Case, cases_of, halves, rounding_sensitive, split_cell, sweep_program
 
 FILE = "sweep.json"
-# Cases per batch. A compile's fixed cost dominates small batches: per case 131 ms at 24, 106 at 48, 77 at 96, 75
-# at 192 (aot_eager, the sweep's first 300 cases, measured one after the other); a region batch at 96, 119 ms
-# with its known crash and both runs past it. Halving a failing batch costs about two batches' compiles, so the
-# cells a record says fail go last, a few at a time (DEFERRED_BATCH).
-BATCH = 96
+# Cases per batch. A compile's fixed cost dominates small batches, and a region's grows faster than its graph: per
+# case in batches that formed a region, 148 ms at 24, 118 at 48, 119 at 96 (aot_eager, the sweep's first 200 cases,
+# measured one after the other). A batch holding a case that breaks the graph forms no region and is judged again
+# without it; halving a failing batch costs about two batches' compiles: so the cells a record says fail, and those
+# that break the graph, go last, a few at a time (DEFERRED_BATCH).
+BATCH = 48
 DEFERRED_BATCH = 4  # cases per batch of cells expected to fail (``Sweep.deferred``)
 DEFERRED = 99  # the stage of cells expected to fail: after every other
 # One batch in this many is a nested_compile_region body. Its recorded crash (KI-003) and the two runs past it
@@ -54,8 +55,9 @@ def stage(case: Case, default_kind: str, deferred: frozenset = frozenset()) -> i
     """How far a cell is from the op's simplest form. 0: its simplest spelling at float32; 1: one step away,
     its other spellings at float32 and its simplest at float64 (the other full precision: a backend that
     computes float64 in float32 is as common a gap as a spelling); 2...: the rest, one stage per other dtype;
-    ``DEFERRED``: a cell ``deferred`` names, OpInfo expects to fail, or whose op threads an effect token."""
-    if case.cell in deferred or case.expected or case.effects:
+    ``DEFERRED``: a cell ``deferred`` names, OpInfo expects to fail, whose op threads an effect token, or that
+    calls an op torch tags data-dependent (it breaks the graph: no case of its batch would be in a region)."""
+    if case.cell in deferred or case.expected or case.effects or case.dynamic:
         return DEFERRED
     if case.dtype == "float32":
         return 0 if case.kind == default_kind else 1

@@ -47,6 +47,7 @@ class Case:
     item: int = -1  # which item of a tuple output the template selects (-1: a single tensor)
     expected: str = ""  # OpInfo's own record of a failure here (test class and name): never a finding of ours
     effects: tuple[str, ...] = ()  # aten ops it calls that torch threads an effect token through
+    dynamic: tuple[str, ...] = ()  # aten ops it calls whose output size or value is data-dependent (a graph break)
 
     @property
     def cell(self) -> str:
@@ -55,13 +56,14 @@ class Case:
     def to_dict(self) -> dict:
         return {"op": self.op, "kind": self.kind, "dtype": self.dtype, "fmt": self.fmt,
                 "tensors": [_enc_spec(t) for t in self.tensors], "out": _enc_spec(self.out), "sample": self.sample,
-                "item": self.item, "expected": self.expected, **({"effects": list(self.effects)} if self.effects else {})}
+                "item": self.item, "expected": self.expected, **({"effects": list(self.effects)} if self.effects else {}),
+                **({"dynamic": list(self.dynamic)} if self.dynamic else {})}
 
     @staticmethod
     def from_dict(d: dict) -> "Case":
         return Case(d["op"], d["kind"], d["dtype"], d["fmt"], tuple(_dec_spec(t) for t in d["tensors"]),
                     _dec_spec(d["out"]), int(d.get("sample", 0)), int(d.get("item", -1)), d.get("expected", ""),
-                    tuple(d.get("effects", ())))
+                    tuple(d.get("effects", ())), tuple(d.get("dynamic", ())))
 
 
 def cell(op: str, kind: str, dtype: str) -> str:

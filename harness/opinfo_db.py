@@ -33,7 +33,7 @@ import torch
 from generators.ir import NAN, TensorSpec
 from generators.opinfo import Case
 
-VERSION = 4  # of the cache's format and of what the builder keeps
+VERSION = 5  # of the cache's format and of what the builder keeps
 DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "bool")
 MAX_NUMEL = 64  # per tensor: a case stays small to compile and to read in a repro
 CROP = 4  # a larger sample tensor is cut to this along every dim
@@ -352,7 +352,7 @@ def _sample_cases(op, name: str, dtype: str, index: int, sample, grad: bool) -> 
         return []
     with torch.no_grad(), _Calls() as calls:
         result = op.op(*[_detached(a) for a in args], **{k: _detached(v) for k, v in kwargs.items()})
-    effects = calls.effectful()
+    effects, dynamic = calls.effectful(), calls.tagged(DATA_DEPENDENT_TAGS)
     single, reference = isinstance(result, torch.Tensor), _outputs(result)
     if reference is None or not all(_carriable(r) for r in reference):
         return []
@@ -396,8 +396,14 @@ def _sample_cases(op, name: str, dtype: str, index: int, sample, grad: bool) -> 
         for item, r in enumerate(reference):
             select = fmt if single else f"{fmt}[{item}]"
             cases.append(Case(name, kind, dtype, select, specs, _spec(r, False, data=False), index, -1 if single else item,
-                              effects=effects))
+                              effects=effects, dynamic=dynamic))
     return cases
+
+
+# Tags of aten ops whose output's size or value Dynamo cannot know while tracing: a call breaks the graph (unless
+# capture_dynamic_output_shape_ops / capture_scalar_outputs), so a block calling one forms no region.
+DATA_DEPENDENT_TAGS = tuple(t for t in (getattr(torch.Tag, "dynamic_output_shape", None),
+                                        getattr(torch.Tag, "data_dependent_output", None)) if t is not None)
 
 
 class _Calls(torch.utils._python_dispatch.TorchDispatchMode):
@@ -411,6 +417,10 @@ class _Calls(torch.utils._python_dispatch.TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.ops.add(func)
         return func(*args, **(kwargs or {}))
+
+    def tagged(self, tags: tuple) -> tuple[str, ...]:
+        """The ops called that carry one of ``tags``."""
+        return tuple(sorted(str(op) for op in self.ops if any(t in getattr(op, "tags", ()) for t in tags)))
 
     def effectful(self) -> tuple[str, ...]:
         try:
