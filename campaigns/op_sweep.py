@@ -175,9 +175,9 @@ class Sweep:
         the one failing case as an ordinary program: ``{"single": program}``). A batch
         whose halves both pass failed through cases of both: it runs whole as an ordinary
         program (``{"single": ..., "combination": True}``), whose minimization finds them."""
-        cases = cases_of(from_dict(program))
-        parent = self._parents.pop(_key(cases), None)
-        follow = self._judged(program, result)
+        p = from_dict(program)
+        parent = self._parents.pop(_key(cases_of(p)), None)
+        follow = self._judged(p, program, result)
         if parent is not None:
             parent["failed"] |= any(r["status"] in ("fail", "unsupported", "invalid") for r in result.get("runs", []))
             parent["left"] -= 1
@@ -194,9 +194,9 @@ class Sweep:
             self._parents[_key(half)] = record
             self.pending.append((half, region))
 
-    def _judged(self, program: dict, result: dict) -> list[dict]:
+    def _judged(self, p, program: dict, result: dict) -> list[dict]:
+        """``p``: ``program`` read (``from_dict``) once by ``judged``."""
         self.seconds += float(result.get("seconds", 0.0))
-        p = from_dict(program)
         cases = cases_of(p)
         runs = result.get("runs", [])
         judged = [r for r in runs if not r.get("masked")]
