@@ -85,7 +85,7 @@ def _run(task: dict) -> dict:
     program = from_dict(task["program"])
     config = config_from(task["config"])
     oracles = tuple(task["oracles"])
-    started = time.time()
+    started, triaged = time.time(), _TRIAGE[0]
     result: dict = {"program": {"stages": {}, "deduplicated": False, "changed": [], "recompiled": [],
                                 "verdicts": {}, "features": sorted(features(program))}, "findings": []}
     summary, verdicts = result["program"], []
@@ -134,6 +134,8 @@ def _run(task: dict) -> dict:
               verdicts, result, outcome if any(n in ORACLES for n in oracles) else None)
     # a backend's rejection of an op it does not know is counted apart from inconclusive runs
     summary["verdicts"] = dict(Counter("unsupported" if v.kind == "unsupported" else v.status.value for v in verdicts))
+    if _TRIAGE[0] > triaged:
+        summary["stages"] = {**summary["stages"], "triage": round(_TRIAGE[0] - triaged, 3)}
     summary["seconds"] = round(time.time() - started, 3)
     if task.get("feedback"):
         summary["edges"] = _edges(reached, summary, verdicts, result["findings"])
@@ -193,10 +195,10 @@ def _unmasked(stage: str, program: Program, config: RunConfig, known: list, name
     masks = _masks(known, names)
     stopped = dict(masks)
     for trigger, p, c, judged in unmasked_runs(program, config, known, names):
-        t = time.perf_counter()
+        t, triaged = time.perf_counter(), _TRIAGE[0]
         _unmask(masks, judged, again(trigger, p, c, judged))
         key = f"unmasked:{trigger}" if stage == "main" else f"unmasked:{stage}:{trigger}"
-        summary["stages"][key] = round(time.perf_counter() - t, 3)
+        summary["stages"][key] = round(time.perf_counter() - t - (_TRIAGE[0] - triaged), 3)
     summary.setdefault("masked", {})[stage] = masked.event({n: masks.get(n) for n in names}, stopped)
     return stopped
 
@@ -301,10 +303,17 @@ def _judge(outcome, oracles: tuple, verdicts: list, findings: list, unmasked: st
     judged = judge(outcome, oracles)
     verdicts += judged
     failing = [v for v in judged if v.failed]
+    t = time.perf_counter()
     with shared_reruns([ORACLES[v.oracle] for v in failing]):
         for verdict in failing:
             _triaged(outcome, verdict, recall, crashes, findings, unmasked, first)
+    _TRIAGE[0] += time.perf_counter() - t
     return crashes
+
+
+# Seconds this process spent triaging (re-runs that name a finding): a stage of its own in a program's
+# summary, taken out of the stage it happened in (an unmasked run's own triage).
+_TRIAGE = [0.0]
 
 
 def _triaged(outcome, verdict, recall: Recall, crashes: list, findings: list, unmasked: str,
