@@ -12,7 +12,8 @@ and the lines it adds there. Places:
   value or its result (``at``); ``{t}`` the value hooked, ``{m}`` the first value;
 - ``init``: lines at the end of ``Program.__init__`` (module and parameter hooks);
 - ``around``: a context manager the forward and the backward run under;
-- ``drive``: how the gradients are asked for (replaces the plain backward).
+- ``drive``: how the gradients are asked for (replaces the plain backward);
+- ``forward``: a context manager the whole forward's body runs under, inside the compiled frame.
 
 Every hook that observes writes ``(label, value)`` to the program's ``AUTOGRAD_TRACE``
 (``harness.execute`` reads it after each run): the autograd-trace oracle
@@ -37,8 +38,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-FAMILIES = ("tensor", "node", "module", "saved", "grad")
-PLACES = ("body", "init", "around", "drive")
+FAMILIES = ("tensor", "node", "module", "saved", "grad", "partition")
+PLACES = ("body", "init", "around", "drive", "forward")
 ATS = ("input", "mid", "output")
 
 
@@ -54,6 +55,9 @@ class Feature:
     module: bool = False  # needs module instances (a module block or module sub-block)
     weights: bool = False  # needs parameters
     writes: bool = False  # writes the inputs that need no gradient between the forward and the backward
+    # not where a block is a nested_compile_region body: what it annotates is not inherited there
+    # (pytorch/pytorch#170624: a nested region is its own root for annotations)
+    regionless: bool = False
     # Documented refusals of the compiled path (message patterns): a compiled failure matching one is
     # "unsupported", counted apart, never a finding (e.g. AOTAutograd's "does not support double backward").
     refusals: tuple[str, ...] = ()
@@ -129,6 +133,15 @@ FEATURES_LIST = (
             "create_graph=True, then the gradient of the first gradients' squares: a double backward",
             refusals=(r"does not currently support double backward",
                       r"compiled with non-empty donated buffers")),
+    # --- the partitioner's choice, per region (torch/autograd/graph.py: region_activation_memory_budget, an
+    # fx_traceback annotation the min-cut partitioner reads back; it must cover every forward op of a graph,
+    # HOP bodies included, and raises outside a compile, so eager runs the forward without it)
+    Feature("partition.recompute", "partition", "forward", ("_region_budget(0.0)",),
+            "region_activation_memory_budget(0.0) around the whole forward: the partitioner recomputes as "
+            "activation checkpointing would", regionless=True),
+    Feature("partition.budget", "partition", "forward", ("_region_budget(0.4)",),
+            "region_activation_memory_budget(0.4) around the whole forward: a knapsack keeps 40% of the "
+            "activations", regionless=True),
 )
 FEATURES: dict[str, Feature] = {f.name: f for f in FEATURES_LIST}
 
@@ -254,6 +267,14 @@ def _second(first):
         loss.backward()
 
 
+def _region_budget(budget):
+    import contextlib
+    region = getattr(torch.autograd.graph, "region_activation_memory_budget", None)  # a torch without it: none
+    if region is None or not torch.compiler.is_compiling():
+        return contextlib.nullcontext()  # eager has no partitioner, and the annotation raises there
+    return region(budget)
+
+
 def _write(inputs):
     for t in inputs:
         if not t.requires_grad and t.is_floating_point() and 0 not in t.stride():
@@ -317,11 +338,14 @@ def promise(label: str) -> tuple[str, str]:
     return next((p, k) for prefix, p, k in PROMISES if label.startswith(prefix))
 
 
-def fits(feature: Feature, region: bool, modules: bool, weights: bool) -> bool:
+def fits(feature: Feature, region: bool, modules: bool, weights: bool, regions: bool = False) -> bool:
     """Whether ``feature`` may join a program whose layer block is a region body (``region``), that has
-    instances of its own module classes (``modules``), and parameters (``weights``)."""
+    instances of its own module classes (``modules``), parameters (``weights``), and any block that is a
+    region body (``regions``)."""
     if feature.place == "body" and region and not feature.pure:
         return False  # a hook with a side effect in a region body is refused by design (UncapturedHigherOrderOp)
+    if feature.regionless and (region or regions):
+        return False
     return (modules or not feature.module) and (weights or not feature.weights)
 
 

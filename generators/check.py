@@ -727,7 +727,8 @@ def fitting_autograd(program: Program) -> list[str]:
     modules, weights = any(b.kind == "module" for b in blocks), any(b.weights for b in blocks)
     first = any(st.op != CHILD for st in program.block.body)
     return [n for n, f in AUTOGRAD.items()
-            if autograd_fits(f, program.block.compile_region, modules, weights) and (first or f.at not in ("mid", "output"))]
+            if autograd_fits(f, program.block.compile_region, modules, weights, any(b.compile_region for b in blocks))
+            and (first or f.at not in ("mid", "output"))]
 
 
 def _check_autograd(program: Program) -> None:
@@ -748,7 +749,8 @@ def _check_autograd(program: Program) -> None:
         if n not in fit:
             raise MalformedProgram(f"autograd feature {n} does not fit this program (a side effect in a region "
                                    "body, module hooks without module instances, parameter hooks without parameters, "
-                                   "a hook on the layer's first value where it has none)")
+                                   "a hook on the layer's first value where it has none, an annotation of the "
+                                   "whole forward where a block is a nested_compile_region body)")
 
 
 def check(program: Program) -> list[dict[str, TT]]:

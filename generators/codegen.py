@@ -394,7 +394,7 @@ def _render_autograd(program: Program) -> list[str]:
         else:
             lines += [IND + x for x in backward]
         defs.append("\n".join(lines))
-    used = [line for f in features if f.place in ("body", "init") for line in f.lines] + defs
+    used = [line for f in features if f.place in ("body", "init", "forward") for line in f.lines] + defs
     return "\n\n\n".join([*autograd_helpers(used), *defs]).split("\n")
 
 
@@ -732,6 +732,7 @@ def _render_forward(program: Program, reference: bool = False) -> list[str]:
                       if next(f.home for f in program.frees if f.name == n) == "global"})
     if rebound:
         lines.append(f"{IND}global {', '.join(rebound)}")
+    head = len(lines)
     lines.append(f"{IND}h = {program.inputs[0][0]}")
     fanout = any(s.flow == "fanout" for s in program.sections)
     if fanout:
@@ -750,6 +751,9 @@ def _render_forward(program: Program, reference: bool = False) -> list[str]:
         "dict": "{" + ", ".join(['"h": h', *(['"outs": outs'] if fanout else []), *([f'"{AUX}": {AUX}'] if aux else [])]) + "}",
     }
     lines.append(f"{IND}return {returns[program.outputs]}")
+    around = [AUTOGRAD[n].lines[0] for n in program.options.autograd if AUTOGRAD[n].place == "forward"]
+    if around:  # the whole body, its return included, under the feature's context (generators.autograd)
+        lines[head:] = [f"{IND}with {around[0]}:", *(IND + line for line in lines[head:])]
     return lines
 
 

@@ -20,7 +20,9 @@ def normalize(message: str) -> str:
     message = re.sub(r"/[\w./-]+\.py", "FILE", message)
     message = re.sub(r"\b(gp_)?[0-9a-f]{16}\b", "ID", message)
     message = re.sub(r"[-+]?\d+(\.\d+)?(e[-+]?\d+)?", "N", message)
-    return message[:200]
+    # a long message that ends by listing what it is about ("Unannotated ops: ['copy_']") keeps that list
+    named = re.search(r"\b[A-Z]\w*(?: \w+){0,3}: \[[^\[\]]+\]\.?$", message.strip())
+    return message[:200] + (" ... " + named.group(0)[:120] if named and named.start() >= 200 else "")
 
 
 def matches(text: str, patterns: Iterable[str]) -> bool:

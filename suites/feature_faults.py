@@ -124,6 +124,9 @@ FEATURES: dict[str, FeatureFault] = {
                                     planted_autograd.forward_hooks_skipped_when_compiling),
     "autograd:saved": FeatureFault(_hooked("saved"), without_autograd, planted_autograd.compiled_unpack_skipped),
     "autograd:grad": FeatureFault(_hooked("grad"), without_autograd, planted_autograd.retained_backward_zeroed),
+    # (without the pass: with it a region's budget is dropped, KI-132, and the honest run crashes)
+    "autograd:partition": FeatureFault(_hooked("partition"), without_autograd,
+                                       planted_autograd.region_budget_grads_scaled, dedup=False),
 }
 
 

@@ -17,7 +17,11 @@ each reached only by programs with a feature of its family:
   transform the user's unpack undoes stays);
 - ``retained_backward_zeroed`` (grad): a compiled node run backward a
   second time (``retain_graph=True``) returns zeros, as if its saved state
-  were freed after the first.
+  were freed after the first;
+- ``region_budget_grads_scaled`` (partition): the min-cut partitioner,
+  partitioning a joint graph that carries a region's memory budget
+  (``torch.autograd.graph.region_activation_memory_budget``), scales the
+  first gradient its backward returns.
 
 ``<fault>__<backend>`` enters one in a repro's own process.
 """
@@ -31,7 +35,7 @@ from typing import Iterator
 import torch
 from torch._dynamo.variables import tensor as dynamo_tensor
 
-from .planted_pass import _patched, fault_backend
+from .planted_pass import _patched, _stack, fault_backend
 
 
 def _compiled(node) -> bool:  # type: ignore[no-untyped-def]
@@ -145,9 +149,38 @@ def retained_backward_zeroed():
     return _patched(torch.autograd.function.BackwardCFunction, "_get_user_fn", wrap)
 
 
+def region_budget_grads_scaled():
+    from torch._dynamo.backends import debugging
+    from torch._functorch import partitioners
+    from torch._inductor import compile_fx
+
+    def wrap(orig):  # type: ignore[no-untyped-def]
+        def partition(joint_module, *args, **kwargs):  # type: ignore[no-untyped-def]
+            annotated = any(partitioners._get_memory_budget_annotation(n) is not None
+                            for n in joint_module.graph.nodes)
+            fw, bw = orig(joint_module, *args, **kwargs)
+            if annotated:
+                output = bw.graph.output_node()
+                outs = list(output.args[0])
+                first = next((i for i, o in enumerate(outs) if isinstance(o, torch.fx.Node)), None)
+                if first is not None:
+                    with bw.graph.inserting_before(output):
+                        scaled = bw.graph.call_function(torch.ops.aten.mul.Tensor, (outs[first], 1.5))
+                    scaled.meta = dict(outs[first].meta)
+                    outs[first] = scaled
+                    output.args = (tuple(outs),)
+                    bw.recompile()
+            return fw, bw
+
+        return partition
+
+    return _stack(_patched(debugging, "min_cut_rematerialization_partition", wrap),
+                  _patched(compile_fx, "min_cut_rematerialization_partition", wrap))
+
+
 FAULTS = {f.__name__: f for f in (intermediate_hook_dropped, compiled_node_prehook_halved,
                                    forward_hooks_skipped_when_compiling, compiled_unpack_skipped,
-                                   retained_backward_zeroed)}
+                                   retained_backward_zeroed, region_budget_grads_scaled)}
 
 
 def __getattr__(name: str):  # type: ignore[no-untyped-def]
