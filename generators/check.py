@@ -23,6 +23,7 @@ from .ir import (
     ALIASES,
     EXTRAS,
     HOLDERS,
+    REUSES,
     MAX_DEPTH,
     PACKS,
     SETTABLE,
@@ -58,7 +59,7 @@ from .settings import SETTINGS
 from .autograd import FEATURES as AUTOGRAD, fits as autograd_fits
 from .spellings import KEEPS, instance_name, spelling
 from .opinfo import OPINFO, parts as opinfo_parts
-from .values import Sub, base_value, typed_key
+from .values import PyList, Sub, base_value, typed_key
 from .ops import CALL_VIEWS, OPS, TT, D, Env, OpSpec, Reject, S, T, W, accepts, broadcast, slot_values
 
 # Structures where every repeat has its own module instance.
@@ -305,6 +306,14 @@ def _check_subs(program: Program) -> None:
             raise MalformedProgram(f"{where}: returns a view of its input")
     for b in program.blocks():
         _enum(b.holder, HOLDERS, "holder of child modules")
+        _enum(b.reuse, REUSES, "reuse of a nested_compile_region body")
+        if b.reuse and not b.compile_region:
+            raise MalformedProgram(f"block {b.name or 'layer'}: reuse {b.reuse!r} is nested_compile_region's")
+        if b.reuse == "hash" and (program.options.dynamic or program.options.mark_dynamic):
+            raise MalformedProgram("a reuse_hash_fn key is a constant: no symbolic shapes for it to read")
+        if b.reuse == "hash" and not keyable(program, b):
+            raise MalformedProgram(f"block {b.name or 'layer'}: its calls carry what a reuse key cannot read "
+                                   "(generators.check.keyable)")
         for stmt in (st for st in b.body if st.op == CHILD):
             ops = stmt.operands
             if not (isinstance(ops[1], Const) and isinstance(ops[2], Const) and isinstance(ops[2].value, int)):
@@ -717,6 +726,29 @@ def sizes_follow_values(program: Program) -> bool:
     return any(OPS[st.op].category == "unbacked" for b in program.blocks() for st in b.body) or any(
         b.returns != SINGLE and not RETURNS[b.returns].fullgraph for b in program.blocks()) or any(
         b.takes in TAKES and not TAKES[b.takes].fullgraph for b in program.blocks())
+
+
+def _plain_value(v) -> bool:  # type: ignore[no-untyped-def]
+    """A value Dynamo sees as a constant (or a container of them), which a reuse key reads as it is."""
+    if isinstance(v, (tuple, PyList)):
+        return all(_plain_value(x) for x in (v if isinstance(v, tuple) else v.items))
+    return v is None or isinstance(v, (bool, int, float, str))
+
+
+def keyable(program: Program, block: Block) -> bool:
+    """Whether ``block``'s nested_compile_region body can be reused by a key of its calls' arguments
+    (Block.reuse "hash", generators.codegen.REUSE_KEY) as torch's contract for ``reuse_hash_fn`` asks: every
+    input a tensor, a constant or a module (else Dynamo refuses the key: 'not eligible for reuse'), its result
+    alone, and nothing the body reads that the key cannot see: no free value, no constructor attribute,
+    no size the data decides."""
+    if not block.compile_region or block.returns != "single" or block.takes == "data_dependent" \
+            or block.attrs or block.pack or block.extras == "dataclass":
+        return False
+    if any(isinstance(o, Free) for s in block.body for o in s.operands):
+        return False
+    if block.name:  # a sub-block takes one tensor and no Python arguments
+        return True
+    return all(_plain_value(v) for _, c in program.repeats() for v in c.args)
 
 
 def fitting_autograd(program: Program) -> list[str]:

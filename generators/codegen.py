@@ -85,6 +85,28 @@ def _state_lines(block: Block, owner: str) -> list[str]:
 
 CHILDREN = "subs"  # a module block's container of child instances (other than plain attributes)
 DECORATOR = "@torch.compiler.nested_compile_region"
+# A reuse_hash_fn (Block.reuse "hash"): a constant key of everything a call hands the body that decides its
+# graph (each tensor's shape, strides, dtype and requires_grad, each Python value, each other object's type)
+# and of the grad mode and autocast state it runs under: calls with one key compute one function, as
+# nested_compile_region's contract asks of a key (two calls with one key reuse one subgraph).
+REUSE_KEY = "_reuse_key"
+REUSE_KEY_DEF = f'''def {REUSE_KEY}(*args, **kwargs):
+    parts = [torch.is_grad_enabled(), torch.is_autocast_enabled("cpu"), str(torch.get_default_dtype())]
+    for a in torch.utils._pytree.tree_leaves((args, kwargs)):
+        if isinstance(a, torch.Tensor):
+            parts.append((tuple(a.shape), tuple(a.stride()), str(a.dtype), a.requires_grad))
+        elif isinstance(a, (int, float, bool, str, type(None))):
+            parts.append(a)
+        else:
+            parts.append(type(a).__name__)
+    return hash(tuple(parts))'''
+
+
+def decorator_lines(b) -> list[str]:  # type: ignore[no-untyped-def]
+    """The lines above a block's def: nested_compile_region, with its reuse (Block.reuse)."""
+    if not b.compile_region:
+        return []
+    return [f"{DECORATOR}(reuse_hash_fn={REUSE_KEY})" if b.reuse == "hash" else DECORATOR]
 
 
 def sub_callable(name: str, kind: str) -> str:
@@ -155,7 +177,7 @@ def _body_lines(program: Program, b: Block, operand, hooks: dict | None = None) 
 
 
 def _render_sub(program: Program, b: Block) -> list[str]:
-    decorator = [DECORATOR] if b.compile_region else []
+    decorator = decorator_lines(b)
     state = {n for n, _ in b.weights}
 
     def operand(o) -> str:
@@ -327,7 +349,7 @@ def _render_block_def(program: Program) -> list[str]:
 
     hooks = _hooks(program)
     body = _unpack_extras(b) + hooks.pop("input", []) + _body_lines(program, b, operand, hooks)
-    decorator = [DECORATOR] if b.compile_region else []
+    decorator = decorator_lines(b)
     inputs = [b.inputs[0], EXTRAS_PARAM] if EXTRA_PACKS[b.extras].packed else list(b.inputs)
     call_args = [] if b.attrs else [PACKED] if b.pack else list(b.args)
 
@@ -434,6 +456,8 @@ def _prelude(program: Program) -> list[str]:
     for name in dict.fromkeys(n for _, c in program.repeats() if c.how for n in FORMS[c.how].prelude):
         if PRELUDE[name]:
             lines += [PRELUDE[name], "", ""]
+    if any(b.reuse == "hash" for b in program.blocks()):
+        lines += [REUSE_KEY_DEF, "", ""]
     return lines[:-2]
 
 

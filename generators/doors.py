@@ -247,6 +247,8 @@ def fits(door: str, program) -> bool:
     generators.inputs): a source door's operator (checkpoint, torch.cond, a transform) and a call door's
     outputs take tensors alone; no door takes a program's hooks (generators.autograd)."""
     d = DOORS[door]
+    if d.family == "dynamic" and any(b.reuse for b in program.blocks()):
+        return False  # a reuse_hash_fn key is a constant: symbolic shapes leave it none
     return program.block.returns == SINGLE and not any(b.takes for b in program.blocks()) \
         and not program.options.autograd and (
         d.fits is None or d.fits(program))

@@ -38,7 +38,8 @@ def universe() -> list[str]:
     out += [f"flow:{f}" for f in FLOWS]
     out += [f"outputs:{o}" for o in OUTPUT_STYLES]
     out += ["block:function", "block:module", "module:instances", "module:attributes", "module:frozen",
-            "module:buffers", "nested_compile_region", "sections:2", "interleaved", "dag"]
+            "module:buffers", "nested_compile_region", "nested_compile_region:reuse_hash", "sections:2",
+            "interleaved", "dag"]
     out += [f"interlude:{k}" for k in INTERLUDES] + ["graph_break"]
     out += [f"python:{k}" for k in PYTHON_KINDS] + ["args:per_repeat", "args:keyword", "args:positional"]
     out += [f"varies:arg:{k}" for k in PYTHON_KINDS]
@@ -305,6 +306,8 @@ def features(program: Program) -> set[str]:
         out.add("module:buffers")
     if any(blk.compile_region for blk in program.blocks()):
         out.add("nested_compile_region")
+    if any(blk.reuse == "hash" for blk in program.blocks()):
+        out.add("nested_compile_region:reuse_hash")
     if b.args:
         out.add("args:per_repeat")
     out |= value_features(program) | object_features(program)

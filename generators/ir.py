@@ -50,6 +50,9 @@ ALIASES = ("", "same", "view")
 WRITES = ("direct", "view")
 # How a module block holds the instances of its module children.
 HOLDERS = ("attr", "module_list", "module_dict", "sequential")
+# How a nested_compile_region body is reused (Block.reuse): by Dynamo's guards, or by a key the program computes
+# (``reuse_hash_fn``: generators.codegen.REUSE_KEY; the key must be a constant, so never with symbolic shapes).
+REUSES = ("", "hash")
 CHILD = "block"  # the op of a statement that calls a sub-block
 MAX_DEPTH = 3  # the layer block is level 1
 
@@ -152,6 +155,9 @@ class Block:
     pack: str = ""  # how Python arguments are passed (PACKS)
     returns: str = "single"  # what it returns beside its result (generators.returns)
     takes: str = ""  # one more argument, ``given``, beside its tensors (generators.inputs.TAKES)
+    # how a nested_compile_region body is reused (REUSES): "" by Dynamo's guards on each call's inputs;
+    # "hash" by a reuse_hash_fn that keys each call by what its arguments carry
+    reuse: str = ""
 
     def children(self) -> list[tuple[str, int]]:
         """(sub-block, instance slot) of each child call, in body order."""
@@ -688,6 +694,8 @@ def _enc_block(b: Block) -> dict:
         d["returns"] = b.returns
     if b.takes:
         d["takes"] = b.takes
+    if b.reuse:
+        d["reuse"] = b.reuse
     return d
 
 
@@ -709,6 +717,7 @@ def _dec_block(b: dict) -> Block:
         pack=str(b.get("pack", "")),
         returns=str(b.get("returns", "single")),
         takes=str(b.get("takes", "")),
+        reuse=str(b.get("reuse", "")),
     )
 
 

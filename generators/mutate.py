@@ -351,7 +351,7 @@ def toggle_region(p: Program, rng: random.Random, other=None) -> Optional[Progra
     if not HAS_NESTED_COMPILE_REGION:
         return None
     b = rng.choice(p.blocks())
-    return with_block(p, replace(b, compile_region=not b.compile_region))
+    return with_block(p, replace(b, compile_region=not b.compile_region, reuse=""))
 
 
 def reshape_section(p: Program, rng: random.Random, other=None) -> Optional[Program]:

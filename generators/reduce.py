@@ -139,7 +139,7 @@ def measure(program: Program) -> dict[str, int]:
         flags += _STRUCTURE_RANK[s.structure] + (s.flow != "chain") + s.keywords
         flags += _WRITE_RANK[s.write[1] if s.write else None]
     flags += _OUTPUT_RANK[program.outputs] + b.attrs
-    flags += sum((x.kind == "module") + x.compile_region + (x.holder != "attr") for x in blocks)
+    flags += sum((x.kind == "module") + x.compile_region + bool(x.reuse) + (x.holder != "attr") for x in blocks)
     flags += _levels(program) - 1
     o = program.options
     flags += o.fullgraph + (o.dynamic is not None) + len(o.mark_dynamic) + bool(o.door) + len(o.settings) + len(o.autograd)
@@ -295,11 +295,14 @@ def proposals(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
         yield "outputs", replace(p, outputs="tuple")
     if b.kind == "module" and not any(s.structure == "module_list" for s in p.sections):
         yield "block_kind", replace(p, block=replace(b, kind="function", attrs=False))
+    for blk in p.blocks():  # a body reused by guards, not by a key
+        if blk.reuse:
+            yield "reuse", with_block(p, replace(blk, reuse=""))
     if b.compile_region:
-        yield "compile_region", replace(p, block=replace(b, compile_region=False))
+        yield "compile_region", replace(p, block=replace(b, compile_region=False, reuse=""))
     for sb in p.subs:  # the decorator of each sub-block, the outermost first
         if sb.compile_region:
-            yield "compile_region", with_block(p, replace(sb, compile_region=False))
+            yield "compile_region", with_block(p, replace(sb, compile_region=False, reuse=""))
     for blk in p.blocks():
         if blk.holder != "attr":
             yield "holder", with_block(p, replace(blk, holder="attr"))
@@ -649,7 +652,7 @@ def _hoist(p: Program, parent: Block) -> Optional[Program]:
     if child.kind == "module" and parent.kind == "function" and parent.name:
         return None  # a function sub-block owns no weights or module children
     up = replace(parent, body=child.body, result=child.result, weights=child.weights,
-                 compile_region=child.compile_region, holder=child.holder)
+                 compile_region=child.compile_region, reuse=child.reuse, holder=child.holder)
     return _reachable(with_block(p, up))
 
 

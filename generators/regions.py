@@ -37,7 +37,7 @@ def with_regions(program: Program, names: set[str]) -> Program:
     """``program`` with exactly the blocks in ``names`` decorated."""
 
     def mark(b: Block) -> Block:
-        return b if b.compile_region == (b.name in names) else replace(b, compile_region=b.name in names)
+        return b if b.compile_region == (b.name in names) else replace(b, compile_region=b.name in names, reuse="")
 
     return replace(program, block=mark(program.block), subs=tuple(mark(b) for b in program.subs))
 

@@ -25,6 +25,7 @@ from .check import (
     checked,
     env_of,
     fitting_autograd,
+    keyable,
     has_columns,
     has_graph_breaks,
     live_values,
@@ -72,6 +73,7 @@ from .ir import (
     TensorSpec,
     Value,
     typed_key,
+    with_block,
     called,
     respelled,
     taking,
@@ -778,7 +780,19 @@ def programs(
     program = _draw_returns(draw, program, edges)
     program = _draw_takes(draw, program, edges)
     program = _draw_autograd(draw, program, edges)
+    program = _draw_reuse(draw, program, edges)
     check(program)  # valid by construction; a failure here is a generator bug
+    return program
+
+
+def _draw_reuse(draw, program: Program, focus: bool = False) -> Program:
+    """Maybe have each nested_compile_region body reused by a key the program computes (``reuse_hash_fn``,
+    Block.reuse "hash") instead of Dynamo's guards: a key is a constant, so only with static shapes."""
+    if program.options.dynamic or program.options.mark_dynamic:
+        return program
+    blocks = [b for b in program.blocks() if keyable(program, b) and _edge(draw, focus, 2)]
+    for b in blocks:
+        program = with_block(program, replace(b, reuse="hash"))
     return program
 
 

@@ -526,14 +526,19 @@ def _modules(program: Program) -> list[Variant]:
     route: setattr, ``_modules[name] =``, ``add_module``, ``delattr`` then
     setattr, container item assignment; and ``load_state_dict`` of a fresh
     instance's state (the same objects, all values new). Undo puts the old
-    instance back in its place (and ``_modules`` in its order)."""
+    instance back in its place (and ``_modules`` in its order). Where the program's autograd features hook
+    its instances (generators.autograd, the module family) the fresh one takes the old one's hooks: a hook
+    removed after a compile is not noticed unless Dynamo guards on hooks, as torch documents
+    (``skip_nnmodule_hook_guards``), so the change is the instance, not its hooks."""
     out = []
+    hooked = any(a.startswith("module.") for a in program.options.autograd)
+    keep = tuple(f"_new.{d}.update(_saved.{d})" for d in HOOK_DICTS) if hooked else ()
     for expr, ctor in module_targets(program):
         parent, name, container = _slot(expr)
         for route, lines in _routes(parent, name, container).items():
             out.append(Variant(f"module:replace:{route}", expr, f"{expr} replaced by a fresh {ctor} via {lines[-1]}",
                                ("_order = dict(" + parent + "._modules)", f"_saved = {expr}", f"_new = {ctor}",
-                                *_same_flags(), *lines),
+                                *_same_flags(), *keep, *lines),
                                (f"{parent}._modules.clear()", f"{parent}._modules.update(_order)")))
         out.append(Variant("module:load_state_dict", expr, f"{expr}.load_state_dict(a fresh {ctor}'s state)",
                            (f"_saved = {{k: v.detach().clone() for k, v in {expr}.state_dict().items()}}",

@@ -136,6 +136,8 @@ def compare_runs(oracle: str, expected: Execution, actual: Execution, reference:
             verdicts.append(Verdict(oracle, Status.PASS, where=where))
             continue
         kind = {"missing": "missing_grad", "unexpected": "unexpected_grad"}.get(diff.kind, diff.kind) if where.startswith("grad") else diff.kind
+        if kind == "unexpected_grad" and isinstance(act.get(where), torch.Tensor) and not bool(act[where].ne(0).any()):
+            kind = "zero_grad"  # a gradient of zeros where eager has none (autograd materialized it): its own class
         status = Status.INCONCLUSIVE if diff.inconclusive else Status.FAIL
         verdicts.append(Verdict(oracle, status, kind=kind, where=where, message=diff.message, details=diff.details))
     if not verdicts:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from generators.autograd import FEATURES as AUTOGRAD
-from generators.ir import Program, plain_inputs, to_dict
+from generators.ir import Program, plain_inputs, to_dict, with_block
 from generators.returns import SINGLE, returning
 from harness.pipeline import InvalidProgram, run_program
 from oracles import guards
@@ -87,6 +87,13 @@ def without_autograd(program: Program) -> Program:
     return replace(program, options=replace(program.options, autograd=()))
 
 
+def without_reuse(program: Program) -> Program:
+    """Every nested_compile_region body reused by Dynamo's guards, none by a key."""
+    for b in program.blocks():
+        program = with_block(program, replace(b, reuse=""))
+    return program
+
+
 def _reads_requires_grad(p: Program) -> bool:
     return any(b.compile_region and b.takes == "requires_grad" for b in p.blocks())
 
@@ -118,6 +125,10 @@ FEATURES: dict[str, FeatureFault] = {
                                           dedup=False),
     "inputs:derived": FeatureFault(_reads_requires_grad, plain_inputs, planted_inputs.requires_grad_ignored,
                                    dedup=False),
+    # a body reused by a key the program computes (nested_compile_region's reuse_hash_fn; without the pass:
+    # with it two calls of a region meet KI-003 first)
+    "region:reuse": FeatureFault(lambda p: any(b.reuse for b in p.blocks()), without_reuse,
+                                 planted_settings.reuse_key_ignored, dedup=False),
     "autograd:tensor": FeatureFault(_hooked("tensor"), without_autograd, planted_autograd.intermediate_hook_dropped),
     "autograd:node": FeatureFault(_hooked("node"), without_autograd, planted_autograd.compiled_node_prehook_halved),
     "autograd:module": FeatureFault(_hooked("module"), without_autograd,

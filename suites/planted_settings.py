@@ -81,7 +81,25 @@ def strided_alias_doubled():
     return _patched(runtime_wrappers, "gen_alias_from_base", wrap)
 
 
+def reuse_key_ignored():
+    """A nested_compile_region reused by a key (``reuse_hash_fn``, Block.reuse "hash") looks every key of a
+    function up as the first key it met in the frame: a call with another key (another shape, dtype, grad
+    mode) is stamped out from the body traced for the first. Only a keyed body reaches the lookup."""
+    from torch._dynamo.variables import invoke_subgraph as module
+
+    first: dict = {}
+
+    def wrap(orig):  # type: ignore[no-untyped-def]
+        def find(tx, fn_var, hash_key):  # type: ignore[no-untyped-def]
+            key = first.setdefault((id(tx.output), module.get_fn_code(fn_var)), hash_key)
+            return orig(tx, fn_var, key)
+
+        return find
+
+    return _patched(module, "find_reuse_entry_by_key", wrap)
+
+
 def __getattr__(name: str):
     """``<fault>__<backend>``: a backend under a planted setting fault."""
     return fault_backend(name, {f.__name__: f for f in (inliner_reuses_operands, budget_grads_scaled,
-                                                         strided_alias_doubled)})
+                                                         strided_alias_doubled, reuse_key_ignored)})

@@ -442,3 +442,39 @@ def test_values_of_other_types_make_other_programs():
     assert Const(NAN) == Const(NAN) and len({Const(3), Const(3.0), Const(3)}) == 2
     assert Call(args=(3,)) != Call(args=(3.0,)) and Call(args=(2,)) == Call(args=(2,))
     assert Call(sets=(("p0", 1),)) != Call(sets=(("p0", True),))
+
+
+def _keyed(reuse: str = "hash", args: tuple = ("s0",), values: tuple = (0.5, 2.0)) -> Program:
+    """A nested_compile_region layer called with two Python values, reused by a key (Block.reuse)."""
+    block = Block("function", ("x",), (), (), args, SIN_OF_SCALED, "v1", compile_region=True, reuse=reuse)
+    calls = tuple(Call(args=(v,)) for v in values)
+    return Program(inputs=(("x", TensorSpec((3, 4), "float32", True)),), block=block,
+                   sections=(Section("for_range", "chain", calls),))
+
+
+def test_a_region_reused_by_a_key_renders_its_key_and_round_trips():
+    from generators.ir import from_dict, to_dict
+    from generators.reduce import proposals
+
+    program = _keyed()
+    check(program)
+    source = render(program)
+    assert "@torch.compiler.nested_compile_region(reuse_hash_fn=_reuse_key)" in source
+    assert "def _reuse_key(*args, **kwargs):" in source and "torch.is_grad_enabled()" in source
+    assert from_dict(json.loads(json.dumps(to_dict(program)))) == program
+    assert any(kind == "reuse" and not q.block.reuse and q.block.compile_region for kind, q in proposals(program))
+    assert "@torch.compiler.nested_compile_region\n" in render(_keyed(reuse=""))
+
+
+def test_a_key_is_drawn_only_where_it_can_read_all_a_call_decides():
+    from dataclasses import replace
+
+    from generators.check import keyable
+
+    with pytest.raises(MalformedProgram):  # the key is nested_compile_region's
+        check(replace(_keyed(), block=replace(_keyed().block, compile_region=False)))
+    with pytest.raises(MalformedProgram):  # a callable argument: Dynamo refuses to key it
+        check(_keyed(values=(Fn("torch.cos"), Fn("torch.sin"))))  # (rejected, whatever the op makes of it)
+    with pytest.raises(MalformedProgram):  # a symbolic shape: no constant key
+        check(replace(_keyed(), options=Options(dynamic=True)))
+    assert keyable(_keyed(), _keyed().block) and not keyable(_keyed(values=(Fn("torch.cos"),) * 2), _keyed().block)
