@@ -35,7 +35,7 @@ from typing import Iterator
 import torch
 from torch._dynamo.variables import tensor as dynamo_tensor
 
-from .planted_pass import _patched, _stack, fault_backend
+from .planted_pass import _patched, fault_backend
 
 
 def _compiled(node) -> bool:  # type: ignore[no-untyped-def]
@@ -150,32 +150,12 @@ def retained_backward_zeroed():
 
 
 def region_budget_grads_scaled():
-    from torch._dynamo.backends import debugging
     from torch._functorch import partitioners
-    from torch._inductor import compile_fx
 
-    def wrap(orig):  # type: ignore[no-untyped-def]
-        def partition(joint_module, *args, **kwargs):  # type: ignore[no-untyped-def]
-            annotated = any(partitioners._get_memory_budget_annotation(n) is not None
-                            for n in joint_module.graph.nodes)
-            fw, bw = orig(joint_module, *args, **kwargs)
-            if annotated:
-                output = bw.graph.output_node()
-                outs = list(output.args[0])
-                first = next((i for i, o in enumerate(outs) if isinstance(o, torch.fx.Node)), None)
-                if first is not None:
-                    with bw.graph.inserting_before(output):
-                        scaled = bw.graph.call_function(torch.ops.aten.mul.Tensor, (outs[first], 1.5))
-                    scaled.meta = dict(outs[first].meta)
-                    outs[first] = scaled
-                    output.args = (tuple(outs),)
-                    bw.recompile()
-            return fw, bw
+    from .planted_settings import partitioned_grads_scaled
 
-        return partition
-
-    return _stack(_patched(debugging, "min_cut_rematerialization_partition", wrap),
-                  _patched(compile_fx, "min_cut_rematerialization_partition", wrap))
+    return partitioned_grads_scaled(lambda joint: any(
+        partitioners._get_memory_budget_annotation(n) is not None for n in joint.graph.nodes))
 
 
 FAULTS = {f.__name__: f for f in (intermediate_hook_dropped, compiled_node_prehook_halved,

@@ -37,15 +37,21 @@ def budget_grads_scaled():
     below 1, the ``partition`` family) the min-cut partitioner's backward
     scales its first gradient: reached by the backends that partition with
     it (aot_eager_decomp_partition, inductor)."""
-
-    from torch._dynamo.backends import debugging
     from torch._functorch import config as functorch_config
+
+    return partitioned_grads_scaled(lambda joint: functorch_config.activation_memory_budget < 1.0)
+
+
+def partitioned_grads_scaled(when):  # type: ignore[no-untyped-def]
+    """The min-cut partitioner's backward scales its first gradient where ``when(joint_module)`` holds."""
+    from torch._dynamo.backends import debugging
     from torch._inductor import compile_fx
 
     def wrap(orig):  # type: ignore[no-untyped-def]
-        def partition(*args, **kwargs):  # type: ignore[no-untyped-def]
-            fw, bw = orig(*args, **kwargs)
-            if functorch_config.activation_memory_budget < 1.0:
+        def partition(joint_module, *args, **kwargs):  # type: ignore[no-untyped-def]
+            hit = when(joint_module)
+            fw, bw = orig(joint_module, *args, **kwargs)
+            if hit:
                 output = bw.graph.output_node()
                 outs = list(output.args[0])
                 first = next((i for i, o in enumerate(outs) if isinstance(o, torch.fx.Node)), None)
