@@ -392,3 +392,13 @@ def test_zero_signs_of_summing_programs_are_left_unjudged():
     plus = torch.tensor([0.0, 1.0])
     assert compare(minus, plus, minus.double()).kind == "signed_zero"
     assert compare(minus, plus, minus.double(), signed_zeros=False) is None
+
+
+def test_a_gradient_where_eager_has_none_is_zero_grad_when_all_zeros_else_unexpected():
+    """Autograd materializing zeros (AOTAutograd's unused outputs, KI-135) is a class of its own, so a known
+    issue of that class claims no gradient with values in it."""
+    eager = Execution(outputs=[torch.ones(2)], grads={"w": None})
+    for actual, kind in ((torch.zeros(3), "zero_grad"), (torch.tensor([0.0, 1.0, 0.0]), "unexpected_grad")):
+        compiled = Execution(outputs=[torch.ones(2)], grads={"w": actual})
+        bad = [v for v in differential.compare_runs("differential", eager, compiled, None) if v.failed]
+        assert [(v.kind, v.where) for v in bad] == [(kind, "grad[w]")], bad
