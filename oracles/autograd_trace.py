@@ -8,7 +8,8 @@ branches as it likes, and a compiled backward is one node), each value against e
 float64 referee's tolerance; packs and unpacks not at all (what is saved is the partitioner's choice,
 and code no gradient needs is dropped: a hook applied on one side shows in the gradients instead);
 pre-hooks before their hooks (``ORDERED``). A difference is a kind of its own: ``hook:missing``,
-``hook:extra``, ``hook:value``, ``hook:order``, ``error:missing`` (eager raised for
+``hook:extra``, ``hook:unreached`` (a backward hook eager never calls, called with no gradient: its tensor
+reaches no loss but sits on a compiled node that runs), ``hook:value``, ``hook:order``, ``error:missing`` (eager raised for
 a saved tensor written in place, compiled code did not), ``grad:value`` (a first gradient of a
 double backward).
 """
@@ -84,6 +85,10 @@ def _backward(outcome: Outcome) -> list[Verdict]:
         kind = promise(label)[1]
         if e[label] != c[label]:
             what = "missing" if e[label] > c[label] else "extra"
+            if not e[label] and all(v is None for v in _values(outcome.compiled, "backward", label)):
+                # a hook eager never calls, called with no gradient: the tensor reaches no loss, but it is an
+                # output of a compiled node that runs (one node for the graph): a class of its own
+                what = "unreached"
             out.append(Verdict(NAME, Status.FAIL, kind=f"{kind}:{what}", where=label,
                                message=f"called {e[label]} times in eager, {c[label]} in the compiled run"))
         else:

@@ -19,6 +19,7 @@ from typing import Callable, Optional
 import torch.fx
 
 from harness.effects import example_value
+from generators.codegen import sub_callable
 from generators.settings import SETTINGS
 from harness.outcome import Outcome
 from harness.structure import CALLS, INVOKE_SUBGRAPH, GraphRecord, region_hazards, value_meta
@@ -274,6 +275,7 @@ def check(outcome: Outcome) -> Verdict:
         r, group = missed[0]
         calls = program.block_calls()
         details["label"] = f"missed:sub:{_shapes(r)}:{_diagnose(r, group, r.peers)}"
+        details["sub"] = sub_callable(r.name, program.sub(r.name).kind)  # what its repro looks for
         return Verdict(NAME, Status.FAIL, kind="missed_merge", where=f"{r.name}[{r.index}]",
                        message=f"call {r.index} of sub-block {r.name!r} (path {calls[r.call].path}) is identical "
                                f"to its calls {[i for i in group if i != r.index]} in graph {r.graph}, outside any "

@@ -87,8 +87,8 @@ def driver_for(details: dict, severity: str, oracle: str = "", kind: str = "") -
     if "variant" in details:  # the change, after the earlier ones that recompiled in the same process
         return ("recompile" if severity == "recompile" else "guard"), {**details["variant"],
                                                                         "before": details.get("before", [])}
-    if severity == "missed":
-        return "deduplicated", None
+    if severity == "missed":  # a sub-block's missed merge: its ops, not the layer's
+        return "deduplicated", ({"sub": details["sub"]} if details.get("sub") else None)
     if oracle == "rewrite" and kind != "crash":  # the pass alone: whether a gradient is what differs
         return "rewrite", {"gradient": bool(details.get("gradient"))}
     return ("differential" if kind == "crash" else ORACLE_DRIVERS.get(oracle, "differential")), None
@@ -173,12 +173,16 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         backward, variant = bool((variant or {}).get("gradient", True)), None
         config = replace(config, backend="eager")
         backend = resolve(config.backend)
+    sub = ""
+    if check == "deduplicated":  # the sub-block whose calls stayed apart (oracles.completeness), not a change
+        sub, variant = (variant or {}).get("sub", ""), None
     door = _door_fields(program, config, variant or {}) if check == "door" else {}
     backward = door.pop("backward", backward)  # a door says whether its own run goes backward
     change = variant if variant and check != "door" else {"description": "nothing", "apply": (), "undo": ()}
     return template.render(
         title=title,
         exits=EXITS,
+        sub=sub,
         program=render(program).removesuffix("\n"),  # the template ends its line
         resized_inputs=door.pop("resized_inputs") if door else _resized_inputs(program, replay),
         description=change["description"],

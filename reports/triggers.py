@@ -108,6 +108,10 @@ TRIGGERS: dict[str, tuple[Callable[[Program, RunConfig], bool], Removal]] = {
     "grad_mode": (_grad_mode, _program_only(without_grad_mode)),
     "higher_order": (_higher_order, _program_only(_without_higher_order)),
     "dynamic": (lambda p, c: bool(p.options.dynamic or p.options.mark_dynamic), _program_only(_static)),
+    # every invoke_subgraph inlined after the pass (generators.settings inline.every)
+    "inline": (lambda p, c: "inline.every" in p.options.settings,
+               _program_only(lambda p: replace(p, options=replace(p.options, settings=tuple(
+                   s for s in p.options.settings if s != "inline.every"))))),
     # hooks, saved-tensor hooks, another way of asking for gradients (generators.autograd)
     "autograd": (lambda p, c: bool(p.options.autograd),
                  _program_only(lambda p: replace(p, options=replace(p.options, autograd=())))),
