@@ -101,6 +101,10 @@ def driver_for(details: dict, severity: str, oracle: str = "", kind: str = "") -
 REGIONS_SEE = (
     ("region_identity:*", "{name}"),
     ("graph_validity:lint*", "graph_validity:lint"),
+    # a region on both sides of a grad-mode or inference-mode switch: a cycle of the oracle's own orderings (the
+    # pass orders no such switch, so its lint passes); what a run shows is ops under the other mode
+    ("graph_validity:cycle:grad*", "graph_validity:ambient:*"),
+    ("graph_validity:cycle:inference*", "graph_validity:ambient:*"),
     ("graph_validity:cycle*", "graph_validity:lint"),  # a graph with a cycle fails lint
     ("graph_validity:ambient:*:switch", "graph_validity:ambient:{field}:op"),  # a moved switch leaves ops on its wrong side
     ("graph_validity:ambient:*", "{name}"),
