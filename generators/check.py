@@ -309,8 +309,6 @@ def _check_subs(program: Program) -> None:
         _enum(b.reuse, REUSES, "reuse of a nested_compile_region body")
         if b.reuse and not b.compile_region:
             raise MalformedProgram(f"block {b.name or 'layer'}: reuse {b.reuse!r} is nested_compile_region's")
-        if b.reuse == "hash" and (program.options.dynamic or program.options.mark_dynamic):
-            raise MalformedProgram("a reuse_hash_fn key is a constant: no symbolic shapes for it to read")
         if b.reuse == "hash" and not keyable(program, b):
             raise MalformedProgram(f"block {b.name or 'layer'}: its calls carry what a reuse key cannot read "
                                    "(generators.check.keyable)")
@@ -740,9 +738,10 @@ def keyable(program: Program, block: Block) -> bool:
     (Block.reuse "hash", generators.codegen.REUSE_KEY) as torch's contract for ``reuse_hash_fn`` asks: every
     input a tensor, a constant or a module (else Dynamo refuses the key: 'not eligible for reuse'), its result
     alone, and nothing the body reads that the key cannot see: no free value, no constructor attribute,
-    no size the data decides."""
+    no size the data decides, no symbolic shape (a key is a constant)."""
     if not block.compile_region or block.returns != "single" or block.takes == "data_dependent" \
-            or block.attrs or block.pack or block.extras == "dataclass":
+            or block.attrs or block.pack or block.extras == "dataclass" \
+            or program.options.dynamic or program.options.mark_dynamic:
         return False
     if any(isinstance(o, Free) for s in block.body for o in s.operands):
         return False

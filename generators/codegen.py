@@ -102,7 +102,7 @@ REUSE_KEY_DEF = f'''def {REUSE_KEY}(*args, **kwargs):
     return hash(tuple(parts))'''
 
 
-def decorator_lines(b) -> list[str]:  # type: ignore[no-untyped-def]
+def decorator_lines(b: Block) -> list[str]:
     """The lines above a block's def: nested_compile_region, with its reuse (Block.reuse)."""
     if not b.compile_region:
         return []

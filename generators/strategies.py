@@ -787,9 +787,7 @@ def programs(
 
 def _draw_reuse(draw, program: Program, focus: bool = False) -> Program:
     """Maybe have each nested_compile_region body reused by a key the program computes (``reuse_hash_fn``,
-    Block.reuse "hash") instead of Dynamo's guards: a key is a constant, so only with static shapes."""
-    if program.options.dynamic or program.options.mark_dynamic:
-        return program
+    Block.reuse "hash") instead of Dynamo's guards, where the key can read all a call decides (check.keyable)."""
     blocks = [b for b in program.blocks() if keyable(program, b) and _edge(draw, focus, 2)]
     for b in blocks:
         program = with_block(program, replace(b, reuse="hash"))
