@@ -15,6 +15,9 @@ OUT ?= runs/latest
 # processes (repros, command lines, workers), each of which would otherwise compile every module it imports
 # anew, and pytest's rewritten test modules are cached beside them (about 5 s a worker on a fresh clone).
 PYTEST := env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest
+# pip compiles every file it installs (torch's and transformers' thousands, most never imported: 53 s of a
+# fresh clone's setup); with --no-compile a module is compiled when first imported, and kept (above).
+PIP := $(PY) -m pip install --quiet --no-compile
 
 .PHONY: fuzz test nightly setup clean
 
@@ -22,31 +25,31 @@ setup: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install --quiet $(TORCH_PIN)
-	$(PY) -m pip install --quiet -e .
+	$(PY) -c "import torch" 2>/dev/null || $(PIP) $(TORCH_PIN)
+	$(PIP) -e .
 	touch $(STAMP)
 
 fuzz: $(STAMP)
-	$(PY) -m harness fuzz --budget $(BUDGET) --out $(OUT) --feedback steer
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m harness fuzz --budget $(BUDGET) --out $(OUT) --feedback steer
 
 # The model zoo's optional extra (transformers, pinned in pyproject.toml).
 $(MODELS): $(STAMP)
-	$(PY) -m pip install --quiet -e ".[models]"
+	$(PIP) -e ".[models]"
 	touch $(MODELS)
 
 # The third-party backends' optional extra (openvino, iree-turbine: pinned in pyproject.toml).
 $(BACKENDS): $(STAMP)
-	$(PY) -m pip install --quiet -e ".[backends]"
+	$(PIP) -e ".[backends]"
 	touch $(BACKENDS)
 
 # The cluster extra (submitit, PyYAML: pinned in pyproject.toml).
 $(CLUSTER): $(STAMP)
-	$(PY) -m pip install --quiet -e ".[cluster]"
+	$(PIP) -e ".[cluster]"
 	touch $(CLUSTER)
 
 # The three extras in one pip run (one resolution, one editable build, not three): what the suites use.
 $(EXTRAS): $(STAMP) pyproject.toml
-	$(PY) -m pip install --quiet -e ".[models,backends,cluster]"
+	$(PIP) -e ".[models,backends,cluster]"
 	touch $(MODELS) $(BACKENDS) $(CLUSTER) $(EXTRAS)
 
 test: $(EXTRAS)
