@@ -419,6 +419,22 @@ def _close(b: _Builder, chained: list[int]) -> None:
     raise Reject("cannot close the chain")  # pragma: no cover - merge_mean takes anything
 
 
+def _tie_python_values(b: _Builder) -> None:
+    """Merge into the result each value computed from a Python value (an argument each repeat chooses, a free
+    value read at run time) that nothing reads: Dynamo drops dead code, so a repeat's differing argument that
+    reaches no output differs in guards alone, and neither the pass's region keys nor any output would show
+    what it computes (a third of drawn blocks with such values left them all dead)."""
+    live = live_values(b.block())
+    for stmt in list(b.body):
+        if stmt.out in live or not any(isinstance(o, (Arg, Free)) for o in stmt.operands):
+            continue
+        try:
+            _add_stmt(b, Stmt(b.fresh(), "merge_mean", (Ref(b.body[-1].out), Ref(stmt.out))), OPS["merge_mean"])
+        except Reject:
+            continue
+        live = live_values(b.block())
+
+
 def _prune_dead_random(b: _Builder) -> None:
     """Drop random ops nothing uses, and what reads them: a compiler may drop
     dead code, and with it draws from the generator eager makes."""
@@ -716,6 +732,7 @@ def programs(
         except Reject:
             raise MalformedProgram("generator could not close the chain")  # noqa: B904
 
+    _tie_python_values(b)
     _prune_dead_random(b)
     no_grad = any(c.grad is False or c.inference for p in plans for c in p.contexts)
     if no_grad and returns_view(b.block()):

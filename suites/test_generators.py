@@ -80,6 +80,19 @@ def test_drawn_programs_run_in_eager_forward_and_backward(program):
     run_eager(module, program, RunConfig())  # raises InvalidProgram on any eager error
 
 
+@settings(max_examples=examples(100, 200))
+@given(programs())
+def test_every_value_computed_from_a_python_value_reaches_the_result(program):
+    """A repeat's argument or a free value that only dead code reads would differ in guards alone (Dynamo drops
+    dead code): the layer block's statements that read one are live (generators.strategies._tie_python_values)."""
+    from generators.check import live_values
+    from generators.ir import Arg, Free
+
+    live = live_values(program.block)
+    dead = [s for s in program.block.body if s.out not in live and any(isinstance(o, (Arg, Free)) for o in s.operands)]
+    assert not dead, dead
+
+
 def test_catalogue_has_the_ops_and_categories_the_issue_lists():
     assert len(OPS) >= 60
     for category in ("unary", "activation", "binary", "scalar", "compare", "reduce", "linalg", "norm", "softmax",
