@@ -77,7 +77,7 @@ def failure(exc: BaseException, default_stage: str) -> Failure:
     return Failure(
         stage=stage,
         type=type(exc).__qualname__,
-        message=message[:500],
+        message=message[:2000],  # a long message may end by naming what it is about (signature.normalize)
         traceback="".join(traceback.format_exception(exc))[-8000:],
     )
 

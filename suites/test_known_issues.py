@@ -349,3 +349,27 @@ def test_the_known_issues_page_ranks_by_what_campaigns_meet_and_links_upstream(t
     text, markup = md.read_text(), html.read_text()
     assert text.count("\n| KI-") == len(ISSUES) and f"{len(page.duplicates(table))} already known upstream" in text
     assert f'href="{known.upstream[0]}"' in markup and markup.count("<tr id=\"KI-") == len(ISSUES)
+
+
+@pytest.mark.unit
+def test_a_long_crash_message_keeps_the_list_it_ends_with_so_its_issue_is_told_apart():
+    """KI-132 and KI-133 are one message told apart by the ops it lists last: a crash message is kept whole
+    enough (harness.execute.failure) for the signature to keep that list (reports.signature.normalize), even
+    when the list is long (a 10-minute campaign of 2026-11-30 cut it at 500 characters: three findings
+    matched neither issue and their repros were 'unconfirmed')."""
+    from harness.execute import failure
+    from reports.signature import normalize
+
+    def signature(ops: list) -> str:
+        message = ("torch.autograd.graph.region_activation_memory_budget: must cover the entire forward of a graph "
+                   "(including HOP bodies), but 32 forward op(s) are unannotated. Wrap the whole forward in a single "
+                   "region; use a graph break to scope different budgets to different graphs. Note that a graph "
+                   f"break inside the annotated region can also cause unannotated ops here. Unannotated ops: {ops}")
+        kept = failure(RuntimeError(message), "backend_compile").message
+        assert kept.endswith(f"{ops}")
+        return ("differential:crash:dedup:backend_compile:BackendCompilerFailed: backend='aot_eager' raised: "
+                f"RuntimeError: {normalize(kept)}:autograd=partition.budget")
+
+    regions = signature(["invoke_subgraph_8", "getitem", *[f"op_{i}" for i in range(30)]])
+    assert [i.id for i in known_issues.matching(regions, "aot_eager")] == ["KI-132"], regions
+    assert [i.id for i in known_issues.matching(signature(["copy_"]), "aot_eager")] == ["KI-133"]
