@@ -88,6 +88,15 @@ def without_grad_mode(program: Program) -> Optional[Program]:
     return _checked(replace(program, sections=sections))
 
 
+def without_autocast(program: Program) -> Optional[Program]:
+    """Every repeat under the autocast state in force: no ``torch.autocast`` around a call."""
+    def plain(c):
+        return replace(c, context=replace(c.context, autocast=None))
+
+    sections = tuple(replace(s, calls=tuple(plain(c) for c in s.calls)) for s in program.sections)
+    return _checked(replace(program, sections=sections))
+
+
 def without_subclass(program: Program) -> Optional[Program]:
     """The primary passed as a plain tensor, where a call passed a torch.Tensor subclass instance."""
     if not any(call.how == SUBCLASS for _, call in program.repeats()):

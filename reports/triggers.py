@@ -28,8 +28,8 @@ from generators.check import draws_random, mutates
 from generators.ir import Program, ambient_state
 from generators.opinfo import effectful
 from generators.regions import marked, without_regions
-from generators.without import (SUBCLASS, without_default_dtype, without_fn_instances, without_grad_mode,
-                                without_random, without_subclass, without_writes)
+from generators.without import (SUBCLASS, without_autocast, without_default_dtype, without_fn_instances,
+                                without_grad_mode, without_random, without_subclass, without_writes)
 from harness.outcome import RunConfig
 
 from .known_issues import UNEXPLAINED, KnownIssue, matching
@@ -106,6 +106,9 @@ TRIGGERS: dict[str, tuple[Callable[[Program, RunConfig], bool], Removal]] = {
                       _program_only(without_default_dtype)),
     "fn_instances": (_tagged("fn_instances"), _program_only(without_fn_instances)),
     "grad_mode": (_grad_mode, _program_only(without_grad_mode)),
+    # a torch.autocast around a call (KI-006's brackets: the message it crashes with is not its alone)
+    "autocast": (lambda p, c: any(call.context.autocast is not None for _, call in p.repeats()),
+                 _program_only(without_autocast)),
     "higher_order": (_higher_order, _program_only(_without_higher_order)),
     "dynamic": (lambda p, c: bool(p.options.dynamic or p.options.mark_dynamic), _program_only(_static)),
     # every invoke_subgraph inlined after the pass (generators.settings inline.every)

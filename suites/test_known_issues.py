@@ -373,3 +373,19 @@ def test_a_long_crash_message_keeps_the_list_it_ends_with_so_its_issue_is_told_a
     regions = signature(["invoke_subgraph_8", "getitem", *[f"op_{i}" for i in range(30)]])
     assert [i.id for i in known_issues.matching(regions, "aot_eager")] == ["KI-132"], regions
     assert [i.id for i in known_issues.matching(signature(["copy_"]), "aot_eager")] == ["KI-133"]
+
+
+@pytest.mark.unit
+def test_a_crash_message_two_causes_share_is_claimed_only_where_the_recorded_cause_s_trigger_is():
+    """'stable topological sort failed' is KI-006's (regions traced under torch.autocast) and KI-139's (a region
+    starting at a getitem of a tuple node): KI-006 claims it only where a call runs under autocast, and the run
+    without autocast is a program of its own (reports.triggers: autocast)."""
+    from reports.triggers import explains, present, removed
+
+    issues = {i.id: i for i in ISSUES}
+    ki006, ki139 = issues["KI-006"], issues["KI-139"]
+    config = ki006.config(RunConfig)
+    assert present("autocast", ki006.program(), config) and explains(ki006, ki006.program(), config)
+    plain, _ = removed("autocast", ki006.program(), config)
+    assert plain is not None and not present("autocast", plain, config)
+    assert not explains(ki006, ki139.program(), ki139.config(RunConfig))
