@@ -63,13 +63,19 @@ def without_random(program: Program) -> Optional[Program]:
     return _checked(_bypassing(program, lambda s: OPS[s.op].random))
 
 
-def without_default_dtype(program: Program) -> Optional[Program]:
-    """Every repeat under the default dtype in force (no ``set_default_dtype``)."""
+def _context_in_force(program: Program, *fields: str) -> Optional[Program]:
+    """Every repeat under the state in force for ``fields`` of its ``Context``: no context manager of theirs
+    around a call."""
     def plain(c):
-        return replace(c, context=replace(c.context, default_dtype=None))
+        return replace(c, context=replace(c.context, **dict.fromkeys(fields)))
 
     sections = tuple(replace(s, calls=tuple(plain(c) for c in s.calls)) for s in program.sections)
     return _checked(replace(program, sections=sections))
+
+
+def without_default_dtype(program: Program) -> Optional[Program]:
+    """Every repeat under the default dtype in force (no ``set_default_dtype``)."""
+    return _context_in_force(program, "default_dtype")
 
 
 def without_fn_instances(program: Program) -> Optional[Program]:
@@ -81,20 +87,12 @@ def without_fn_instances(program: Program) -> Optional[Program]:
 
 def without_grad_mode(program: Program) -> Optional[Program]:
     """Every repeat under the grad mode in force: no ``no_grad``/``enable_grad`` or ``inference_mode`` around a call."""
-    def plain(c):
-        return replace(c, context=replace(c.context, grad=None, inference=None))
-
-    sections = tuple(replace(s, calls=tuple(plain(c) for c in s.calls)) for s in program.sections)
-    return _checked(replace(program, sections=sections))
+    return _context_in_force(program, "grad", "inference")
 
 
 def without_autocast(program: Program) -> Optional[Program]:
     """Every repeat under the autocast state in force: no ``torch.autocast`` around a call."""
-    def plain(c):
-        return replace(c, context=replace(c.context, autocast=None))
-
-    sections = tuple(replace(s, calls=tuple(plain(c) for c in s.calls)) for s in program.sections)
-    return _checked(replace(program, sections=sections))
+    return _context_in_force(program, "autocast")
 
 
 def without_subclass(program: Program) -> Optional[Program]:

@@ -71,8 +71,9 @@ def _tagged(tag: str) -> Callable[[Program, RunConfig], bool]:
     return lambda p, c: tag in tags(p)
 
 
-def _grad_mode(p: Program, c: RunConfig) -> bool:
-    return any(call.context.grad is not None or call.context.inference is not None for _, call in p.repeats())
+def _in_context(*fields: str) -> Callable[[Program, RunConfig], bool]:
+    """Whether a call runs inside a context manager of one of ``fields`` of its ``Context``."""
+    return lambda p, c: any(getattr(call.context, f) is not None for _, call in p.repeats() for f in fields)
 
 
 # Door families whose operator is a higher-order op around the program's calls (as a decorated block is).
@@ -102,13 +103,11 @@ TRIGGERS: dict[str, tuple[Callable[[Program, RunConfig], bool], Removal]] = {
     "mutation": (_tagged("mutation"), _program_only(without_writes)),
     "random": (lambda p, c: draws_random(p), _program_only(without_random)),
     # any set_default_dtype in the forward, float32 too: a call made under another dtype (a guard variant) meets it
-    "default_dtype": (lambda p, c: any(call.context.default_dtype is not None for _, call in p.repeats()),
-                      _program_only(without_default_dtype)),
+    "default_dtype": (_in_context("default_dtype"), _program_only(without_default_dtype)),
     "fn_instances": (_tagged("fn_instances"), _program_only(without_fn_instances)),
-    "grad_mode": (_grad_mode, _program_only(without_grad_mode)),
+    "grad_mode": (_in_context("grad", "inference"), _program_only(without_grad_mode)),
     # a torch.autocast around a call (KI-006's brackets: the message it crashes with is not its alone)
-    "autocast": (lambda p, c: any(call.context.autocast is not None for _, call in p.repeats()),
-                 _program_only(without_autocast)),
+    "autocast": (_in_context("autocast"), _program_only(without_autocast)),
     "higher_order": (_higher_order, _program_only(_without_higher_order)),
     "dynamic": (lambda p, c: bool(p.options.dynamic or p.options.mark_dynamic), _program_only(_static)),
     # every invoke_subgraph inlined after the pass (generators.settings inline.every)
