@@ -42,7 +42,7 @@ from .inputs import PACKS as EXTRA_PACKS, TAKES, TAKES_LIST
 from .returns import RETURNS_LIST, returning
 from .settings import SETTINGS, SETTINGS_LIST, suits
 from .autograd import FEATURES as AUTOGRAD
-from .forms import FORMS_LIST, applies
+from .forms import FORMS, FORMS_LIST, applies
 from .spellings import kinds_of
 from .swarm import NONE as NO_SWARM, Swarm
 from .values import equal_values
@@ -919,7 +919,11 @@ def _draw_forms(draw, program: Program, focus: bool = False) -> Program:
     method, a subclass instance, a tensor subclass."""
     b = program.block
     names = [f.name for f in FORMS_LIST if applies(f, b.kind, len(b.args), not (b.pack or b.attrs))]
-    if not names or not _edge(draw, focus, 2):
+    # A form that needs more Python arguments than most blocks take (keywords
+    # in another order: two) applies to few programs: at even odds among them,
+    # or a 2,000-program draw can miss it.
+    narrow = [n for n in names if FORMS[n].min_args > 1]
+    if not names or not _edge(draw, focus or bool(narrow), 2):
         return program
     loops = [k for k, s in enumerate(program.sections) if len(s.calls) > 1]
     if not any(s.structure == "calls" for s in program.sections) and loops and _likely(draw, 1):
@@ -929,7 +933,8 @@ def _draw_forms(draw, program: Program, focus: bool = False) -> Program:
             continue
         for i in range(len(s.calls)):
             if _likely(draw, 1):
-                program = with_form(program, k, i, draw(st.sampled_from(names))) or program
+                pool = narrow if narrow and draw(st.booleans()) else names
+                program = with_form(program, k, i, draw(st.sampled_from(pool))) or program
     return program
 
 
