@@ -119,19 +119,35 @@ def _interface(program: Program) -> dict[str, Callable[[Program], Program]]:
     return parts
 
 
-def _inputs(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict], like: Verdict) -> str:
-    """What a block is given that a failure needs, as ``inputs=module`` (labels of ``_interface``, joined by ``+``)."""
+def _trigger_and_inputs(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict], like: Verdict,
+                        dedup: bool) -> tuple[str, str]:
+    """The differences between repeats (``_trigger``) and what a block is given (``inputs=module``, labels of
+    ``_interface`` joined by ``+``) that a wrong value needs, searched together. Apart, a failure that either
+    explains alone (a float merged through a callable argument and through a value read from
+    ``h.requires_grad``) lost each while the other kept it failing, and was named for neither
+    (``identical-repeats``), a signature no known issue claims. Together, what a block is given is taken away
+    first: a difference between repeats is what a region's reuse is about."""
+    kinds = sorted(program.variations()) if dedup or program.variations() else []
     parts = _interface(program)
+    names = [("inputs", label) for label in parts] + [("kind", k) for k in kinds]
 
     def keeping(kept: list) -> Optional[Program]:
-        kept_program = program
+        kept_program = equalize(program, [k for k in kinds if ("kind", k) not in kept]) if kinds else program
+        if kept_program is None:
+            return None
         for label, away in parts.items():
-            if label not in kept:
+            if ("inputs", label) not in kept:
                 kept_program = away(kept_program)
         return checked(kept_program)
 
-    needed = _needed(list(parts), keeping, config, oracle, like)
-    return "inputs=" + "+".join(needed) if needed else ""
+    needed = _needed(names, keeping, config, oracle, like)
+    needed_kinds = [k for what, k in needed if what == "kind"]
+    if kinds and len(needed_kinds) == len(kinds) > 2:
+        needed_kinds = _smallest_set(program, config, oracle, like, kinds)
+    given = [label for what, label in needed if what == "inputs"]
+    trigger = "+".join(_named(program, k) for k in needed_kinds) if needed_kinds else \
+        ("identical-repeats" if kinds or dedup else "")
+    return trigger, "inputs=" + "+".join(given) if given else ""
 
 
 def alike(other: Verdict, like: Verdict) -> bool:
@@ -310,15 +326,14 @@ def _triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> 
                 verdict.oracle, d["kind"], culprit, d["label"], trigger, program_tags))
         return Finding(signature, verdict, program, config, culprit, trigger, outcome.source, extra)
     else:
-        if culprit == "dedup" or program.variations():
-            trigger = _trigger(program, config, oracle, verdict)
+        trigger, given = _trigger_and_inputs(program, config, oracle, verdict, culprit == "dedup")
         if culprit != "dedup" and trigger == "identical-repeats":
             trigger = ""  # a backend failing on identical repeats: nothing between repeats to name
         spelt = _spelling(program, config, oracle, verdict)
         detail = ":".join(p for p in (trigger, *tags(program), *opinfo_tag(program), spelt,
                                       _options("settings", program, config, oracle, verdict),
                                       _options("autograd", program, config, oracle, verdict),
-                                      _inputs(program, config, oracle, verdict), *where, *change) if p)
+                                      given, *where, *change) if p)
     if verdict.kind != "crash":  # a tag the trigger already names is said once
         detail = ":".join(dict.fromkeys(detail.split(":")))
     signature = ":".join(p for p in (verdict.oracle, kind, culprit, detail) if p)
