@@ -396,7 +396,7 @@ class Campaign:
         cases, region = picked
         self.sweep_inflight += 1
         return {"type": "sweep", "id": f"sweep-b{self.sweep_sent}", "program": self.sweep.program(cases, region),
-                "config": config, **({"search": "op"} if search_seed is not None else {})}
+                "config": self.sweep.batch_config(cases, config), **({"search": "op"} if search_seed is not None else {})}
 
     def op_due(self, share: float) -> bool:
         """Whether the search's OpInfo batches have had less than ``share`` of its worker seconds so far."""

@@ -120,6 +120,29 @@ def test_the_sweep_goes_by_stage_batches_by_output_dtype_and_resumes(cases, tmp_
     assert again.next_batch() is None and again.table()["counts"]["passed"] == len(sweep.cells)
 
 
+def test_spellings_but_the_simplest_are_judged_forward_only_in_batches_of_their_own(cases):
+    sweep = Sweep(None, batch=8)
+    sweep.add(cases)
+    train, forward = _config(), []
+    while (picked := sweep.next_batch()) is not None:
+        batch, _ = picked
+        simplest = [c.kind == sweep.default_kind[c.op] for c in batch]
+        assert all(simplest) or not any(simplest), [c.cell for c in batch]
+        config = sweep.batch_config(batch, train)
+        assert config["mode"] == ("train" if all(simplest) else "no_grad")
+        forward += [c.kind for c in batch if not simplest[0]]
+        sweep.judged(sweep.program(batch), {"runs": [{"label": "main", "status": "pass"}]})
+    assert {"method", "aten"} <= set(forward) and sweep.default_kind["add"] == "torch"
+    # a backend that cannot train is judged as it runs
+    assert sweep.batch_config(_by(cases, op="add", kind="method")[:1], {**train, "mode": "inference_mode"})["mode"] \
+        == "inference_mode"
+    # forward only, a wrong spelling is still found (a planted backend computing lerp wrong as a method)
+    method = [c for c in select(("lerp",)) if c.kind == "method" and c.dtype == "float32"][:4]
+    wrong = run_batch({"program": sweep.program(method, False),
+                       "config": sweep.batch_config(method, _config("suites.planted_ops:method_lerp"))})
+    assert wrong["runs"][0]["status"] == "fail", wrong
+
+
 def test_a_failing_batch_is_narrowed_to_its_case(cases):
     sweep = Sweep(None, batch=BATCH)
     sweep.add(_by(cases, dtype="float32"))
