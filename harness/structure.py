@@ -399,10 +399,19 @@ def _eager_in_compile() -> Iterator[None]:
         return
     saved = mode.allow_non_fake_inputs
     mode.allow_non_fake_inputs = True
+    # An eager invoke_subgraph keeps what it traced (its autograd function) in the context's HOP cache under
+    # the subgraph's name, and the compile that follows takes it from there: the backend's own subgraph,
+    # which it may have changed, was never compiled (a planted backend's fault in a region body went
+    # unseen whenever this oracle ran). The runs here get a cache of their own.
+    hop_cache = getattr(context, "hop_dispatch_set_cache", None)
+    if hop_cache is not None:
+        context.hop_dispatch_set_cache = type(hop_cache)()
     try:
         yield
     finally:
         mode.allow_non_fake_inputs = saved
+        if hop_cache is not None:
+            context.hop_dispatch_set_cache = hop_cache
 
 
 def run_rewrite(pre: torch.fx.GraphModule, post: torch.fx.GraphModule, example_inputs: list):

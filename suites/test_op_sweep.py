@@ -143,6 +143,20 @@ def test_spellings_but_the_simplest_are_judged_forward_only_in_batches_of_their_
     assert wrong["runs"][0]["status"] == "fail", wrong
 
 
+def test_a_fault_in_a_region_body_is_seen_with_every_oracle_on():
+    """The rewrite oracle runs the post-pass graph eagerly inside the compile; its invoke_subgraph kept what
+    it traced in the compile's HOP cache, and the backend's region body (here made wrong, planted) was never
+    compiled: a campaign's ordinary run, every oracle on, passed where the sweep's differential run failed."""
+    from harness.pipeline import run_program
+    from oracles import differential
+
+    sinh = [c for c in select(("sinh",)) if c.kind == "torch" and c.dtype == "float32"][:1]
+    program = from_dict(Sweep(None).program(sinh, False))
+    outcome = run_program(program, run_config("suites.planted_ops:region_sinh"))
+    assert outcome.capture.deduplicated and outcome.config.record_structure
+    assert differential.check(outcome).kind == "mismatch"
+
+
 def test_a_failing_batch_is_narrowed_to_its_case(cases):
     sweep = Sweep(None, batch=BATCH)
     sweep.add(_by(cases, dtype="float32"))
