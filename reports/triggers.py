@@ -5,7 +5,8 @@ to avoid it: the deduplication pass, the ``nested_compile_region``
 decorator, a tensor subclass argument, in-place writes, random ops, a
 default-dtype change, function instances, a grad-mode switch, symbolic
 shapes, an autograd feature (a hook, saved-tensor hooks, a partial or
-higher-order gradient), an op carrying an effect token. Two uses:
+higher-order gradient), an op carrying an effect token, inductor's constant
+folding. Two uses:
 
 - a failure that matches an issue in a run *without* one of its triggers is
   not that issue (``claimed``): it is named ``unexplained:<issue>:...``, a
@@ -94,6 +95,8 @@ def _static(p: Program) -> Program:
     return replace(p, options=replace(p.options, dynamic=None, mark_dynamic=()))
 
 
+FOLDING = "inductor.joint_graph_constant_folding"
+
 # trigger -> (does this run have it?, the run without it: None where no valid program is left)
 TRIGGERS: dict[str, tuple[Callable[[Program, RunConfig], bool], Removal]] = {
     "dedup": (lambda p, c: c.dedup, lambda p, c: (p, replace(c, dedup=False))),
@@ -120,6 +123,9 @@ TRIGGERS: dict[str, tuple[Callable[[Program, RunConfig], bool], Removal]] = {
     # an OpInfo case calling an op torch threads an effect token through (linalg's error checks): the case
     # is the op under test, so no run is left without it
     "effects": (lambda p, c: effectful(p), _program_only(lambda p: None)),
+    # inductor's constant folding of the joint graph (an algebraic rewrite the backend makes: x * 0 -> 0)
+    "constant_folding": (lambda p, c: c.backend == "inductor" and (FOLDING, False) not in c.torch_config,
+                         lambda p, c: (p, replace(c, torch_config=(*c.torch_config, (FOLDING, False))))),
 }
 
 

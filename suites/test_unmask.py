@@ -130,6 +130,33 @@ def test_a_forward_that_sets_the_dtype_in_force_has_the_default_dtype_trigger_a_
     assert known_issue(claimed(signed)).id == "KI-009"
 
 
+def test_inductors_x_times_zero_fold_claims_only_runs_with_the_folding_and_is_judged_again_without_it():
+    """KI-142 (inductor folds float x * 0 to 0) names wide kinds (a NaN or a signed zero lost on inductor): its
+    trigger is the fold, so a run is judged again with inductor's joint-graph constant folding off, and a
+    finding in a run that has it off already is no longer the issue's."""
+    from harness import torch_config
+    from harness.outcome import RunConfig
+    from oracles.verdict import Status, Verdict
+    from reports.known_issues import by_id
+    from reports.triage import Finding, known_issue
+    from reports.triggers import FOLDING, claimed, present
+    from reports.unmask import unmasked_runs
+
+    plain, inductor = _program(), RunConfig(backend="inductor")
+    assert present("constant_folding", plain, inductor) and not present("constant_folding", plain, RunConfig())
+    issue = by_id("KI-142")
+    [(trigger, program, config, judged)] = unmasked_runs(plain, inductor, [(issue, "differential", False)],
+                                                        ("differential", "guards"))
+    assert trigger == "constant_folding" and program == plain and judged == ("differential",)
+    assert (FOLDING, False) in config.torch_config and torch_config.has_key(FOLDING)
+    verdict = Verdict("differential", Status.FAIL, "nan", "output[0]", "")
+    assert known_issue(claimed(Finding("differential:nan:backend", verdict, plain, inductor, "backend", ""))).id \
+        == "KI-142"
+    assert known_issue(claimed(Finding("differential:nan:backend", verdict, plain, config, "backend", ""))) is None
+    assert known_issue(claimed(Finding("differential:nan:backend", verdict, plain, RunConfig(), "backend", ""))) \
+        is None
+
+
 def test_steering_pays_nothing_for_a_known_crash_and_mutates_past_its_trigger(tmp_path):
     """A program whose run met a recorded crash pays its arm nothing; it joins
     the corpus as a parent whose mutants lose a trigger first (``untrigger``),
