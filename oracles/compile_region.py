@@ -50,7 +50,7 @@ from harness.pipeline import region_twins
 from generators.ir import Program
 from generators.regions import levels, marked
 
-from .differential import compare_runs, nondeterministic, numerics
+from .differential import compare_runs, nondeterministic, numerics, refused
 from .verdict import Status, Verdict, combine
 
 NAME = "compile_region"
@@ -89,6 +89,9 @@ def _dynamo_crash(original: Execution, details: dict) -> Verdict | None:
 def _pair(original: Execution, twin: Execution, outcome: Outcome, details: dict) -> list[Verdict]:
     if (original.failure is None) != (twin.failure is None):
         side, f = ("twin", twin.failure) if twin.failure is not None else ("original", original.failure)
+        if refused(outcome.program, f):  # torch refuses it on one side (a buffer donated there only)
+            return [Verdict(NAME, Status.INCONCLUSIVE, kind="unsupported", where=f.stage, details=details,
+                            message=f"only the {side} is refused ({details['label']}): {f.type}: {f.message}")]
         return [Verdict(NAME, Status.FAIL, kind="crash", where=f.stage,
                         message=f"only the {side} crashes ({details['label']}): {f.type}: {f.message}",
                         details={**details, "side": side, "stage": f.stage, "type": f.type, "error": f.message,

@@ -19,7 +19,7 @@ from harness.doors import DoorOutcome
 from harness.outcome import Execution
 
 from .compare import bitwise_equal
-from .differential import _pairs, compare_runs, nondeterministic, program_numerics, unsupported
+from .differential import _pairs, compare_runs, nondeterministic, program_numerics, refused, unsupported
 from .verdict import Status, Verdict, combine
 
 NAME = "door"
@@ -27,7 +27,7 @@ CACHE = "door_cache"
 
 
 def _crash(run: DoorOutcome, label: str, f) -> Verdict:
-    if unsupported(run.config, f):  # as the differential oracle
+    if unsupported(run.config, f) or refused(run.program, f):  # as the differential oracle
         return Verdict(NAME, Status.INCONCLUSIVE, kind="unsupported", where=f"{run.door}:{label}:{f.stage}",
                        message=f"{f.type}: {f.message}", details={"door": run.door})
     return Verdict(NAME, Status.FAIL, kind="crash", where=f"{run.door}:{label}:{f.stage}",

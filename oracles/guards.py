@@ -29,7 +29,7 @@ from generators.autograd import TRACE
 from harness.outcome import Capture, Execution, Outcome, VariantRun
 
 from .dedup_toggle import guard_difference
-from .differential import compare_runs, nondeterministic, numerics
+from .differential import compare_runs, nondeterministic, numerics, refused
 from .tolerance import for_dtype
 from .verdict import Status, Verdict, combine
 
@@ -87,11 +87,13 @@ def tensor_matched(capture: Capture) -> frozenset[str]:
     return frozenset(n[3:-2] if n.startswith("L['") and n.endswith("']") else n for n in names)  # x, or L['x']
 
 
-def _judge_call(run: VariantRun, floor: dict, matched: frozenset[str] = frozenset()) -> Verdict:
+def _judge_call(run: VariantRun, floor: dict, matched: frozenset[str] = frozenset(), program=None) -> Verdict:
     v = run.variant
     where = f"variant {v['kind']} ({v['description']})"
     if run.compiled.failure is not None:
         f = run.compiled.failure
+        if refused(program, f):  # torch documents it refuses what the program's autograd feature asks
+            return Verdict(NAME, Status.INCONCLUSIVE, kind="unsupported", where=where, message=f"{f.type}: {f.message}")
         return Verdict(NAME, Status.FAIL, kind="crash", where=where, message=f"{f.type}: {f.message}",
                        details={**_details(run, f"crash:{v['kind']}"), "stage": f.stage, "traceback": f.traceback})
     if nondeterministic(run.eager, run.eager_again):
@@ -209,7 +211,7 @@ def each_call(outcome: Outcome) -> dict[str, Verdict]:
     change does not hide how the others did."""
     runs, mode = judged_runs(outcome)
     matched = tensor_matched(_first_call(outcome, mode)[1]) if mode else frozenset()
-    return {r.variant["kind"]: _judge_call(r, _floor(outcome, r), matched) for r in runs}
+    return {r.variant["kind"]: _judge_call(r, _floor(outcome, r), matched, outcome.program) for r in runs}
 
 
 def check(outcome: Outcome) -> Verdict:
@@ -226,7 +228,7 @@ def check(outcome: Outcome) -> Verdict:
         return Verdict(NAME, Status.INCONCLUSIVE, kind="first_call_wrong",
                        message=f"the first call (deduplication {mode}) is not right or eager is unstable")
     matched = tensor_matched(_first_call(outcome, mode)[1])
-    verdicts = [_judge_call(r, _floor(outcome, r), matched) for r in runs]
+    verdicts = [_judge_call(r, _floor(outcome, r), matched, outcome.program) for r in runs]
     verdicts += [_over_accepting(outcome, r) for r in runs if r.reverse is not None]
     if mode == "on":
         verdicts += _against_dedup_off(outcome)

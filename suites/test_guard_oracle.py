@@ -417,3 +417,18 @@ def test_triage_re_runs_make_the_failing_change_after_those_that_recompiled_befo
                         details=json.loads(json.dumps(verdict.details, default=str)))
     assert _history(outcome, read_back) == expected
     assert finding.signature.startswith("guards:stale:"), finding.signature
+
+
+def test_a_refusal_torch_documents_for_an_autograd_feature_is_no_crash_after_a_change():
+    """backward(retain_graph=True) through a graph compiled with donated buffers raises, as torch documents
+    (generators.autograd: grad.retain's refusals). The differential oracle counted it apart; after a change
+    (x: shape (1,) -> (2, 1), recompiled) the guard oracle called it a crash of the backend (a 90-s
+    campaign, seed 0)."""
+    from pathlib import Path
+
+    from oracles.registry import run_config
+
+    program = Program.from_json((Path(__file__).parent / "data" / "retain_graph_donated_after_change.json").read_text())
+    verdicts = guards.each_call(run_program(program, run_config("aot_eager", (guards.NAME,), variants=-1)))
+    refused = [v for v in verdicts.values() if "donated buffers" in v.message]
+    assert refused and all(v.status is Status.INCONCLUSIVE and v.kind == "unsupported" for v in refused), verdicts
