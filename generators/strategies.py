@@ -232,9 +232,22 @@ def _agreed(values: list) -> object:
 
 @st.composite
 def _per_call_values(draw, choices: tuple[Value, ...], n: int) -> list[Value]:
-    """One value per call; each call after the first differs only if drawn so."""
+    """One value per call; each call after the first differs only if drawn so,
+    then at even odds by value alone (another value of the first's type: dim=-1
+    and dim=-2, 2 and 3): a difference of type the region key shows anyway,
+    one of value only where the key keeps the constant (an int) or forgets it
+    (a float, KI-001). Drawn from all choices alike, two ints that differ were
+    one program in fifteen, and a pass that forgot ints went unseen for two
+    minutes."""
     first = draw(st.sampled_from(choices))
-    return [first] + [draw(st.sampled_from(choices)) if _likely(draw, 1) else first for _ in range(n - 1)]
+    same = [c for c in choices if type(c) is type(first) and repr(c) != repr(first)]
+    out = [first]
+    for _ in range(n - 1):
+        if not _likely(draw, 1):
+            out.append(first)
+        else:
+            out.append(draw(st.sampled_from(same if same and draw(st.booleans()) else choices)))
+    return out
 
 
 @st.composite
