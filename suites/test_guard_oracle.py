@@ -432,3 +432,21 @@ def test_a_refusal_torch_documents_for_an_autograd_feature_is_no_crash_after_a_c
     verdicts = guards.each_call(run_program(program, run_config("aot_eager", (guards.NAME,), variants=-1)))
     refused = [v for v in verdicts.values() if "donated buffers" in v.message]
     assert refused and all(v.status is Status.INCONCLUSIVE and v.kind == "unsupported" for v in refused), verdicts
+
+
+def test_a_sign_change_another_instance_shares_through_the_equality_guard_stays_stale():
+    """Two Blocks (s0 = -0.0 and 0.0), each forward a frame of its own, the second's s0 changed to the other
+    zero: the entry compiled for the first instance serves it (KI-025's == guard). Triage asked whether a fresh
+    compile under the change returns the same result, to rename a stale entry a wrong compile; the fresh
+    compile met the same guard through the sibling instance, agreed, and the finding left KI-025's name."""
+    from pathlib import Path
+
+    from oracles.registry import run_config
+    from reports.triage import known_issue, triage
+
+    program = Program.from_json((Path(__file__).parent / "data" / "sign_change_shared_by_two_instances.json").read_text())
+    outcome = run_program(program, run_config("aot_eager"))
+    verdict = guards.check(outcome)
+    assert verdict.kind == "stale" and verdict.details["variant"]["kind"].endswith(":sign"), verdict
+    finding = triage(outcome, verdict)
+    assert finding.signature.startswith("guards:stale:") and known_issue(finding).id == "KI-025", finding.signature
