@@ -439,12 +439,16 @@ def _tie_python_values(b: _Builder) -> None:
     what it computes (a third of drawn blocks with such values left them all dead)."""
     live = live_values(b.block())
     for stmt in list(b.body):
-        if stmt.out in live or not any(isinstance(o, (Arg, Free)) for o in stmt.operands):
+        if stmt.out in live or not any(isinstance(o, (Arg, Free)) for o in stmt.operands) or stmt not in b.body:
             continue
         try:
             _add_stmt(b, Stmt(b.fresh(), "merge_mean", (Ref(b.body[-1].out), Ref(stmt.out))), OPS["merge_mean"])
-        except Reject:
-            continue
+        except Reject:  # (a value whose shape differs between repeats, ...): dropped, with what reads it
+            dropped = {stmt.out}
+            for later in list(b.body):
+                if later is stmt or dropped & {o.name for o in later.operands if isinstance(o, Ref)}:
+                    dropped.add(later.out)
+            b.body = [s for s in b.body if s.out not in dropped]
         live = live_values(b.block())
 
 
@@ -884,18 +888,41 @@ def _draw_writes(draw, program: Program, focus: bool = False) -> Program:
     repeats after it read new values), where eager allows it."""
     sections = list(program.sections)
     # only inputs a write fits (about two in three drawn writes fell on one with grad, or unused, before)
-    writable = [name for name in program.block.inputs[1:] if not unwritable(program, name)]
+    extras = program.block.inputs[1:]
+    writable = [name for name in extras if not unwritable(program, name)]
     for k, s in enumerate(sections):
-        if writable and _edge(draw, focus, 3):
-            write = (draw(st.sampled_from(writable)), draw(st.sampled_from(("direct", "view"))))
-            candidate = replace(program, sections=tuple(replace(t, write=write) if i == k else t
-                                                        for i, t in enumerate(sections)))
-            try:
-                check(candidate)
-            except MalformedProgram:
+        if not extras or not _edge(draw, focus, 2):
+            continue
+        if not writable:
+            # Most extra inputs require grad or are not float32 (a write between calls was drawn in one program
+            # in fifty): one the block reads becomes a state the forward updates in place (a cache, a running
+            # statistic), where that leaves a valid program.
+            made = [m for m in (_made_writable(program, name) for name in extras) if m is not program]
+            made = [m for m in made if any(not unwritable(m, name) for name in extras)]
+            if not made:
                 continue
-            sections[k] = candidate.sections[k]
+            program = draw(st.sampled_from(made))
+            writable = [name for name in extras if not unwritable(program, name)]
+            sections = list(program.sections)
+        write = (draw(st.sampled_from(writable)), draw(st.sampled_from(("direct", "view"))))
+        candidate = replace(program, sections=tuple(replace(t, write=write) if i == k else t
+                                                    for i, t in enumerate(sections)))
+        try:
+            check(candidate)
+        except MalformedProgram:
+            continue
+        sections[k] = candidate.sections[k]
     return replace(program, sections=tuple(sections))
+
+
+def _made_writable(program: Program, name: str) -> Program:
+    """``program`` with input ``name`` a contiguous float32 tensor without grad (unchanged where that is not
+    a valid program)."""
+    spec = dict(program.inputs)[name]
+    if not spec.shape:
+        return program
+    made = replace(spec, dtype="float32", requires_grad=False, layout="contiguous")
+    return checked(replace(program, inputs=tuple((n, made if n == name else s) for n, s in program.inputs))) or program
 
 
 def _draw_retypes(draw, program: Program, focus: bool = False) -> Program:
