@@ -109,6 +109,7 @@ def _run(task: dict) -> dict:
 
         def again(trigger: str, p: Program, c: RunConfig, names: tuple) -> list:
             summary.setdefault("unmasked", []).append(trigger)
+            running(p, c)
             return _judge(rerun(outcome, p, _needing(c, names)), names, verdicts, result["findings"], trigger, recall,
                           tuple(known))
 
@@ -166,6 +167,7 @@ def _door(program: Program, config: RunConfig, oracles: tuple, verdicts: list, r
     """The program through its door (harness.doors), judged by the door oracles
     (``plain``: the main run of the program without its door, for triage)."""
     t = time.perf_counter()
+    running(program, config)
     run = run_door(program, config)  # a program the door cannot carry in eager is refused, not raised
     summary = result["program"]
     judged = judge_door(run, oracles)
@@ -178,6 +180,7 @@ def _door(program: Program, config: RunConfig, oracles: tuple, verdicts: list, r
     known = _judged_door(run, judged, verdicts, result["findings"], plain)
 
     def again(trigger: str, p: Program, c: RunConfig, names: tuple) -> list:
+        running(p, c)
         rerun_ = run_door(p, c)
         return _judged_door(rerun_, judge_door(rerun_, names), verdicts, result["findings"], plain, trigger,
                             {"program": to_dict(p), "config": config_to(c)})
@@ -472,10 +475,30 @@ def verify_repro(text: str, timeout: float, cwd: Optional[str] = None) -> Option
             return None
 
 
+RUNNING = "--- run "  # a worker's log line: the program and config a task runs next besides its own
+
+
+def running(program: Program, config: RunConfig) -> None:
+    """Writes down, in this worker's log, a run of another program or config than its task's (a known crash's
+    trigger taken away, a door): if the compiler takes the worker down there, that is the run to reproduce."""
+    print(RUNNING + json.dumps({"program": to_dict(program), "config": config_to(config)}), flush=True)
+
+
+def last_run(log_tail: str) -> Optional[tuple[Program, RunConfig]]:
+    """The run a lost worker's log names last for its task (``running``); None: the task's own."""
+    lines = [line for line in log_tail.split("--- task")[-1].splitlines() if line.startswith(RUNNING)]
+    if not lines:
+        return None
+    d = json.loads(lines[-1][len(RUNNING):])
+    return from_dict(d["program"]), config_from(d["config"])
+
+
 def lost_finding(program: Program, config: RunConfig, kind: str, detail: str, log_tail: str,
                  timeout: float, memory_mb: float) -> dict:
     """A worker the compiler took down: a finding of its own kind, whose repro
-    runs the compiled program in a child process and watches it."""
+    runs the compiled program in a child process and watches it (the run the
+    worker's log names last, where it ran another than its task's)."""
+    program, config = last_run(log_tail) or (program, config)
     where = _innermost_frame(log_tail)
     symptom = detail.split()[0] if kind == "signal" else kind
     signature = ":".join(p for p in ("worker", kind, symptom if symptom != kind else "", where) if p)

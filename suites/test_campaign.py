@@ -5,6 +5,7 @@ Resuming (a requeue with the same command line) is test_cluster.py's."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import subprocess
 import xml.etree.ElementTree as ET
 
@@ -119,3 +120,24 @@ def test_a_minimize_task_shrinks_localizes_and_verifies_its_repro():
     assert "first fails on eager" in result["layer"]
     assert result["repro_exit"] == 1  # the minimized repro, run as a user would, reproduces
     assert {"program.json", "repro.py", "log.txt"} <= set(result["files"])
+
+
+def test_a_lost_worker_is_reproduced_from_the_run_it_died_in(capsys):
+    """A worker taken down in a run of another program than its task's (a known crash's trigger taken away,
+    a door run) wrote that run down first: the finding's program and repro are that run's, or the repro
+    runs a program that never took anything down (an aborting backend's repro exited 0)."""
+    from dataclasses import replace
+
+    from generators.ir import Program
+    from harness.outcome import RunConfig
+    from campaigns.worker import last_run, lost_finding, running
+
+    program = Program.from_json((Path(__file__).parent / "data" / "forward_sets_float32.json").read_text())
+    other = replace(program, seed=program.seed + 1)
+    running(other, RunConfig(backend="aot_eager", dedup=False))
+    log = "--- task 0-1-2\n" + capsys.readouterr().out + "Fatal Python error: Aborted\n"
+    found_program, found_config = last_run(log)
+    assert found_program == other and found_config.dedup is False
+    assert last_run("--- task 0-1-2\nFatal Python error: Aborted\n") is None
+    finding = lost_finding(program, RunConfig(), "signal", "SIGABRT", log, 2.0, 1024.0)
+    assert Program.from_json(finding["files"]["program.json"]) == other
