@@ -383,3 +383,15 @@ def test_a_processs_first_program_is_audited():
     worker's first program (``Outcome.first_capture``), not only in the audit sample."""
     program = next(p for p in MORE if spared(run_config("aot_eager"), *_main(p), p))
     assert spared(run_config("aot_eager"), *_main(program), program, first_capture=True) == ""
+
+
+def test_a_guard_only_the_first_trace_in_a_process_installs_is_no_dedup_difference():
+    """The first trace of a program with nested_compile_region installs ID_MATCH on the torch module (pytree's
+    flatten inside invoke_subgraph), later traces do not, deduplication on or off: compared with the dedup-off
+    compile that follows it, the first compile "had an extra guard" (make fuzz, seed 2, a helper's triage)."""
+    from oracles import dedup_toggle
+
+    first = ["ID_MATCH __import__('torch')", "TENSOR_MATCH L['x']", "ID_MATCH ___N"]
+    later = ["TENSOR_MATCH L['x']"]
+    assert dedup_toggle.guard_difference(first, later) == (["ID_MATCH ___N"], [])
+    assert dedup_toggle.guard_difference(later, first) == ([], ["ID_MATCH ___N"])
