@@ -11,7 +11,7 @@ twice, one or two ops, small shapes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Optional
+from typing import Callable, Optional
 
 from hypothesis import strategies as st
 
@@ -444,11 +444,7 @@ def _tie_python_values(b: _Builder) -> None:
         try:
             _add_stmt(b, Stmt(b.fresh(), "merge_mean", (Ref(b.body[-1].out), Ref(stmt.out))), OPS["merge_mean"])
         except Reject:  # (a value whose shape differs between repeats, ...): dropped, with what reads it
-            dropped = {stmt.out}
-            for later in list(b.body):
-                if later is stmt or dropped & {o.name for o in later.operands if isinstance(o, Ref)}:
-                    dropped.add(later.out)
-            b.body = [s for s in b.body if s.out not in dropped]
+            _drop(b, lambda s, dead=stmt: s is dead)
         live = live_values(b.block())
 
 
@@ -456,11 +452,16 @@ def _prune_dead_random(b: _Builder) -> None:
     """Drop random ops nothing uses, and what reads them: a compiler may drop
     dead code, and with it draws from the generator eager makes."""
     live = live_values(b.block())
+    _drop(b, lambda stmt: stmt.out not in live and OPS[stmt.op].random)
+
+
+def _drop(b: _Builder, dead: Callable[[Stmt], bool]) -> None:
+    """Drop the dead statements ``dead`` picks and every statement that reads what is dropped (dead too: a
+    value read by a live one is live)."""
     dropped: set[str] = set()
     body = []
     for stmt in b.body:
-        reads = {o.name for o in stmt.operands if isinstance(o, Ref)}
-        if stmt.out not in live and (OPS[stmt.op].random or reads & dropped):
+        if dead(stmt) or dropped & {o.name for o in stmt.operands if isinstance(o, Ref)}:
             dropped.add(stmt.out)
             continue
         body.append(stmt)
