@@ -120,15 +120,15 @@ def _interface(program: Program) -> dict[str, Callable[[Program], Program]]:
 
 
 def _trigger_and_inputs(program: Program, config: RunConfig, oracle: Callable[[Outcome], Verdict], like: Verdict,
-                        dedup: bool) -> tuple[str, str]:
+                        dedup: bool, parts: Optional[dict[str, Callable[[Program], Program]]] = None) -> tuple[str, str]:
     """The differences between repeats (``_trigger``) and what a block is given (``inputs=module``, labels of
-    ``_interface`` joined by ``+``) that a wrong value needs, searched together. Apart, a failure that either
-    explains alone (a float merged through a callable argument and through a value read from
-    ``h.requires_grad``) lost each while the other kept it failing, and was named for neither
-    (``identical-repeats``), a signature no known issue claims. Together, what a block is given is taken away
-    first: a difference between repeats is what a region's reuse is about."""
-    kinds = sorted(program.variations()) if dedup or program.variations() else []
-    parts = _interface(program)
+    ``_interface`` joined by ``+``; ``parts``: those searched, default all) that a wrong value needs, searched
+    together. Apart, a failure that either explains alone (a float merged through a callable argument and
+    through a value read from ``h.requires_grad``) lost each while the other kept it failing, and was named for
+    neither (``identical-repeats``), a signature no known issue claims. Together, what a block is given is
+    taken away first: a difference between repeats is what a region's reuse is about."""
+    kinds = sorted(program.variations())
+    parts = _interface(program) if parts is None else parts
     names = [("inputs", label) for label in parts] + [("kind", k) for k in kinds]
 
     def keeping(kept: list) -> Optional[Program]:
@@ -411,13 +411,7 @@ def _trigger(program: Program, config: RunConfig, oracle: Callable[[Outcome], Ve
     the failure stays; "identical-repeats" when it fails with no difference
     at all. A program that fails another way without a kind (another known
     crash) does not count as failing."""
-    kinds = sorted(program.variations())
-    needed = _needed(kinds, lambda kept: equalize(program, [k for k in kinds if k not in kept]), config, oracle, like)
-    if not needed:
-        return "identical-repeats"
-    if len(needed) == len(kinds) > 2:
-        needed = _smallest_set(program, config, oracle, like, kinds)
-    return "+".join(_named(program, k) for k in needed)
+    return _trigger_and_inputs(program, config, oracle, like, True, parts={})[0]
 
 
 # Re-runs the set search may spend on one finding: it runs only where no
