@@ -38,6 +38,9 @@ def _stable(guard: str) -> str:
     return re.sub(r"_\d+_c\d+\b", "_ID_cN", re.sub(r"___\d+", "___N", guard))
 
 
+_IMPORTED = re.compile(r"ID_MATCH __import__\(")  # a module's identity (guard_difference)
+
+
 def guard_difference(on: list[str], off: list[str]) -> tuple[list[str], list[str]]:
     """(extra, missing): guards by kind and name that ``on`` has beyond
     ``off`` and lacks. Dynamo numbers the globals dicts it installs
@@ -53,9 +56,6 @@ def guard_difference(on: list[str], off: list[str]) -> tuple[list[str], list[str
     with the dedup-off compile that follows, a first compile "had" it."""
     a, b = (collections.Counter(_stable(g) for g in guards if not _IMPORTED.match(g)) for guards in (on, off))
     return sorted((a - b).elements()), sorted((b - a).elements())
-
-
-_IMPORTED = re.compile(r"ID_MATCH __import__\(")
 
 
 def check(outcome: Outcome) -> Verdict:
