@@ -149,6 +149,7 @@ class Capture:
     late_symbolic: int = 0  # those later compiles whose graph takes a symbolic value
     late_guards: list[str] = field(default_factory=list)
     late_leaked_state: list[str] = field(default_factory=list)  # left behind by the variants' calls
+    variant_seconds: float = 0.0  # spent in the variants' calls (the ``guards`` stage of Outcome.seconds)
 
     @property
     def deduplicated(self) -> bool:

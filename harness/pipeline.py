@@ -164,8 +164,10 @@ def _run_compiled(module: ModuleType, program: Program, config: RunConfig,
         capture.graph_breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
         if config.variants and result.failure is None:
             bench = Workbench(module, program, model, compiled, rng, _input_names(program), config.backward)
+            t = time.perf_counter()
             with isolated_global_state():
                 run_variants(bench, config, capture, known if config.spare else None)
+            capture.variant_seconds = time.perf_counter() - t
             capture.late_leaked_state = leaked_state()
             if capture.late_leaked_state:
                 clean_up()
@@ -220,7 +222,9 @@ def _run_program(program: Program, config: RunConfig) -> Outcome:
     first_capture = not _CAPTURED
     with branches.traced():  # the feedback signal, when a campaign installed a tracer
         compiled, capture = run_compiled(module, program, config)
-    seconds["compiled"] = time.perf_counter() - t
+    seconds["compiled"] = time.perf_counter() - t - capture.variant_seconds
+    if capture.variant_seconds:  # the guard oracles' changed calls, apart from the compile they re-call
+        seconds["guards"] = capture.variant_seconds
     outcome = Outcome(program, config, source, eager, eager_again, reference, compiled, capture, seconds,
                       low_reference=low_reference, first_capture=first_capture)
     _run_companions(outcome, module)
