@@ -63,6 +63,9 @@ BATCH = 10
 # --feedback: off; edges (count the edges the plain draw reaches, for an A/B); steer (campaigns.steer)
 FEEDBACK = ("off", "edges", "steer")
 PROGRAMS = "programs.jsonl"  # Options.keep_programs
+# A door run on inductor before any has finished: about 15 s on a 2-core machine (one of a 40-program campaign
+# with every oracle; the campaign's backend, aot_eager, takes about 0.5 s for the same run).
+INDUCTOR_DOOR_SECONDS = 15.0
 SAMPLE_KNOWN = 8  # one distinct known-issue finding in this many has its repro run (Campaign.follows_up)
 @dataclass(frozen=True)
 class Options:
@@ -101,7 +104,8 @@ class Options:
     # them rarely, and at even odds at the edges)
     autograd_share: float = 0.0
     doors: tuple[str, ...] = ()  # the doors drawn from (empty: every door this torch has)
-    inductor_share: float = 0.1  # share of those door runs compiled with inductor (the campaign's backend otherwise)
+    # share of the workers' seconds that door runs compiled with inductor may take (the campaign's backend otherwise)
+    inductor_share: float = 0.05
     feedback: str = "off"  # FEEDBACK: steer by torch's branches (campaigns.steer), or only count them
     watch: tuple[str, ...] = ()  # globs of torch files whose arcs are feedback (empty: harness.branches.WATCHED)
     corpus: tuple[Path, ...] = ()  # other campaigns' corpus folders (shards) mutants may start from
@@ -282,6 +286,9 @@ class Campaign:
     sweep_inflight: int = 0  # batches out with the workers
     found_ops: set = field(default_factory=set)  # OpInfo ops whose swept case alone made a new finding
     search_seconds: Counter = field(default_factory=Counter)  # worker seconds of the search's tasks: "op" batches, "other"
+    inductor_seconds: float = 0.0  # worker seconds of door runs on inductor (their reruns without a trigger included)
+    inductor_doors: int = 0  # such door runs finished
+    inductor_out: int = 0  # and with the workers
 
     def __post_init__(self) -> None:
         for e in self.ledger.fingerprints:
@@ -335,6 +342,12 @@ class Campaign:
             self.pool.submit({**task, "retry": True}, timeout=self.timeout({**task, "retry": True}), first=True)
             return
         program = self.programs.pop(pid, task["program"])
+        if task.get("door_backend") == "inductor":
+            self.inductor_out -= 1
+            if isinstance(result, dict) and "program" in result:
+                self.inductor_doors += 1
+                self.inductor_seconds += sum(v for k, v in result["program"].get("stages", {}).items()
+                                             if k.startswith(("door", "unmasked:door")))
         found: list = []  # the findings a swept case's ordinary run made
         if isinstance(result, Lost):
             config = config_from(task["config"])
@@ -397,6 +410,16 @@ class Campaign:
         self.sweep_inflight += 1
         return {"type": "sweep", "id": f"sweep-b{self.sweep_sent}", "program": self.sweep.program(cases, region),
                 "config": self.sweep.batch_config(cases, config), **({"search": "op"} if search_seed is not None else {})}
+
+    def inductor_due(self, share: float, now: float) -> bool:
+        """Whether the next door run may compile with inductor: the door runs on inductor, those finished, those
+        out and this one (each at the mean so far, INDUCTOR_DOOR_SECONDS before the first), within ``share`` of
+        the workers' seconds since the start. An inductor compile takes seconds where the campaign's backend takes
+        a fraction of one: a share of door runs gave it, by chance, most of a short campaign's time or none."""
+        each = self.inductor_seconds / self.inductor_doors if self.inductor_doors else INDUCTOR_DOOR_SECONDS
+        workers = len(self.pool.workers) if self.pool is not None else max(1, self.options.workers)
+        return share > 0 and self.inductor_seconds + each * (self.inductor_out + 1) <= \
+            share * (now - self.started) * workers
 
     def op_due(self, share: float) -> bool:
         """Whether the search's OpInfo batches have had less than ``share`` of its worker seconds so far."""
@@ -764,8 +787,9 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
                         else program
                 if doors:
                     program = with_door(program, assign(pid, options.door_share, doors, program))
-                door_backend = "inductor" if program.options.door and in_share(f"{pid}:inductor", options.inductor_share) \
-                    else ""
+                door_backend = "inductor" if program.options.door and \
+                    campaign.inductor_due(options.inductor_share, time.time()) else ""
+                campaign.inductor_out += bool(door_backend)
                 task_config = config if mode != "inference" else {**config, "mode": program_mode(mode, program.seed)}
                 if _lint(pid, options.lint_share) and has("graph_deduplication_lint"):
                     task_config = {**config, "torch_config": [*config["torch_config"],

@@ -125,8 +125,9 @@ def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     fuzz.add_argument("--op-share", type=float, default=0.75, metavar="SHARE",
                       help="with the sweep: share of the search's worker time given to OpInfo batches of the cells "
                            "the sweep found failing or did not reach (default 0.75)")
-    fuzz.add_argument("--inductor-share", type=float, default=0.1,
-                      help="share of door runs compiled with inductor whatever --backend is (default 0.1)")
+    fuzz.add_argument("--inductor-share", type=float, default=0.05,
+                      help="share of the workers' seconds that door runs compiled with inductor, whatever --backend "
+                           "is, may take (default 0.05)")
     fuzz.add_argument("--coverage", action="store_true",
                       help="measure line and branch coverage of torch's deduplication code")
     fuzz.add_argument("--feedback", choices=("off", "edges", "steer"), default="off",

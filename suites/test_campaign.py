@@ -141,3 +141,26 @@ def test_a_lost_worker_is_reproduced_from_the_run_it_died_in(capsys):
     assert last_run("--- task 0-1-2\nFatal Python error: Aborted\n") is None
     finding = lost_finding(program, RunConfig(), "signal", "SIGABRT", log, 2.0, 1024.0)
     assert Program.from_json(finding["files"]["program.json"]) == other
+
+
+def test_door_runs_on_inductor_take_their_share_of_the_workers_seconds_not_of_the_door_runs(tmp_path):
+    """An inductor compile costs tens of times the campaign backend's: a share of door runs gave it most of a
+    short campaign's seconds or none. The share is of the workers' seconds: none before it is earned, none
+    while one is out that would overdraw it, and the mean of those finished is the price of the next."""
+    from campaigns.campaign import INDUCTOR_DOOR_SECONDS, Campaign, Options
+    from reports.ledger import EventLog, Ledger
+
+    campaign = Campaign(Options(backend="aot_eager", budget=60, workers=2, out=tmp_path), ("differential",), {},
+                        EventLog(tmp_path, Ledger()), started=1000.0)
+    earned = INDUCTOR_DOOR_SECONDS / (0.05 * 2)  # seconds of a 2-worker campaign that pay for the first
+    assert not campaign.inductor_due(0.05, 1000.0 + 0.9 * earned)
+    assert campaign.inductor_due(0.05, 1000.0 + earned)
+    assert not campaign.inductor_due(0.0, 1000.0 + 100 * earned)
+    campaign.inductor_out = 1  # one out: the next waits for another share
+    assert not campaign.inductor_due(0.05, 1000.0 + 1.5 * earned)
+    campaign.on_result({"type": "run", "id": "p", "program": {}, "config": {}, "door_backend": "inductor"},
+                       {"program": {"stages": {"compiled": 0.5, "door:inductor": 40.0, "unmasked:door:dedup": 20.0}},
+                        "findings": []})
+    assert (campaign.inductor_out, campaign.inductor_doors, campaign.inductor_seconds) == (0, 1, 60.0)
+    assert not campaign.inductor_due(0.05, 1000.0 + 1000.0)  # 60 s spent, 60 more asked: 100 s of 2000
+    assert campaign.inductor_due(0.05, 1000.0 + 1200.0)
