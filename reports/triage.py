@@ -24,7 +24,7 @@ from generators.variants import change_key
 from harness.outcome import Execution, Outcome, RunConfig
 from harness.pipeline import InvalidProgram, add_companions, region_twins, run_fresh, run_program, without_dedup
 from harness.replay import ReplayOutcome, run_replay
-from oracles import compile_region, determinism, guards
+from oracles import compile_region, dedup_toggle, determinism, differential, guards
 from oracles.differential import compare_runs, numerics
 from oracles.registry import ORACLES, REPLAY_ORACLES
 from oracles.verdict import Status, Verdict
@@ -169,6 +169,7 @@ class _Reruns:
     def __init__(self, oracles: list) -> None:
         self.structure = any(o.structure for o in oracles)
         self.runs: dict = {}
+        self.named: dict = {}  # (oracle, kind, where) -> (trigger, detail) a wrong value blamed on the pass got
 
     def run(self, program: Program, config: RunConfig) -> Outcome:
         wide = replace(config, record_structure=config.record_structure or self.structure)
@@ -193,6 +194,25 @@ def shared_reruns(oracles: list) -> Iterator[None]:
         yield
     finally:
         _shared = saved
+
+
+# Where the pass is to blame for a wrong value the differential oracle saw (the run without it is right), the
+# dedup-toggle oracle sees the same wrong value, at the same place, between the runs with and without it: its
+# re-runs, each compiled twice, would take away what the differential's took away and keep what they kept
+# (for each one, the run without the pass stays right), so it is named by the differential's search. Where a
+# run without the pass goes wrong too the two differ, and the differential's finding names the cause.
+NAMED_BY = {dedup_toggle.NAME: differential.NAME}
+
+
+def _named_by_sibling(verdict: Verdict, culprit: str) -> Optional[tuple[str, str]]:
+    if _shared is None or culprit != "dedup" or verdict.oracle not in NAMED_BY:
+        return None
+    return _shared.named.get((NAMED_BY[verdict.oracle], verdict.kind, verdict.where))
+
+
+def _remember(verdict: Verdict, culprit: str, trigger: str, detail: str) -> None:
+    if _shared is not None and culprit == "dedup":
+        _shared.named.setdefault((verdict.oracle, verdict.kind, verdict.where), (trigger, detail))
 
 
 def _rerun(program: Program, config: RunConfig) -> Outcome:
@@ -325,6 +345,8 @@ def _triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> 
             verdict, signature = _unexplained(verdict, signature, config.backend, lambda d: _structural(
                 verdict.oracle, d["kind"], culprit, d["label"], trigger, program_tags))
         return Finding(signature, verdict, program, config, culprit, trigger, outcome.source, extra)
+    elif (named := _named_by_sibling(verdict, culprit)) is not None:
+        (trigger, detail), extra["named_by"] = named, NAMED_BY[verdict.oracle]
     else:
         trigger, given = _trigger_and_inputs(program, config, oracle, verdict, culprit == "dedup")
         if culprit != "dedup" and trigger == "identical-repeats":
@@ -334,6 +356,7 @@ def _triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> 
                                       _options("settings", program, config, oracle, verdict),
                                       _options("autograd", program, config, oracle, verdict),
                                       given, *where, *change) if p)
+        _remember(verdict, culprit, trigger, detail)
     if verdict.kind != "crash":  # a tag the trigger already names is said once
         detail = ":".join(dict.fromkeys(detail.split(":")))
     signature = ":".join(p for p in (verdict.oracle, kind, culprit, detail) if p)

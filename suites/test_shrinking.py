@@ -335,3 +335,31 @@ def test_triage_names_one_of_two_causes_that_each_explain_a_wrong_value(monkeypa
     monkeypatch.setattr(triage_module, "fails_alike", lambda c, *_: True)
     assert triage_module._trigger_and_inputs(program, RunConfig(), None, like, True) == ("identical-repeats", "")
     assert triage_module._trigger_and_inputs(program, RunConfig(), None, like, False) == ("identical-repeats", "")
+
+
+def test_the_dedup_toggle_oracle_takes_the_differentials_naming_of_a_wrong_value_the_pass_is_to_blame_for(monkeypatch):
+    """A wrong value the pass is to blame for (the run without it is right) is the same wrong value between the
+    runs with and without it: the dedup-toggle oracle's re-runs, each compiled twice, named what the
+    differential's had named. It takes that naming, with no re-run of its own."""
+    from oracles.registry import ORACLES, judge, run_config
+    from reports import triage as triage_module
+
+    from .test_structural_oracles import _program
+
+    # calls on two shapes (a difference between repeats the search takes away); the planted fault corrupts the
+    # third region call
+    program = _program(inputs=(("x", TensorSpec((3, 4)),), ("t0", TensorSpec((2, 5)))), flow="fanout",
+                       outputs="tuple", calls=tuple(Call(tensor=t) for t in ("x", "t0", "x", "t0", "x")))
+    outcome = run_program(program, run_config(PLANTED, backward=False))  # the planted backend has no backward
+    failing = [v for v in judge(outcome, ("differential", "dedup_toggle")) if v.failed]
+    assert [(v.oracle, v.kind) for v in failing] == [("differential", "mismatch"), ("dedup_toggle", "mismatch")]
+    reruns = []
+    real = triage_module.run_program
+    monkeypatch.setattr(triage_module, "run_program", lambda *a, **k: reruns.append(a[0]) or real(*a, **k))
+    with triage_module.shared_reruns([ORACLES[v.oracle] for v in failing]):
+        first = triage_module.triage(outcome, failing[0])
+        searched = len(reruns)
+        second = triage_module.triage(outcome, failing[1])
+    assert first.culprit == second.culprit == "dedup" and searched
+    assert second.signature.removeprefix("dedup_toggle:") == first.signature.removeprefix("differential:")
+    assert second.extra["named_by"] == "differential" and len(reruns) == searched
