@@ -785,10 +785,14 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
                     feature = assign_autograd(f"{pid}:autograd", options.autograd_share, fitting_autograd(program))
                     program = replace(program, options=replace(program.options, autograd=(feature,))) if feature \
                         else program
+                # door runs on inductor (a door only inductor can keep, the compile caches, or the share of the
+                # others) wait until their share of the workers' seconds is earned, unless no other door was asked for
+                inductor = bool(doors) and campaign.inductor_due(options.inductor_share, time.time())
                 if doors:
-                    program = with_door(program, assign(pid, options.door_share, doors, program))
-                door_backend = "inductor" if program.options.door and \
-                    campaign.inductor_due(options.inductor_share, time.time()) else ""
+                    program = with_door(program, assign(pid, options.door_share, doors if inductor else tuple(
+                        d for d in doors if not DOORS[d].inductor) or doors, program))
+                door = program.options.door
+                door_backend = "inductor" if door and (inductor or DOORS[door].inductor) else ""
                 campaign.inductor_out += bool(door_backend)
                 task_config = config if mode != "inference" else {**config, "mode": program_mode(mode, program.seed)}
                 if _lint(pid, options.lint_share) and has("graph_deduplication_lint"):
