@@ -48,6 +48,10 @@ DEFERRED = 99  # the stage of cells expected to fail: after every other
 # One batch in this many is a nested_compile_region body. Its recorded crash (KI-003) and the two runs past it
 # make such a batch cost about four plain ones: at one in four they took 55% of a backend campaign's sweep.
 REGION_EVERY = 8
+# Cases in a region batch. Its known crash on torch 2.13 (KI-003) and the two runs past it (deduplication off, the
+# decorator removed) made a 48-case region batch cost 8.5 to 14 s against 1.2 to 6 s for a plain one: four of them
+# took a fifth of a 120-s backend campaign's sweep.
+REGION_BATCH = 16
 DTYPE_ORDER = ("float32", "float64", "bfloat16", "float16", "int64", "bool")
 # A cell's status: exercised = passed + failed + known + inconclusive.
 STATUSES = ("passed", "failed", "known", "expected", "inconclusive", "unsupported", "invalid", "untried")
@@ -147,7 +151,8 @@ class Sweep:
         return not self.queue and not self.pending
 
     def next_batch(self) -> tuple[list[Case], bool | None] | None:
-        """The next cases to judge together (one output dtype), and whether in a region body (None: by turn)."""
+        """The next cases to judge together (one output dtype), and whether in a region body (one batch in
+        REGION_EVERY, of at most REGION_BATCH cases, unless the sweep's ``region`` says otherwise)."""
         if self.pending:
             return self.pending.pop()
         if not self.queue:
@@ -156,17 +161,20 @@ class Sweep:
         first, deferred = top[2], top[0][0] == DEFERRED
         forward = self.forward_only([first])
         batch, kept = [first], []
-        limit = min(self.batch, DEFERRED_BATCH) if deferred else self.batch
-        while self.queue and len(batch) < limit and len(kept) <= 4 * self.batch:
+        region = self.region if self.region is not None else (self.batches + 1) % REGION_EVERY == 0  # program()'s turn
+        limit = min(self.batch, DEFERRED_BATCH) if deferred else min(self.batch, REGION_BATCH) if region else self.batch
+        # the batch is filled from the first case's whole stage: cases that cannot join it (another output dtype,
+        # judged with gradients or without) are left for their own batches, which a nearer horizon made small
+        # (a third of a 120-s sweep's batches held 12 cases or fewer, each paying a compile's fixed cost)
+        while self.queue and len(batch) < limit and self.queue[0][0][0] == top[0][0]:
             item = heapq.heappop(self.queue)
-            if item[2].out.dtype == first.out.dtype and (item[0][0] == DEFERRED) == deferred \
-                    and self.forward_only([item[2]]) == forward:
+            if item[2].out.dtype == first.out.dtype and self.forward_only([item[2]]) == forward:
                 batch.append(item[2])
             else:
                 kept.append(item)
         for item in kept:
             heapq.heappush(self.queue, item)
-        return batch, None
+        return batch, region
 
     def forward_only(self, cases: list[Case]) -> bool:
         """Whether a batch of ``cases`` is judged forward only: none is its op's simplest spelling. Every other
