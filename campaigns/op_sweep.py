@@ -3,7 +3,7 @@ database that the backend supports, once, in small programs of repeated blocks.
 
 Cases go out in batches (``generators.opinfo.sweep_program``), in the order
 of ``stage``: every op's simplest spelling at float32 first, then its other
-spellings and its simplest at float64, then the other dtypes; one batch in
+spellings, then its simplest at float64, then the other dtypes; one batch in
 eight makes the block a ``nested_compile_region`` body; a batch of spellings
 other than their ops' simplest is judged forward only (``Sweep.forward_only``:
 a spelling's gradient is its op's). A batch that passes
@@ -58,18 +58,20 @@ STATUSES = ("passed", "failed", "known", "expected", "inconclusive", "unsupporte
 
 
 def stage(case: Case, default_kind: str, deferred: frozenset = frozenset()) -> int:
-    """How far a cell is from the op's simplest form. 0: its simplest spelling at float32; 1: one step away,
-    its other spellings at float32 and its simplest at float64 (the other full precision: a backend that
-    computes float64 in float32 is as common a gap as a spelling); 2...: the rest, one stage per other dtype;
-    ``DEFERRED``: a cell ``deferred`` names, OpInfo expects to fail, whose op threads an effect token, or that
-    calls an op torch tags data-dependent (it breaks the graph: no case of its batch would be in a region)."""
+    """How far a cell is from the op's simplest form, and what it costs. 0: its simplest spelling at float32;
+    1: its other spellings at float32, judged forward only (a fifth of a gradient batch's seconds); 2: its
+    simplest at float64 (the other full precision: a backend that computes float64 in float32 is as common a
+    gap as a spelling), with gradients: of the seconds a 120-s sweep spent before its last float32 spelling, a
+    third went to these, which came first; 3...: the rest, one stage per other dtype; ``DEFERRED``: a cell
+    ``deferred`` names, OpInfo expects to fail, whose op threads an effect token, or that calls an op torch tags
+    data-dependent (it breaks the graph: no case of its batch would be in a region)."""
     if case.cell in deferred or case.expected or case.effects or case.dynamic:
         return DEFERRED
     if case.dtype == "float32":
         return 0 if case.kind == default_kind else 1
     if case.dtype == "float64" and case.kind == default_kind:
-        return 1
-    return 1 + DTYPE_ORDER.index(case.dtype) if case.dtype in DTYPE_ORDER else len(DTYPE_ORDER) + 1
+        return 2
+    return 2 + DTYPE_ORDER.index(case.dtype) if case.dtype in DTYPE_ORDER else len(DTYPE_ORDER) + 2
 
 
 def _key(cases: list[Case]) -> tuple:
