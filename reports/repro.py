@@ -89,6 +89,8 @@ def driver_for(details: dict, severity: str, oracle: str = "", kind: str = "") -
                                                                         "before": details.get("before", [])}
     if severity == "missed":  # a sub-block's missed merge: its ops, not the layer's
         return "deduplicated", ({"sub": details["sub"]} if details.get("sub") else None)
+    if oracle == "dedup_toggle" and kind == "guards":  # the first compile's guards with and without the pass
+        return "dedup_guards", None
     if oracle == "rewrite" and kind != "crash":  # the pass alone: whether a gradient is what differs
         return "rewrite", {"gradient": bool(details.get("gradient"))}
     return ("differential" if kind == "crash" else ORACLE_DRIVERS.get(oracle, "differential")), None
@@ -194,6 +196,7 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         undo="\n".join(change["undo"]),
         before=[("\n".join(a), "\n".join(u)) for a, u in change.get("before", [])],
         prelude=PRELUDE,
+        first=check == "dedup_guards" and not variant,  # the dedup-toggle oracle's guards: the first compile's
         expect={"guard": "values", "recompile": "recompile", "dedup_guards": "dedup_guards",
                 "unguarded": "unguarded", "over_accepting": "over_accepting"}.get(check, ""),
         # a child pays torch's import and the compile: give it the campaign's

@@ -450,3 +450,20 @@ def test_a_sign_change_another_instance_shares_through_the_equality_guard_stays_
     assert verdict.kind == "stale" and verdict.details["variant"]["kind"].endswith(":sign"), verdict
     finding = triage(outcome, verdict)
     assert finding.signature.startswith("guards:stale:") and known_issue(finding).id == "KI-025", finding.signature
+
+
+def test_a_dedup_toggle_guards_finding_has_a_repro_that_compares_the_first_compiles_guards(tmp_path):
+    """The dedup-toggle oracle compares the guards of the first compile with and without the pass; its repro
+    compared values only, which agree, and exited 0 on a pass that adds a guard. The dedup_guards driver with
+    no change compares the first compile's guards: 1 on such a pass, 0 without (a fresh process's first
+    trace, which installs guards of its own, included)."""
+    from oracles import dedup_toggle
+    from reports.repro import driver_for
+
+    with planted_pass.extra_guard():
+        outcome = run_program(GLOBAL, RunConfig(companions=("dedup_off", "recapture"), spare=False))
+    verdict = dedup_toggle.check(outcome)
+    assert verdict.failed and verdict.kind == "guards" and any("nn" in g for g in verdict.details["extra"]), verdict
+    check, variant = driver_for(verdict.details, "wrong", verdict.oracle, verdict.kind)
+    assert (check, variant) == ("dedup_guards", None)
+    _assert_repro_exits(tmp_path, GLOBAL, check, variant, "suites.planted_pass:extra_guard__aot_eager")
