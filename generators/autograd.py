@@ -23,10 +23,11 @@ here imports torch.
 
 Left out, with the reason: ``allow_mutation_on_saved_tensors`` (a dispatch
 mode: Dynamo compiles nothing under it, so nothing of the compiler is
-tested); the global module hooks (``register_module_forward_hook``: documented
-for debugging only, and their dicts are guarded by type alone on this torch,
-so one registered after a compile is never seen, as upstream notes in
-pytorch/pytorch#197135); a door (each door's contract says what reaches
+tested); the global module hooks added, removed or replaced between compiled calls
+(``register_module_forward_hook``: documented for debugging only, and their
+dicts are guarded by type alone on this torch, so one registered after a
+compile is never seen, as upstream notes in pytorch/pytorch#197135; they are
+drawn registered around each whole run, ``module.global_*``); a door (each door's contract says what reaches
 autograd through it). Module hooks added or removed between compiled calls
 are changes of their own (``generators.variants``' "hook" family), made only
 under the setting that has Dynamo guard on them (``guard.module_hooks``:
@@ -96,6 +97,15 @@ FEATURES_LIST = (
             "a full backward pre-hook and a full backward hook (the pre-hook first)", module=True),
     Feature("module.backward_replace", "module", "init", ("_module_hooks(self, 'backward_replace')",),
             "a full backward pre-hook returning a new grad_output (twice the one it gets)", module=True),
+    # --- the global module hooks (torch.nn.modules.module.register_module_*): every module call in the process,
+    # registered around each run and removed after it (registered between compiled calls, one is never seen:
+    # their dicts are guarded by type alone, pytorch/pytorch#197135)
+    Feature("module.global_forward", "module", "around", ("_global_hooks('forward')",),
+            "a global forward pre-hook and forward hook observing every call of the program's own modules",
+            module=True),
+    Feature("module.global_backward", "module", "around", ("_global_hooks('backward')",),
+            "a global full backward pre-hook and backward hook observing every call of the program's own modules "
+            "(the pre-hook first)", module=True),
     # --- saved tensors
     Feature("saved.pair", "saved", "around", ("torch.autograd.graph.saved_tensors_hooks(_pack, _unpack)",),
             "saved_tensors_hooks packing each saved tensor in a tagged pair, counting packs and unpacks"),
@@ -217,6 +227,50 @@ def _module_hooks(root, kind):
             m.register_full_backward_hook(lambda mod, gi, go, label=label: _record(label + ".post", go[0]))
         elif kind == "backward_replace":
             m.register_full_backward_pre_hook(lambda mod, go: tuple(None if g is None else g * 2 for g in go))
+
+
+def _global_hooks(kind):
+    import contextlib
+    from torch.nn.modules import module as nn_module
+
+    def own(mod):
+        return type(mod).__module__ == __name__  # not the compiled wrapper, not torch's containers
+
+    def label(mod, part):
+        return f"global.{kind}.{type(mod).__name__}{part}"
+
+    @contextlib.contextmanager
+    def registered():
+        if kind == "forward":
+            handles = [nn_module.register_module_forward_pre_hook(
+                           lambda mod, args: _record(label(mod, ".pre"), args[0] if args else None) if own(mod) else None),
+                       nn_module.register_module_forward_hook(
+                           lambda mod, args, out: _record(label(mod, ".post"), out) if own(mod) else None)]
+        else:
+            handles = [nn_module.register_module_full_backward_pre_hook(
+                           lambda mod, go: _record(label(mod, ".pre"), go[0]) if own(mod) else None),
+                       nn_module.register_module_full_backward_hook(
+                           lambda mod, gi, go: _record(label(mod, ".post"), go[0]) if own(mod) else None)]
+        try:
+            yield
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    return registered()
+
+
+def _contexts(*managers):
+    import contextlib
+
+    @contextlib.contextmanager
+    def entered():
+        with contextlib.ExitStack() as stack:
+            for manager in managers:
+                stack.enter_context(manager)
+            yield
+
+    return entered()
 
 
 def _post_accumulate(root):

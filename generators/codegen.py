@@ -402,8 +402,8 @@ def _render_autograd(program: Program) -> list[str]:
         return []
     defs: list[str] = []
     around = [f.lines[0] for f in features if f.place == "around"]
-    if around:
-        defs += [f"def {CONTEXT}():\n{IND}return {around[0]}"]
+    if around:  # two of other families (a global module hook, saved tensors hooks): both entered
+        defs += [f"def {CONTEXT}():\n{IND}return {around[0] if len(around) == 1 else '_contexts(' + ', '.join(around) + ')'}"]
     writes = any(f.writes for f in features)
     drives = [f for f in features if f.place == "drive" and f.lines]
     if writes or drives:

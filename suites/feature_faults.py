@@ -83,6 +83,11 @@ def _hooked(family: str) -> Callable[[Program], bool]:
     return lambda p: any(AUTOGRAD[n].family == family for n in p.options.autograd)
 
 
+def _featured(name: str) -> Callable[[Program], bool]:
+    """The program has the autograd feature ``name``."""
+    return lambda p: name in p.options.autograd
+
+
 def without_autograd(program: Program) -> Program:
     return replace(program, options=replace(program.options, autograd=()))
 
@@ -133,6 +138,11 @@ FEATURES: dict[str, FeatureFault] = {
     "autograd:node": FeatureFault(_hooked("node"), without_autograd, planted_autograd.compiled_node_prehook_halved),
     "autograd:module": FeatureFault(_hooked("module"), without_autograd,
                                     planted_autograd.forward_hooks_skipped_when_compiling),
+    # the global module hooks (a feature each: one fault reached through both would catch neither apart)
+    "autograd:module.global_forward": FeatureFault(_featured("module.global_forward"), without_autograd,
+                                                   planted_autograd.global_forward_hooks_skipped_when_compiling),
+    "autograd:module.global_backward": FeatureFault(_featured("module.global_backward"), without_autograd,
+                                                    planted_autograd.global_backward_hooks_skipped_when_compiling),
     "autograd:saved": FeatureFault(_hooked("saved"), without_autograd, planted_autograd.compiled_unpack_skipped),
     "autograd:grad": FeatureFault(_hooked("grad"), without_autograd, planted_autograd.retained_backward_zeroed),
     # (without the pass: with it a region's budget is dropped, KI-132, and the honest run crashes)

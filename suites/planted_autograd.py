@@ -1,6 +1,7 @@
 """Planted faults in torch's hook and saved-tensor machinery where it meets
-compiled code, one per family of autograd features (generators.autograd),
-each reached only by programs with a feature of its family:
+compiled code, one per family of autograd features (generators.autograd)
+and one per global module hook feature, each reached only by programs with
+a feature of its family (its feature):
 
 - ``intermediate_hook_dropped`` (tensor): the first hook on an intermediate
   is kept, the others dropped: per frame where Dynamo traces the hook into
@@ -12,6 +13,9 @@ each reached only by programs with a feature of its family:
 - ``forward_hooks_skipped_when_compiling`` (module): Dynamo's inlining of
   ``Module._call_impl`` runs the forward of a module with forward hooks
   without them;
+- ``global_forward_hooks_skipped_when_compiling``, ``global_backward_hooks_skipped_when_compiling``
+  (module, its global hooks: one fault each): the same inlining reads the global forward hooks (the
+  global full backward pre-hooks) as none;
 - ``compiled_unpack_skipped`` (saved): a compiled function's saved tensors
   get the user's pack hook and a stock unpack (the payload as packed: a
   transform the user's unpack undoes stays);
@@ -103,6 +107,49 @@ def forward_hooks_skipped_when_compiling():
     return _patched(torch.nn.Module, "_call_impl", wrap)
 
 
+class _UnseenWhenCompiling(collections.OrderedDict):
+    """A global hook dict (torch.nn.modules.module) empty to the code Dynamo traces and whole to eager."""
+
+    def __len__(self) -> int:
+        return 0 if torch.compiler.is_compiling() else super().__len__()
+
+    def __bool__(self) -> bool:
+        return not torch.compiler.is_compiling() and super().__len__() > 0
+
+    def items(self):  # type: ignore[no-untyped-def]
+        return [] if torch.compiler.is_compiling() else list(super().items())
+
+    def values(self):  # type: ignore[no-untyped-def]
+        return [] if torch.compiler.is_compiling() else list(super().values())
+
+
+@contextlib.contextmanager
+def _global_hooks_unseen_when_compiling(name: str) -> Iterator[None]:
+    """Dynamo's inlining of ``Module._call_impl`` reads the global hook dict ``name`` as empty: a module call
+    compiled runs without the hooks registered for every module. (A wrapper of ``_call_impl`` itself, as the
+    module family's fault is, would not do: on this torch a second compile in a process under any wrapper of it,
+    one that only calls the original, drops the instances' forward hooks too.)"""
+    from torch.nn.modules import module as nn_module
+
+    original = getattr(nn_module, name)
+    setattr(nn_module, name, _UnseenWhenCompiling(original))
+    try:
+        yield
+    finally:
+        planted = getattr(nn_module, name)
+        setattr(nn_module, name, original)
+        original.clear()
+        original.update(planted)
+
+
+def global_forward_hooks_skipped_when_compiling():
+    return _global_hooks_unseen_when_compiling("_global_forward_hooks")
+
+
+def global_backward_hooks_skipped_when_compiling():
+    return _global_hooks_unseen_when_compiling("_global_backward_pre_hooks")
+
+
 def compiled_unpack_skipped():
     def wrap(orig):  # type: ignore[no-untyped-def]
         @classmethod  # type: ignore[misc]
@@ -159,7 +206,8 @@ def region_budget_grads_scaled():
 
 
 FAULTS = {f.__name__: f for f in (intermediate_hook_dropped, compiled_node_prehook_halved,
-                                   forward_hooks_skipped_when_compiling, compiled_unpack_skipped,
+                                   forward_hooks_skipped_when_compiling, global_forward_hooks_skipped_when_compiling,
+                                   global_backward_hooks_skipped_when_compiling, compiled_unpack_skipped,
                                    retained_backward_zeroed, region_budget_grads_scaled)}
 
 

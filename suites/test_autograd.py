@@ -55,7 +55,8 @@ def _eager(program: Program) -> Execution:
 RECORDS = {"tensor.observe": 3, "tensor.input": 3, "tensor.output": 3, "tensor.post_accumulate": 2,
            "node.hooks": 6, "node.multi_all": 8, "node.multi_any": 3, "module.forward_pre": 2,
            "module.forward": 2, "module.forward_kwargs": 2, "module.backward": 4, "saved.pair": -1,
-           "grad.double": 4, "saved.modified": 1}
+           "grad.double": 4, "saved.modified": 1,
+           "module.global_forward": 8, "module.global_backward": 8}  # the three Blocks' calls and the Program's
 
 
 @pytest.mark.parametrize("name", sorted(FEATURES))
@@ -68,6 +69,16 @@ def test_every_feature_renders_runs_in_eager_round_trips_and_is_in_the_universe(
     assert len(run.trace) == recorded if recorded >= 0 else run.trace, [label for _, label, _ in run.trace]
     assert f"autograd:{name}" in features(program) and f"autograd:{name}" in universe()
     assert {f.family for f in FEATURES.values()} == set(FAMILIES)
+
+
+def test_two_contexts_around_a_run_are_both_entered():
+    """A global module hook and saved tensors hooks, features of two families, are each a context the run
+    goes under: the program enters both (one was dropped when only one feature could be around a run)."""
+    program = _program("module.global_forward", "saved.pair")
+    check(program)
+    assert "_contexts(" in render(program)
+    labels = {label for _, label, _ in _eager(program).trace}
+    assert {"saved.pack", "global.forward.Block.pre", "global.forward.Block.post"} <= labels
 
 
 def test_features_that_change_gradients_change_them_in_eager():
