@@ -234,28 +234,42 @@ def _global_hooks(kind):
     from torch.nn.modules import module as nn_module
 
     def own(mod):
-        return type(mod).__module__ == __name__  # not the compiled wrapper, not torch's containers
+        # the program's own blocks: not the compiled wrapper, not torch's containers, and not the Program itself,
+        # whose call runs its hooks before the frame Dynamo compiles: a record there is state that frame's entry
+        # guards on (the trace's length), which a check of the entry made between runs sees cleared
+        return type(mod).__module__ == __name__ and type(mod).__name__ != "Program"
 
     def label(mod, part):
         return f"global.{kind}.{type(mod).__name__}{part}"
 
+    # Registered once, then put back under the same handles around every run: Dynamo guards the global hook
+    # dicts' keys and hooks, so hooks registered afresh for each run would recompile every call
+    kept = _global_hooks.__dict__.setdefault("kept", {})
+    if kind not in kept:
+        if kind == "forward":
+            hooks = [(nn_module.register_module_forward_pre_hook, lambda mod, args: _record(
+                          label(mod, ".pre"), args[0] if args else None) if own(mod) else None),
+                     (nn_module.register_module_forward_hook, lambda mod, args, out: _record(
+                          label(mod, ".post"), out) if own(mod) else None)]
+        else:
+            hooks = [(nn_module.register_module_full_backward_pre_hook, lambda mod, go: _record(
+                          label(mod, ".pre"), go[0]) if own(mod) else None),
+                     (nn_module.register_module_full_backward_hook, lambda mod, gi, go: _record(
+                          label(mod, ".post"), go[0]) if own(mod) else None)]
+        handles = [(register(hook), hook) for register, hook in hooks]
+        kept[kind] = [(handle.hooks_dict_ref(), handle.id, hook) for handle, hook in handles]
+        for handle, _ in handles:
+            handle.remove()
+
     @contextlib.contextmanager
     def registered():
-        if kind == "forward":
-            handles = [nn_module.register_module_forward_pre_hook(
-                           lambda mod, args: _record(label(mod, ".pre"), args[0] if args else None) if own(mod) else None),
-                       nn_module.register_module_forward_hook(
-                           lambda mod, args, out: _record(label(mod, ".post"), out) if own(mod) else None)]
-        else:
-            handles = [nn_module.register_module_full_backward_pre_hook(
-                           lambda mod, go: _record(label(mod, ".pre"), go[0]) if own(mod) else None),
-                       nn_module.register_module_full_backward_hook(
-                           lambda mod, gi, go: _record(label(mod, ".post"), go[0]) if own(mod) else None)]
+        for hooks, key, hook in kept[kind]:
+            hooks[key] = hook
         try:
             yield
         finally:
-            for handle in handles:
-                handle.remove()
+            for hooks, key, _ in kept[kind]:
+                hooks.pop(key, None)
 
     return registered()
 

@@ -114,13 +114,13 @@ def execute(
     """``hold``, if given, receives ``(where, tensor)`` for every output and
     gradient as the run produced it (not a copy): CUDA graphs may overwrite
     those later (harness.replay)."""
-    trace, context, drive = _autograd(model)
+    trace, context, drive = autograd_of(model)
     trace.clear()
     with context():
         return _execute(fn, model, inputs, input_names, backward, kwargs, hold, trace, drive)
 
 
-def _autograd(model: torch.nn.Module):
+def autograd_of(model: torch.nn.Module):
     """The trace list, the context and the drive of the program's autograd features
     (generators.autograd), read from the module that defines the model: a list of its own, no
     context and the plain backward where it has none."""

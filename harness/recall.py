@@ -28,7 +28,7 @@ from generators.ir import Program
 from generators.variants import PRELUDE, REPEAT, Variant, change_key, select
 
 from .capabilities import recompile_limit_name
-from .execute import as_float64, execute
+from .execute import as_float64, autograd_of, execute
 from .observe import recording_recompiles
 from .outcome import Capture, Execution, RunConfig, VariantRun
 from .sample import in_sample
@@ -92,6 +92,20 @@ class Workbench:
             exec("\n".join(variant.undo), self.ns)
             self._reset()
 
+    @contextlib.contextmanager
+    def as_called(self) -> Iterator[None]:
+        """The program's own state as a call finds it at its frame's entry (harness.execute): its autograd
+        trace cleared, its autograd context entered. A guard of the frame may read them (a global module hook
+        registered by the context, the length of the trace a hook appends to); asked between calls, they are
+        not what the call saw."""
+        trace, context, _ = autograd_of(self.model)
+        trace.clear()
+        try:
+            with context():
+                yield
+        finally:
+            trace.clear()
+
     def run(self, variant: Variant, float64: bool = False) -> Execution:
         """Eager under ``variant`` (in float64: on a double copy of the model)."""
         with self.applied(variant) as (inputs, kwargs):
@@ -103,7 +117,7 @@ class Workbench:
     def original_entry(self, capture: Capture) -> Optional[Any]:
         """The cache entry that serves the original call again (the first
         accepting one); records whether there is one, and if not, why."""
-        with self.applied(REPEAT) as (inputs, kwargs):
+        with self.applied(REPEAT) as (inputs, kwargs), self.as_called():
             frame = _frame_locals(self.model, inputs, kwargs)
             entries = _entries(self.code)
             found = next((e for e in entries if e.guard_manager.check(frame)), None)
@@ -225,9 +239,11 @@ def _run_one(bench: Workbench, variant: Variant, original: Any, capture: Capture
     with bench.applied(variant) as (inputs, kwargs):
         frame = _frame_locals(bench.model, inputs, kwargs)
         entries = _entries(bench.code)
-        serving = next((e for e in entries if e.guard_manager.check(frame)), None)
+        with bench.as_called():
+            serving = next((e for e in entries if e.guard_manager.check(frame)), None)
+            if original is not None:
+                run.original_rejects_because = _failing_guards(original, frame)
         if original is not None:
-            run.original_rejects_because = _failing_guards(original, frame)
             run.original_accepts = not run.original_rejects_because
             run.served_by_original = serving is original
         if serving is not None:
@@ -254,7 +270,8 @@ def run_reverse(bench: Workbench, added: list) -> Optional[Execution]:
     (Dynamo tries entries in an order of its own); None where none accepts it or the entry closes over cells."""
     with bench.applied(REPEAT) as (inputs, kwargs):
         frame = _frame_locals(bench.model, inputs, kwargs)
-        accepting = next((e for e in added if not e.code.co_freevars and e.guard_manager.check(frame)), None)
+        with bench.as_called():
+            accepting = next((e for e in added if not e.code.co_freevars and e.guard_manager.check(frame)), None)
         if accepting is None:
             return None
         forward = type(bench.model).forward

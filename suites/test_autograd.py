@@ -56,7 +56,7 @@ RECORDS = {"tensor.observe": 3, "tensor.input": 3, "tensor.output": 3, "tensor.p
            "node.hooks": 6, "node.multi_all": 8, "node.multi_any": 3, "module.forward_pre": 2,
            "module.forward": 2, "module.forward_kwargs": 2, "module.backward": 4, "saved.pair": -1,
            "grad.double": 4, "saved.modified": 1,
-           "module.global_forward": 8, "module.global_backward": 8}  # the three Blocks' calls and the Program's
+           "module.global_forward": 6, "module.global_backward": 6}  # the three Blocks' calls
 
 
 @pytest.mark.parametrize("name", sorted(FEATURES))
@@ -194,3 +194,17 @@ def test_a_campaign_share_gives_a_fitting_feature_by_program_id():
     assert 150 < sum(bool(g) for g in given) < 250 and set(given) == {"", *fit}
     assert assign("7:autograd", 0.5, fit) == assign("7:autograd", 0.5, fit)  # the same for every run of a seed
     assert not any(assign(f"{i}:autograd", 0.0, fit) for i in range(100)) and not assign("1", 1.0, [])
+
+
+@pytest.mark.parametrize("name", ["module.global_forward", "module.global_backward"])
+def test_a_global_module_hook_lets_the_first_entry_serve_the_same_call_again(name):
+    """Dynamo guards the global hook dicts (their handles and hooks): hooks registered afresh around each run
+    recompiled every call, and the harness's check of the first entry, made between runs, found them gone
+    (``len(..._global_forward_hooks) != 1``): the recompiles oracle called the same call a recompile. Put back
+    under the same handles around each run, and checked as a call finds them, the first entry serves it."""
+    from oracles.registry import judge
+
+    outcome = run_program(_program(name), run_config("aot_eager", ("guards", "recompiles")))
+    # (None: the frame has no entry of its own: with a backward hook Dynamo compiles the blocks' frames)
+    assert outcome.capture.original_accepts_original is not False, outcome.capture.original_rejects_because
+    assert not [v for v in judge(outcome, ("guards", "recompiles")) if v.failed]
