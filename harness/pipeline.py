@@ -31,7 +31,7 @@ from .loader import load_source
 from .observe import recording_backend, recording_guards
 from .structure import StructureRecorder, recording_structure, region_nodes
 from .outcome import Capture, Execution, Outcome, RunConfig
-from .recall import Workbench, run_variants
+from .recall import Workbench, run_variants, start_values
 
 
 class InvalidProgram(RuntimeError):
@@ -155,6 +155,7 @@ def _run_compiled(module: ModuleType, program: Program, config: RunConfig,
             except Exception as e:
                 _check_hygiene(capture)
                 return Execution(failure=failure(e, "dynamo")), capture
+            start = start_values(model) if config.variants else None  # the changed calls start from here
             result = execute(compiled, model, inputs, _input_names(program), config.backward)
         capture.recording = False
         if recorder is not None:
@@ -163,7 +164,7 @@ def _run_compiled(module: ModuleType, program: Program, config: RunConfig,
         _check_hygiene(capture)
         capture.graph_breaks = sum(torch._dynamo.utils.counters["graph_break"].values())
         if config.variants and result.failure is None:
-            bench = Workbench(module, program, model, compiled, rng, _input_names(program), config.backward)
+            bench = Workbench(module, program, model, compiled, rng, _input_names(program), config.backward, start)
             t = time.perf_counter()
             with isolated_global_state():
                 run_variants(bench, config, capture, known if config.spare else None)

@@ -58,16 +58,23 @@ def _failing_guards(entry: Any, frame: dict[str, Any]) -> list[str]:
     return [] if verdict.result else [p.split("#")[0].strip() or p for p in verdict.verbose_code_parts] or ["?"]
 
 
+def start_values(model: torch.nn.Module) -> dict:
+    return {k: v.detach().clone() for k, v in model.state_dict(keep_vars=True).items()}
+
+
 class Workbench:
     """One model and its compiled function, and how to run either from the
     same starting point under a variant."""
 
     def __init__(self, module: ModuleType, program: Program, model: torch.nn.Module, compiled: Callable,
-                 rng: torch.Tensor, input_names: list[str], backward: bool):
+                 rng: torch.Tensor, input_names: list[str], backward: bool, values: Optional[dict] = None):
+        """``values``: the model's state before its first call (``start_values``), where that call was made
+        already: a buffer the first call wrote in place (batch norm's running stats) must start every run
+        from where the first call started, as eager's run the oracles compare with did."""
         self.module, self.program, self.model, self.compiled = module, program, model, compiled
         self.rng = rng  # the state make_inputs started from (harness.pipeline.instantiate)
         self.names, self.backward = input_names, backward
-        self.values = {k: v.detach().clone() for k, v in model.state_dict(keep_vars=True).items()}
+        self.values = values if values is not None else start_values(model)
         self.ns = module.__dict__  # variants rebind the program's globals
         exec(PRELUDE, self.ns)
         self.code = type(model).forward.__code__

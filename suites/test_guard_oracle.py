@@ -467,3 +467,21 @@ def test_a_dedup_toggle_guards_finding_has_a_repro_that_compares_the_first_compi
     check, variant = driver_for(verdict.details, "wrong", verdict.oracle, verdict.kind)
     assert (check, variant) == ("dedup_guards", None)
     _assert_repro_exits(tmp_path, GLOBAL, check, variant, "suites.planted_pass:extra_guard__aot_eager")
+
+
+def test_an_entry_run_on_the_call_it_also_accepts_starts_from_the_first_calls_state():
+    """The changed calls start from the model's values; those were taken after the first compiled call, which
+    had written a buffer in place (batch norm's running stats), so the entry a change compiled, run on the call
+    without it, updated the buffer twice and was compared with eager's once: ``over_accepting`` at
+    state[buffer:m0_0.r0] (a 10-minute campaign; a helper's triage: plain calls in any order match eager). The
+    values are taken before the first call."""
+    from pathlib import Path
+
+    from oracles.registry import run_config
+
+    program = Program.from_json((Path(__file__).parent / "data" / "buffer_written_before_the_reverse_run.json").read_text())
+    outcome = run_program(program, run_config("aot_eager", (guards.NAME,)))
+    reversed_ = [r for r in outcome.capture.variants if r.reverse is not None]
+    assert reversed_, "the program's change no longer compiles an entry that accepts the call without it"
+    verdict = guards.check(outcome)
+    assert verdict.kind != "over_accepting", verdict
