@@ -26,7 +26,7 @@ from .ir import (CHILD, Arg, MalformedProgram, Block, Call, Const, Context, DTyp
                  Stmt, Sub, TensorSpec, Value, typed_key)
 from .opinfo import OPINFO, parts as opinfo_parts
 from .ops import CALL_VIEWS, OPS, WEIGHT_INITS, W, render_call
-from .spellings import instance_name, spelling, template
+from .spellings import contiguous_out, instance_name, spelling, template
 
 HEADER = """\
 import torch
@@ -169,6 +169,7 @@ def _body_lines(program: Program, b: Block, operand, hooks: dict | None = None) 
             lines += render_call(OPS[s.op], [operand(o) for o in refs], s.out, fmt)
         else:
             fmt = template(OPS[s.op].fmt, s.op, s.spelling, instance_name(b.name, s.out))
+            fmt = contiguous_out(fmt) if program.options.fullgraph and s.spelling == "out" else fmt
             lines += render_call(OPS[s.op], [operand(o) for o in s.operands], s.out, fmt)
         lines += hooks.get(s.out, [])
     if b.takes:

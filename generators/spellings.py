@@ -54,7 +54,18 @@ def _aten(name: str, args: str = "{0}") -> str:
 def _out(call: str) -> str:
     """``call`` into ``out=`` a fresh tensor like the primary: ``torch.sin({0}``
     becomes ``torch.sin({0}, out=torch.empty_like({0}))``."""
-    return f"{call}, out=torch.empty_like({{0}}))"
+    return f"{call}, {OUT_LIKE})"
+
+
+OUT_LIKE = "out=torch.empty_like({0})"
+
+
+def contiguous_out(fmt: str) -> str:
+    """An ``out=`` form writing into a contiguous tensor: Dynamo graph-breaks at an ``out=`` tensor that is not
+    contiguous ("Attempted to call op with non-contiguous `out=` tensor"), which fullgraph makes an error by
+    design, and a primary may be a transposed view; a program compiled without fullgraph keeps the tensor like
+    the primary, and Dynamo's break with it."""
+    return fmt.replace(OUT_LIKE, "out=torch.empty_like({0}, memory_format=torch.contiguous_format)")
 
 
 def _pointwise(fn: str, default: str = "torch", arg: str = "{0}", **more: str) -> Entry:

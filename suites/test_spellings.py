@@ -231,3 +231,21 @@ def test_stats_check_fails_while_a_kind_is_never_drawn():
     _, summary = report([_program("sin", "method").to_json()], None)
     assert "spelling:method" not in summary["missing"] and "spelling:out" in summary["missing"]
     assert summary["spellings_drawn"] == {"sin:method": 1}
+
+
+def test_an_out_spelling_under_fullgraph_writes_into_a_contiguous_tensor():
+    """``out=torch.empty_like(x)`` of a transposed x is not contiguous, where Dynamo graph-breaks ("Attempted to
+    call op with non-contiguous `out=` tensor"), which fullgraph makes an error by design: a 10-minute campaign
+    called it a crash of torch. Under fullgraph the out= tensor is contiguous; without it, like the primary."""
+    from pathlib import Path
+
+    from harness.pipeline import run_program
+    from oracles import differential
+    from oracles.registry import run_config
+
+    program = Program.from_json((Path(__file__).parent / "data" / "out_spelling_of_a_transposed_input.json").read_text())
+    assert program.options.fullgraph and "memory_format=torch.contiguous_format" in render(program)
+    loose = replace(program, options=replace(program.options, fullgraph=False))
+    assert "out=torch.empty_like(" in render(loose) and "contiguous_format" not in render(loose)
+    verdict = differential.check(run_program(program, run_config("aot_eager", ("differential",))))
+    assert not verdict.failed, verdict
