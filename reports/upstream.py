@@ -44,6 +44,9 @@ TEMPLATES.filters["py"] = repr
 # between two calls); the others' checks (regions compared node by node,
 # dedup on vs off bitwise, a child process watched) are the strict repro's.
 MINIMAL_DRIVERS = ("differential", "guard")
+# Oracles whose wrong values the short script cannot show (it compares outputs, inputs and gradients): the
+# autograd trace's hook calls and their order; the strict repro, which counts them, stands alone.
+UNSHORTENED = ("autograd_trace",)
 GUARD_DRIVERS = ("guard", "recompile", "dedup_guards", "unguarded")
 # Drivers whose repro needs what only the campaign had (a replay plan, a lost
 # worker's limits): their ablation is the recorded row alone.
@@ -295,6 +298,8 @@ def minimal_repro(subject: Subject) -> Optional[str]:
     if subject.minimal is not None:
         return subject.minimal
     if subject.program is None or subject.check not in MINIMAL_DRIVERS:
+        return None
+    if subject.finding.get("oracle") in UNSHORTENED and subject.kind != "crash":
         return None
     return TEMPLATES.get_template("minimal.py.j2").render(**_fields(subject))
 

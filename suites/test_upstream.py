@@ -234,3 +234,24 @@ def test_the_crash_a_script_raises_is_read_as_the_glob_was_made():
                                         "torch._dynamo.exc.InternalTorchDynamoError: KeyError: 'other'")
     assert upstream.names_the_crash("RuntimeError: index * is out of bounds for dimension N with size N",
                                     "RuntimeError: index 7 is out of bounds for dimension 0 with size 4")
+
+
+def test_an_autograd_trace_finding_gets_no_short_script_that_cannot_show_it(tmp_path):
+    """The short script compares outputs, inputs and gradients: for a hook an autograd-trace finding says the
+    compiled run never called, it exited 0 (a 10-minute campaign's module backward hooks, KI-146). Such a finding
+    has no short script: its strict repro, which counts the hook calls, stands alone."""
+    from dataclasses import replace
+
+    issue = next(i for i in known_issues.load() if i.id == "KI-050")
+    folder = tmp_path / "run" / "findings" / "autograd-trace-hook-missing-abc"
+    folder.mkdir(parents=True)
+    (folder / "program.json").write_text(issue.program().to_json())
+    (folder / "repro.py").write_text(issue.render())
+    meta = {"signature": "autograd_trace:hook:missing:backend:autograd=module.backward", "oracle": "autograd_trace",
+            "kind": "hook:missing", "culprit": "backend", "known_issue": None, "message": "hook missing",
+            "driver": "differential", "variant": None, "dedup": True, "backend": "aot_eager", "torch": "2.13.0",
+            "config": {"use_graph_deduplication": True, "torch_config": []}, "seed": 3, "repro_exit": 1}
+    (folder / "meta.json").write_text(json.dumps(meta))
+    subject = upstream.from_finding(folder)
+    assert upstream.minimal_repro(subject) is None
+    assert upstream.minimal_repro(replace(subject, finding={**meta, "oracle": "differential"})) is not None
