@@ -51,13 +51,13 @@ def _aten(name: str, args: str = "{0}") -> str:
     return f"torch.ops.aten.{name}({args})"
 
 
+OUT_LIKE = "out=torch.empty_like({0})"
+
+
 def _out(call: str) -> str:
     """``call`` into ``out=`` a fresh tensor like the primary: ``torch.sin({0}``
     becomes ``torch.sin({0}, out=torch.empty_like({0}))``."""
     return f"{call}, {OUT_LIKE})"
-
-
-OUT_LIKE = "out=torch.empty_like({0})"
 
 
 def contiguous_out(fmt: str) -> str:

@@ -59,6 +59,7 @@ def _failing_guards(entry: Any, frame: dict[str, Any]) -> list[str]:
 
 
 def start_values(model: torch.nn.Module) -> dict:
+    """The model's parameters and buffers as they are now (a copy): where every run of a Workbench starts."""
     return {k: v.detach().clone() for k, v in model.state_dict(keep_vars=True).items()}
 
 
