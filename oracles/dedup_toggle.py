@@ -33,12 +33,21 @@ NEEDS = ("dedup_off", "recapture")
 NEEDS_ONLY_FOR = (("recapture", ("guards",)),)
 
 
+# What is not part of a guard (guard_difference): the process-wide counters in its text, as (pattern,
+# replacement) in the order applied (a module hook's handle id, the globals dicts Dynamo numbers, the globals it
+# names by object and compile id), and the guards left out whole (a module's identity). The dedup_guards repro
+# (reports/templates/repro/guard.py.j2) is rendered with the same.
+COUNTERS = ((r"(_hooks\w*)\[\d+\]", r"\1[N]"), (r"___\d+", "___N"), (r"_\d+_c\d+\b", "_ID_cN"))
+LEFT_OUT = r"ID_MATCH __import__\("
+
+
 def _stable(guard: str) -> str:
-    guard = re.sub(r"(_hooks\w*)\[\d+\]", r"\1[N]", guard)  # a module hook's handle id: a process-wide counter
-    return re.sub(r"_\d+_c\d+\b", "_ID_cN", re.sub(r"___\d+", "___N", guard))
+    for pattern, replacement in COUNTERS:
+        guard = re.sub(pattern, replacement, guard)
+    return guard
 
 
-_IMPORTED = re.compile(r"ID_MATCH __import__\(")  # a module's identity (guard_difference)
+_IMPORTED = re.compile(LEFT_OUT)
 
 
 def guard_difference(on: list[str], off: list[str]) -> tuple[list[str], list[str]]:

@@ -33,7 +33,7 @@ from harness.outcome import RunConfig
 from harness.pipeline import torch_compile_kwargs
 from harness.replay import call_seed
 from harness.structure import _lists_as_tuples, constant, describe_region, target_name, value_meta
-from oracles import region_identity
+from oracles import dedup_toggle, region_identity
 from oracles.tolerance import BY_DTYPE, backend_floor, for_dtype
 
 from .signature import normalize
@@ -197,6 +197,7 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         before=[("\n".join(a), "\n".join(u)) for a, u in change.get("before", [])],
         prelude=PRELUDE,
         first=check == "dedup_guards" and not variant,  # the dedup-toggle oracle's guards: the first compile's
+        counters=dedup_toggle.COUNTERS, left_out=dedup_toggle.LEFT_OUT,  # what the harness compares guards without
         expect={"guard": "values", "recompile": "recompile", "dedup_guards": "dedup_guards",
                 "unguarded": "unguarded", "over_accepting": "over_accepting"}.get(check, ""),
         # a child pays torch's import and the compile: give it the campaign's
