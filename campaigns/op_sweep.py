@@ -150,7 +150,7 @@ class Sweep:
                     order = self.ops[op]
                     if at == 1:  # each kind of cell at the pace its cost allows (STAGE1_COST)
                         forward = kind != first_kind.get(op, "torch")
-                        if case.sample == samples[0].sample and case is samples[0]:
+                        if case is samples[0]:  # once a cell, whose items share its place
                             self._spent[forward] += STAGE1_COST[forward]
                         order = self._spent[forward]
                     heapq.heappush(self.queue, ((at, order, KINDS.index(kind), n), n, case))
