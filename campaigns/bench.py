@@ -545,9 +545,9 @@ def first_new_finding(out: Path, op: str = "") -> dict | None:
 
 
 def run_fault(name: str, seed: int, workers: int, budget: float, out: Path, bare: float | None,
-              progress: Callable[[str], None] = print, feedback: str = "off") -> dict:
-    """A campaign on a planted fault's backend until its first new finding."""
-    backend = FAULTS[name]
+              progress: Callable[[str], None] = print, feedback: str = "off", backend: str = "") -> dict:
+    """A campaign on a planted fault's backend (``FAULTS[name]``, or ``backend``) until its first new finding."""
+    backend = backend or FAULTS[name]
     # op-level faults are the sweep's to find (a default --backend campaign); the others' figures stay
     # comparable with those measured before the sweep
     op = OP_FAULTS.get(name, "")

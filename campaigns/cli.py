@@ -216,6 +216,17 @@ def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
         bench_module.add_arguments(bench)
 
+    mutants = sub.add_parser("mutants", help="faults planted in torch's own source, one per campaign: which are found")
+    mutants.add_argument("--modules", default=None,
+                         help="comma-separated torch modules to mutate (default: campaigns.torch_mutants.MODULES)")
+    mutants.add_argument("-n", "--count", type=int, default=10, help="mutants to draw (default 10)")
+    mutants.add_argument("--budget", type=float, default=60.0, help="seconds of campaign per mutant (default 60)")
+    mutants.add_argument("--workers", type=int, default=2)
+    mutants.add_argument("--seed", type=int, default=0, help="draws the mutants and seeds each campaign")
+    mutants.add_argument("--reached", nargs="*", type=Path, default=[], metavar="RUN",
+                         help="only sites on lines these campaigns' corpora reached (fuzz --feedback steer runs)")
+    mutants.add_argument("--out", type=Path, default=Path("runs/mutants"))
+
     stats = sub.add_parser("stats", help="generator report: feature counts, eager validity, region share")
     stats.add_argument("-n", type=int, default=2000, help="programs to draw")
     stats.add_argument("--seed", type=int, default=0)
@@ -431,6 +442,22 @@ def _check(args) -> int:
     return check.main(args)
 
 
+def _mutants(args) -> int:
+    from campaigns import torch_mutants
+
+    if args.count < 1 or args.budget <= 0 or args.workers < 1:
+        raise ValueError("-n, --budget and --workers must be positive")
+    modules = tuple(m for m in (args.modules or "").split(",") if m) or torch_mutants.MODULES
+    for run in args.reached:
+        if not (run / "corpus").is_dir():
+            raise ValueError(f"--reached {run}: no corpus/ folder (a campaign run with --feedback steer)")
+    results = torch_mutants.run(modules, args.count, args.seed, args.budget, args.workers, args.out, args.reached,
+                                lambda line: print(line, file=sys.stderr, flush=True))
+    print(torch_mutants.table(results))
+    print(f"report: {args.out / 'mutants.md'} (also mutants.json)")
+    return 0
+
+
 def _zoo(args) -> int:
     from campaigns import zoo
 
@@ -438,7 +465,7 @@ def _zoo(args) -> int:
 
 
 COMMANDS = {"fuzz": _fuzz, "report": _report, "bench": _bench, "stats": _stats, "regress": _regress, "check": _check,
-            "zoo": _zoo}
+            "zoo": _zoo, "mutants": _mutants}
 
 if __name__ == "__main__":
     sys.exit(main())

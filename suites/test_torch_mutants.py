@@ -1,0 +1,102 @@
+"""Mutants of torch's own source (campaigns.torch_mutants): named, applied where torch looks them up, undone."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from campaigns import torch_mutants as tm
+
+DEDUP = "torch._dynamo.graph_deduplication"
+HOP = "torch._higher_order_ops.invoke_subgraph"
+
+
+def _line(module: str, text: str) -> int:
+    """The first line of ``module``'s source holding ``text`` (line numbers move from torch to torch)."""
+    mod = importlib.import_module(module)
+    lines, start = inspect.getsourcelines(mod)
+    return next(i for i, line in enumerate(lines, start or 1) if text in line)
+
+
+def _grouped() -> int:
+    """invoke_subgraph calls in the graph the backend gets for two identical blocks, deduplication on."""
+    seen: list = []
+
+    def backend(gm, inputs):
+        seen.append(sum(n.target is torch.ops.higher_order.invoke_subgraph for n in gm.graph.nodes))
+        return gm.forward
+
+    def f(x):
+        for _ in range(2):
+            x = torch.cos(torch.sin(x) + 1.0) * 2.0
+        return x
+
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(use_graph_deduplication=True):
+        torch.compile(f, backend=backend)(torch.randn(3))
+    return sum(seen)
+
+
+def test_a_mutant_is_in_force_in_its_block_and_torch_is_as_installed_after_it():
+    line = _line(DEDUP, "if _has_aliasing(")
+    site = next(s for s in tm.sites((DEDUP,)) if s.line == line and s.kind == "if")
+    assert site.function == "_replace_region_with_subgraph"
+    assert _grouped() > 0
+    with tm.applied(site):  # the regions are replaced only where they alias: none here
+        assert _grouped() == 0
+    assert _grouped() > 0
+
+
+def test_a_kernel_registered_by_decorator_is_replaced_in_the_operators_tables_and_restored():
+    op = torch.ops.higher_order.invoke_subgraph
+    before = {**op.py_kernels}, {**op.python_key_table}
+    line = _line(HOP, "@invoke_subgraph.py_impl(DispatchKey.CompositeExplicitAutograd)")
+    site = next(s for s in tm.sites((HOP,)) if s.line > line + 1 and s.function == "_")
+    with tm.applied(site):
+        assert ({**op.py_kernels}, {**op.python_key_table}) != before
+    assert ({**op.py_kernels}, {**op.python_key_table}) == before
+
+
+def test_a_mutant_name_round_trips_and_a_bad_one_is_a_clear_error():
+    site = tm.sites((DEDUP,))[0]
+    assert tm.parse(site.name + "__aot_eager") == (site, "aot_eager")
+    assert site.spec() == f"campaigns.torch_mutants:{site.name}__aot_eager"
+    for bad in ("mutant__x__1", "mutant__torch.x__1__2__swap0__eager", "mutant__torch.x__a__2__if0__eager"):
+        with pytest.raises(tm.MutantError):
+            tm.parse(bad)
+    with pytest.raises(tm.MutantError, match="no if site"):
+        tm.apply(tm.Site(DEDUP, site.line, site.col + 999, "if"))
+
+
+def test_reached_lines_keep_only_sites_a_corpus_reached(tmp_path):
+    site = tm.sites((DEDUP,))[5]
+    (tmp_path / "corpus").mkdir()
+    edge = f"{tm.module_path(DEDUP)}:{site.line}>{site.line + 1}"
+    (tmp_path / "corpus" / "0.json").write_text(f'{{"edges": ["{edge}", "counter:x"]}}')
+    reached = tm.reached_lines([tmp_path])
+    drawn = tm.chosen((DEDUP,), 100, 0, reached)
+    assert drawn and all(s.line in (site.line, site.line + 1) for s in drawn) and site in drawn
+
+
+def test_the_command_names_bad_input_in_one_line(tmp_path):
+    for args, says in ((["--modules", "torch.nope"], "cannot read the source of 'torch.nope'"),
+                       (["-n", "0"], "must be positive"),
+                       (["--reached", str(tmp_path)], "no corpus/ folder")):
+        run = subprocess.run([sys.executable, "-m", "harness", "mutants", *args, "--out", str(tmp_path / "o")],
+                             capture_output=True, text=True, timeout=120)
+        assert run.returncode == 2 and says in run.stderr and "Traceback" not in run.stderr, run.stderr
+
+
+@pytest.mark.nightly
+def test_a_campaign_finds_the_mutant_that_stops_every_region_replacement(tmp_path):
+    line = _line(DEDUP, "if _has_aliasing(")
+    site = next(s for s in tm.sites((DEDUP,)) if s.line == line and s.kind == "if")
+    from campaigns.bench import run_fault
+
+    entry = run_fault(site.name, 0, 2, 120, tmp_path / "m", None, progress=lambda _: None, backend=site.spec())
+    assert entry.get("found"), entry
