@@ -9,7 +9,8 @@ float64 referee's tolerance; packs and unpacks not at all (what is saved is the 
 and code no gradient needs is dropped: a hook applied on one side shows in the gradients instead);
 pre-hooks before their hooks (``ORDERED``). A difference is a kind of its own: ``hook:missing``,
 ``hook:extra``, ``hook:unreached`` (a backward hook eager never calls, called with no gradient: its tensor
-reaches no loss but sits on a compiled node that runs), ``hook:value``, ``hook:order``, ``error:missing`` (eager raised for
+reaches no loss but sits on a compiled node that runs; ``hook:zeros``: called with gradients of zeros),
+``hook:value``, ``hook:order``, ``error:missing`` (eager raised for
 a saved tensor written in place, compiled code did not), ``grad:value`` (a first gradient of a
 double backward).
 """
@@ -17,6 +18,8 @@ double backward).
 from __future__ import annotations
 
 from collections import Counter
+
+import torch
 
 from generators.autograd import ORDERED, promise
 from harness.outcome import Execution, Outcome
@@ -85,15 +88,28 @@ def _backward(outcome: Outcome) -> list[Verdict]:
         kind = promise(label)[1]
         if e[label] != c[label]:
             what = "missing" if e[label] > c[label] else "extra"
-            if not e[label] and all(v is None for v in _values(outcome.compiled, "backward", label)):
+            values = _values(outcome.compiled, "backward", label)
+            if not e[label] and all(v is None for v in values):
                 # a hook eager never calls, called with no gradient: the tensor reaches no loss, but it is an
                 # output of a compiled node that runs (one node for the graph): a class of its own
                 what = "unreached"
+            elif not e[label] and all(_zeros(v) for v in values):
+                # ... called with gradients of zeros: the compiled node made its unused output's gradient zeros
+                # where eager's engine leaves it undefined (gradients of zeros where eager has None)
+                what = "zeros"
             out.append(Verdict(NAME, Status.FAIL, kind=f"{kind}:{what}", where=label,
                                message=f"called {e[label]} times in eager, {c[label]} in the compiled run"))
         else:
             out += _matched(outcome, "backward", label, ordered=False)
     return out
+
+
+def _zeros(value) -> bool:
+    """A hook's value that holds gradients and every one of them zero (None counts as no gradient)."""
+    parts = value if isinstance(value, (tuple, list)) else (value,)
+    tensors = [t for t in parts if isinstance(t, torch.Tensor)]
+    return bool(tensors) and len(tensors) + sum(t is None for t in parts) == len(parts) and \
+        not any(bool(t.ne(0).any()) for t in tensors)
 
 
 def _matched(outcome: Outcome, phase: str, label: str, ordered: bool) -> list[Verdict]:

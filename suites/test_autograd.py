@@ -123,6 +123,9 @@ E = [("forward", "module.forward[0]", [1.0]), ("backward", "tensor.mid", [2.0]),
 @pytest.mark.parametrize("compiled, kind", [
     ([r for r in E if r[1] != "module.forward[0]"], "hook:missing"),
     (E + [("backward", "tensor.mid", [3.0])], "hook:extra"),
+    (E + [("backward", "tensor.input", None)], "hook:unreached"),
+    (E + [("backward", "tensor.input", [0.0, -0.0])], "hook:zeros"),
+    (E + [("backward", "tensor.input", [0.0, 1e-30])], "hook:extra"),
     ([(p, lab, [9.0] if v == [3.0] else v) for p, lab, v in E], "hook:value"),
     ([r for r in E if r[1] != "node.pre"] + [("backward", "node.pre", [1.0])], "hook:order"),
 ])
