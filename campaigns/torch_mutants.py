@@ -115,7 +115,7 @@ def _functions(module: str) -> Iterator[tuple[Optional[str], ast.FunctionDef]]:
             yield from ((node.name, sub) for sub in node.body if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)))
 
 
-def _editable(owner: Optional[str], fn: ast.FunctionDef) -> bool:
+def _editable(fn: ast.FunctionDef) -> bool:
     # super() without arguments needs the class cell a function compiled alone does not get
     return not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "super" and not n.args
                    for n in ast.walk(fn))
@@ -126,7 +126,7 @@ def sites(modules: tuple[str, ...] = MODULES) -> list[Site]:
     out = []
     for module in modules:
         for owner, fn in _functions(module):
-            if not _editable(owner, fn):
+            if not _editable(fn):
                 continue
             label = f"{owner}.{fn.name}" if owner else fn.name
             for node in ast.walk(fn):
