@@ -291,9 +291,9 @@ def table(results: list[dict]) -> str:
              "| mutant | function | found after (s) | programs | first new finding |", "|---|---|---|---|---|"]
     for r in results:
         site = r["site"]
-        where = f"{site['module'].rsplit('.', 1)[-1]}:{site['line']} {site['kind']}{site['k'] or ''}"
+        where = f"{site['module'].removeprefix('torch.')}:{site['line']} {site['kind']}{site['k'] or ''}"
         when = f"{r['seconds']:.1f}" if r.get("found") else ("error" if r.get("error") else "not found")
-        lines.append(f"| {where} | {site['function']} | {when} | {r.get('programs', r.get('programs_run', '-'))} | "
+        lines.append(f"| {where} | {site['function']} | {when} | {r.get('programs') or r.get('programs_run') or '-'} | "
                      f"{(r.get('signature') or r.get('error') or '')[:90]} |")
     return "\n".join(lines)
 

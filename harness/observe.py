@@ -2,12 +2,15 @@
 
 ``recording_backend`` keeps the post-deduplication graph Dynamo hands to the
 backend (see ``harness.structure`` for what is recorded inside the pass), then
-calls the real backend with it; ``recording_guards`` writes down every guard.
+calls the real backend with it; ``recording_guards`` writes down every guard;
+``recording_reuse`` keeps what Dynamo says about reusing ``nested_compile_region`` bodies.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
+import logging
 from typing import Callable, Iterator, Optional
 
 import torch
@@ -27,6 +30,21 @@ def recording_guards(capture: Capture) -> Callable:
         return [True] * len(entries)
 
     return keep_all
+
+
+SYMBOLIC_OPERAND = "|sym"
+
+
+def bodies(gm: torch.fx.GraphModule) -> list[str]:
+    """Each invoke_subgraph call's body by identifier (a deduplicated region's too, where the pass ran), marked
+    ``SYMBOLIC_OPERAND`` where the call hands it a symbolic number (a SymInt argument, say)."""
+    out = []
+    for n in gm.graph.nodes:
+        if n.target is torch.ops.higher_order.invoke_subgraph and len(n.args) > 1:
+            sym = any(isinstance(a.meta.get("example_value"), (torch.SymInt, torch.SymFloat, torch.SymBool))
+                      for a in n.args[2:] if isinstance(a, torch.fx.Node))
+            out.append(str(n.args[1]) + (SYMBOLIC_OPERAND if sym else ""))
+    return out
 
 
 def symbolic(gm: torch.fx.GraphModule) -> bool:
@@ -56,6 +74,7 @@ def recording_backend(compiler_fn: Callable, capture: Capture, recorder: Optiona
                 recorder.on_backend(gm, example_inputs)
         capture.frames += 1
         capture.graphs.append(gm.code)
+        capture.bodies.append(bodies(gm))
         capture.invoke_subgraph_calls += calls
         return compiler_fn(gm, example_inputs)
 
@@ -84,3 +103,42 @@ def recording_recompiles(reasons: list[str]) -> Iterator[None]:
         yield
     finally:
         setattr(convert_frame, name, original)
+
+
+# The module whose ``hc_log`` (the "hierarchical_compile" logging artifact) tells each nested-region
+# body's reuse: a cache hit, or why not (torch/_dynamo/variables/invoke_subgraph.py).
+REUSE_LOGGER_OWNER = "torch._dynamo.variables.invoke_subgraph"
+
+
+class _Kept(logging.Handler):
+    def __init__(self, into: list[str]):
+        super().__init__(logging.DEBUG)
+        self.into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with contextlib.suppress(Exception):  # a message that cannot be formatted is not ours to raise
+            self.into.append(record.getMessage())
+
+
+@contextlib.contextmanager
+def recording_reuse(capture: Capture) -> Iterator[None]:
+    """Dynamo's reuse decisions for nested_compile_region bodies while the block runs, in
+    ``capture.reuse_log``, without printing them; left None where this torch logs none (no ``hc_log``)."""
+    try:
+        logger = getattr(importlib.import_module(REUSE_LOGGER_OWNER), "hc_log", None)
+    except ImportError:
+        logger = None
+    if not isinstance(logger, logging.Logger):
+        yield
+        return
+    capture.reuse_log = []
+    handler, level, propagate = _Kept(capture.reuse_log), logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate

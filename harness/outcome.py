@@ -150,6 +150,10 @@ class Capture:
     late_guards: list[str] = field(default_factory=list)
     late_leaked_state: list[str] = field(default_factory=list)  # left behind by the variants' calls
     variant_seconds: float = 0.0  # spent in the variants' calls (the ``guards`` stage of Outcome.seconds)
+    bodies: list[list[str]] = field(default_factory=list)  # per frame, each invoke_subgraph call's identifier
+    # What Dynamo logged about reusing nested_compile_region bodies in the first call's compile
+    # (harness.observe.recording_reuse); None where this torch logs nothing of it.
+    reuse_log: Optional[list[str]] = None
 
     @property
     def deduplicated(self) -> bool:

@@ -28,7 +28,7 @@ from .capabilities import has
 from .execute import mode_context, as_dtype, execute, failure
 from .hygiene import clean_up, leaked_state
 from .loader import load_source
-from .observe import recording_backend, recording_guards
+from .observe import recording_backend, recording_guards, recording_reuse
 from .structure import StructureRecorder, recording_structure, region_nodes
 from .outcome import Capture, Execution, Outcome, RunConfig
 from .recall import Workbench, run_variants, start_values
@@ -144,7 +144,8 @@ def _run_compiled(module: ModuleType, program: Program, config: RunConfig,
         options["options"] = {**options.get("options", {}), "guard_filter_fn": recording_guards(capture)}
     with torch_config.patched(torch_config.of(program, config.torch_config)), \
             torch._dynamo.config.patch(use_graph_deduplication=config.dedup), backend_config(backend):
-        with recording_structure(recorder) if recorder is not None else contextlib.nullcontext():
+        with recording_structure(recorder) if recorder is not None else contextlib.nullcontext(), \
+                recording_reuse(capture):
             try:
                 compiled = torch.compile(
                     model,

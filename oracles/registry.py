@@ -16,7 +16,7 @@ from harness.backend_capabilities import FLOATS, probe, program_mode, resolve_mo
 from harness.outcome import Outcome, RunConfig
 
 from . import (autograd_trace, compile_region, completeness, cudagraph, dedup_toggle, determinism, differential, door,
-               graph_validity, guards, hygiene, region_identity, rewrite)
+               graph_validity, guards, hygiene, region_identity, region_reuse, rewrite)
 from .verdict import Verdict
 
 
@@ -57,6 +57,7 @@ ORACLES: dict[str, Oracle] = {
         # programs that have one (harness.pipeline.PROGRAM_COMPANIONS)
         Oracle(compile_region.NAME, compile_region.check, needs=compile_region.NEEDS, structure=False),
         Oracle(completeness.NAME, completeness.check, severity="missed"),
+        Oracle(region_reuse.NAME, region_reuse.check, needs=region_reuse.NEEDS, severity="missed", structure=False),
         Oracle(guards.NAME, guards.check, needs=guards.NEEDS, variants=guards.VARIANTS, structure=False),
         Oracle(guards.RECOMPILES, guards.check_recompiles, severity="recompile", variants=guards.VARIANTS,
                structure=False),

@@ -29,11 +29,12 @@ from generators.variants import PRELUDE
 from harness import torch_config
 from harness.backends import BUILTIN, resolve
 from harness.execute import first_line
+from harness.observe import SYMBOLIC_OPERAND, bodies
 from harness.outcome import RunConfig
 from harness.pipeline import torch_compile_kwargs
 from harness.replay import call_seed
 from harness.structure import _lists_as_tuples, constant, describe_region, target_name, value_meta
-from oracles import dedup_toggle, region_identity
+from oracles import dedup_toggle, region_identity, region_reuse
 from oracles.tolerance import BY_DTYPE, backend_floor, for_dtype
 
 from .signature import normalize
@@ -64,7 +65,7 @@ DRIVERS = {"differential": "differential.py.j2", "process": "process.py.j2", "to
            "regions": "regions.py.j2", "deduplicated": "deduplicated.py.j2", "guard": "guard.py.j2",
            "recompile": "guard.py.j2", "dedup_guards": "guard.py.j2", "unguarded": "guard.py.j2",
            "over_accepting": "guard.py.j2", "replay": "replay.py.j2", "region_toggle": "region_toggle.py.j2",
-           "door": "door.py.j2"}
+           "door": "door.py.j2", "reuse": "reuse.py.j2"}
 MODEL = "model.py.j2"  # a model check's repro (campaigns.check)
 
 # Templates hold Python, not HTML: no escaping, trailing newlines kept, a
@@ -78,6 +79,8 @@ def driver_for(details: dict, severity: str, oracle: str = "", kind: str = "") -
     """The repro driver for a finding: guard findings re-make their change;
     nested_compile_region findings (crashes too) build their twin (the
     blocks it decorates, and whether it compiles with deduplication)."""
+    if oracle == region_reuse.NAME:  # the body traced again: Dynamo's own log of its reuse decisions
+        return "reuse", None
     if oracle == "compile_region":
         return "region_toggle", {k: details[k] for k in ("twin", "label", "regions", "dedup") if k in details}
     if "door" in details:  # a program reached through a door (oracles.door): whether the operator alone is wrong
@@ -224,12 +227,20 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         expect_crash=expect_crash,
         expect_difference=expect_difference,
         structure_source=_structure_source() if check == "regions" else "",
+        **(_reuse_fields() if check == "reuse" else {}),
         normalizer=_source(normalize).strip(),
         first_line=_source(first_line).strip(),
         **_replay_fields(program, replay),
         **region,
         **door,
     )
+
+
+def _reuse_fields() -> dict:
+    """The reuse rule as oracles.region_reuse counts it: its constants and its functions' source."""
+    parts = [_source(f).strip() for f in (bodies, region_reuse._again, region_reuse._said)]
+    return {"hit": region_reuse.HIT, "refused": region_reuse.REFUSED, "prefix": region_reuse.PREFIX,
+            "symbolic_operand": SYMBOLIC_OPERAND, "reuse_source": "\n\n\n".join(parts)}
 
 
 def _autograd_fields(program: Program) -> dict:

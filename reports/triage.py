@@ -24,7 +24,7 @@ from generators.variants import change_key
 from harness.outcome import Execution, Outcome, RunConfig
 from harness.pipeline import InvalidProgram, add_companions, region_twins, run_fresh, run_program, without_dedup
 from harness.replay import ReplayOutcome, run_replay
-from oracles import compile_region, dedup_toggle, determinism, differential, guards
+from oracles import compile_region, dedup_toggle, determinism, differential, guards, region_reuse
 from oracles.differential import compare_runs, numerics
 from oracles.registry import ORACLES, REPLAY_ORACLES
 from oracles.verdict import Status, Verdict
@@ -318,10 +318,11 @@ def _triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> 
         found = _recalled(learned, fp, verdict, outcome, config)
         if found is not None:
             return found
-    culprit = "backend"
+    culprit = OWN_CULPRIT.get(verdict.oracle, "backend")
     # a capture without the pass is captured again only to blame determinism
     off_config = replace(config, spare=verdict.oracle != determinism.NAME)
-    if config.dedup and not alike(oracle(without_dedup(outcome, off_config)), verdict):
+    if verdict.oracle not in OWN_CULPRIT and config.dedup and not alike(oracle(without_dedup(outcome, off_config)),
+                                                                         verdict):
         culprit = "dedup"
     if verdict.kind == "crash":
         # (what a block is given is not named: a crash's stage and message name its cause, and a known crash
@@ -361,6 +362,10 @@ def _triage(outcome: Outcome, verdict: Verdict, learned: dict | None = None) -> 
         detail = ":".join(dict.fromkeys(detail.split(":")))
     signature = ":".join(p for p in (verdict.oracle, kind, culprit, detail) if p)
     return Finding(signature, verdict, program, config, culprit, trigger, outcome.source, extra)
+
+
+# Oracles that judge the run without deduplication only: the pass is never the culprit, their machinery is.
+OWN_CULPRIT = {region_reuse.NAME: "compile_region"}
 
 
 def opinfo_tag(program: Program) -> list[str]:
