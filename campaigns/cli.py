@@ -225,6 +225,9 @@ def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     mutants.add_argument("--seed", type=int, default=0, help="draws the mutants and seeds each campaign")
     mutants.add_argument("--reached", nargs="*", type=Path, default=[], metavar="RUN",
                          help="only sites on lines these campaigns' corpora reached (fuzz --feedback steer runs)")
+    mutants.add_argument("--site", action="append", default=[], metavar="NAME",
+                         help="run this mutant (a name from mutants.json, mutant__<module>__<line>__<col>__<kind><k>) "
+                              "instead of drawing; repeatable")
     mutants.add_argument("--out", type=Path, default=Path("runs/mutants"))
 
     stats = sub.add_parser("stats", help="generator report: feature counts, eager validity, region share")
@@ -452,7 +455,7 @@ def _mutants(args) -> int:
         if not (run / "corpus").is_dir():
             raise ValueError(f"--reached {run}: no corpus/ folder (a campaign run with --feedback steer)")
     results = torch_mutants.run(modules, args.count, args.seed, args.budget, args.workers, args.out, args.reached,
-                                lambda line: print(line, file=sys.stderr, flush=True))
+                                lambda line: print(line, file=sys.stderr, flush=True), tuple(args.site))
     print(torch_mutants.table(results))
     print(f"report: {args.out / 'mutants.md'} (also mutants.json)")
     return 0

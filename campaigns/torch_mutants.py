@@ -257,6 +257,14 @@ def __getattr__(name: str):
     return lookup_backend(backend)
 
 
+def _known(site: Site) -> Site:
+    """A named site as the catalogue holds it (with its function), or a clear error."""
+    found = next((s for s in sites((site.module,)) if s == site), None)
+    if found is None:
+        raise MutantError(f"no {site.kind} site at {site.module}:{site.line}:{site.col} in the installed torch")
+    return found
+
+
 def reached_lines(runs: list[Path]) -> dict[str, set[int]]:
     """Lines of torch files the campaigns' corpora reached (their feedback arcs, ``torch/...:a>b``)."""
     lines: dict[str, set[int]] = {}
@@ -299,13 +307,13 @@ def table(results: list[dict]) -> str:
 
 
 def run(modules: tuple[str, ...], count: int, seed: int, budget: float, workers: int, out: Path,
-        reached_from: list[Path], progress: Callable[[str], None] = print) -> list[dict]:
-    """A campaign per drawn mutant until its first new finding (at most ``budget`` s each); the results
-    also go to ``out/mutants.json`` and ``out/mutants.md`` as each mutant finishes."""
+        reached_from: list[Path], progress: Callable[[str], None] = print, named: tuple[str, ...] = ()) -> list[dict]:
+    """A campaign per drawn mutant (``named``: these mutant names instead) until its first new finding (at most
+    ``budget`` s each); the results also go to ``out/mutants.json`` and ``out/mutants.md`` as each finishes."""
     from campaigns.bench import run_fault
 
     reached = reached_lines(reached_from) if reached_from else None
-    drawn = chosen(modules, count, seed, reached)
+    drawn = [_known(parse(f"{n}{SEP}aot_eager")[0]) for n in named] if named else chosen(modules, count, seed, reached)
     if not drawn:
         raise MutantError("no mutation site to draw" + (" on the reached lines" if reached is not None else ""))
     out.mkdir(parents=True, exist_ok=True)
