@@ -228,6 +228,8 @@ def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     mutants.add_argument("--site", action="append", default=[], metavar="NAME",
                          help="run this mutant (a name from mutants.json, mutant__<module>__<line>__<col>__<kind><k>) "
                               "instead of drawing; repeatable")
+    mutants.add_argument("--no-baseline", action="store_true",
+                         help="skip the campaign without a mutant that tells torch's own new findings apart")
     mutants.add_argument("--out", type=Path, default=Path("runs/mutants"))
 
     stats = sub.add_parser("stats", help="generator report: feature counts, eager validity, region share")
@@ -455,7 +457,8 @@ def _mutants(args) -> int:
         if not (run / "corpus").is_dir():
             raise ValueError(f"--reached {run}: no corpus/ folder (a campaign run with --feedback steer)")
     results = torch_mutants.run(modules, args.count, args.seed, args.budget, args.workers, args.out, args.reached,
-                                lambda line: print(line, file=sys.stderr, flush=True), tuple(args.site))
+                                lambda line: print(line, file=sys.stderr, flush=True), tuple(args.site),
+                                not args.no_baseline)
     print(torch_mutants.table(results))
     print(f"report: {args.out / 'mutants.md'} (also mutants.json)")
     return 0

@@ -300,16 +300,34 @@ def table(results: list[dict]) -> str:
     for r in results:
         site = r["site"]
         where = f"{site['module'].removeprefix('torch.')}:{site['line']} {site['kind']}{site['k'] or ''}"
-        when = f"{r['seconds']:.1f}" if r.get("found") else ("error" if r.get("error") else "not found")
+        when = f"{r['seconds']:.1f}" if r.get("found") else ("error" if r.get("error") else
+                                                             "also without it" if r.get("also_without_mutant") else
+                                                             "not found")
         lines.append(f"| {where} | {site['function']} | {when} | {r.get('programs') or r.get('programs_run') or '-'} | "
                      f"{(r.get('signature') or r.get('error') or '')[:90]} |")
     return "\n".join(lines)
 
 
+def baseline(seed: int, budget: float, workers: int, out: Path) -> set[str]:
+    """The signatures a campaign without any mutant (same seed and budget, aot_eager) calls new or unconfirmed:
+    a mutant's first finding among them is torch's own bug, not the mutant's."""
+    from campaigns.bench import campaign_in_process
+    from campaigns.campaign import Options
+
+    summary, _, error = campaign_in_process(Options(backend="aot_eager", budget=budget, seed=seed, out=out,
+                                                    workers=workers), "baseline")
+    if summary is None:
+        raise MutantError(f"the campaign without a mutant failed: {error}")
+    causes = summary.get("root_causes", {})
+    return {*causes.get("new", []), *causes.get("unconfirmed", [])}
+
+
 def run(modules: tuple[str, ...], count: int, seed: int, budget: float, workers: int, out: Path,
-        reached_from: list[Path], progress: Callable[[str], None] = print, named: tuple[str, ...] = ()) -> list[dict]:
+        reached_from: list[Path], progress: Callable[[str], None] = print, named: tuple[str, ...] = (),
+        compare: bool = True) -> list[dict]:
     """A campaign per drawn mutant (``named``: these mutant names instead) until its first new finding (at most
-    ``budget`` s each); the results also go to ``out/mutants.json`` and ``out/mutants.md`` as each finishes."""
+    ``budget`` s each); the results also go to ``out/mutants.json`` and ``out/mutants.md`` as each finishes.
+    ``compare``: first a campaign without a mutant; a mutant whose first finding it found too is not found."""
     from campaigns.bench import run_fault
 
     reached = reached_lines(reached_from) if reached_from else None
@@ -317,15 +335,24 @@ def run(modules: tuple[str, ...], count: int, seed: int, budget: float, workers:
     if not drawn:
         raise MutantError("no mutation site to draw" + (" on the reached lines" if reached is not None else ""))
     out.mkdir(parents=True, exist_ok=True)
+    honest: set[str] = set()
+    if compare:
+        progress(f"baseline: a campaign without a mutant (seed {seed}, {budget:g} s)")
+        honest = baseline(seed, budget, workers, out / "baseline")
+        progress(f"  -> {len(honest)} new signatures without a mutant")
     results: list[dict] = []
     for i, site in enumerate(drawn):
         progress(f"mutant {i + 1}/{len(drawn)}: {site.function} ({site.module}:{site.line}, {site.kind})")
         entry = run_fault(site.name, seed, workers, budget, out / site.name, None, progress=lambda _: None,
                           backend=site.spec())
-        results.append({"site": asdict(site), **{k: entry.get(k) for k in
-                                                  ("found", "seconds", "signature", "programs", "programs_run", "error")}})
+        result = {"site": asdict(site), **{k: entry.get(k) for k in
+                                            ("found", "seconds", "signature", "programs", "programs_run", "error")}}
+        if result["found"] and result["signature"] in honest:  # torch's own bug, found without the mutant too
+            result.update(found=False, also_without_mutant=True)
+        results.append(result)
         progress(f"  -> {'found in %.1f s: %s' % (entry['seconds'], entry['signature']) if entry.get('found') else 'not found'}")
         (out / "mutants.json").write_text(json.dumps({"modules": list(modules), "seed": seed, "budget": budget,
-                                                      "workers": workers, "results": results}, indent=1))
+                                                      "workers": workers, "baseline": sorted(honest),
+                                                      "results": results}, indent=1))
         (out / "mutants.md").write_text(table(results) + "\n")
     return results

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import inspect
 import pytest
 import torch
@@ -99,3 +100,18 @@ def test_a_campaign_finds_the_mutant_that_stops_every_region_replacement(tmp_pat
 
     entry = run_fault(site.name, 0, 2, 120, tmp_path / "m", None, progress=lambda _: None, backend=site.spec())
     assert entry.get("found"), entry
+
+
+def test_a_first_finding_the_campaign_without_a_mutant_made_too_is_not_the_mutants(tmp_path, monkeypatch):
+    import campaigns.bench as bench
+
+    site = tm.sites((DEDUP,))[0]
+    monkeypatch.setattr(tm, "baseline", lambda *a: {"differential:crash:torch-own"})
+    monkeypatch.setattr(bench, "run_fault", lambda name, *a, **k: {
+        "found": True, "seconds": 3.0, "signature": "differential:crash:torch-own" if name == site.name else "x:y",
+        "programs": 2})
+    other = tm.sites((DEDUP,))[1]
+    results = tm.run((DEDUP,), 2, 0, 10, 2, tmp_path, [], lambda _: None, (site.name, other.name))
+    assert [r["found"] for r in results] == [False, True] and results[0]["also_without_mutant"]
+    assert "also without it" in (tmp_path / "mutants.md").read_text()
+    assert json.loads((tmp_path / "mutants.json").read_text())["baseline"] == ["differential:crash:torch-own"]
