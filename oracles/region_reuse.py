@@ -1,7 +1,9 @@
 """Reuse of ``nested_compile_region`` bodies: traced once a frame, or refused for a reason Dynamo gives.
 
 ``nested_compile_region`` exists so that a function called many times is traced once and its body
-reused (its docstring: "compiled once and reused"). A call whose inputs pass the reuse check stamps
+reused (its docstring: "compiled once and safely reused", stamped out "on every subsequent invocation";
+it "does not promise that a region will be compiled exactly once": new input conditions make Dynamo
+trace it again, so a refusal with a reason is no finding). A call whose inputs pass the reuse check stamps
 out the body traced for an earlier call (torch/_dynamo/variables/invoke_subgraph.py: ``is_reusable``,
 ``stamp_out_subgraph``); one that fails it is traced again, and Dynamo says why in its
 ``hierarchical_compile`` log ("reuse failed -- ...", "not eligible -- ..."). A body traced again that
