@@ -308,6 +308,11 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+# What the backend probe says of a backend that fails a two-op program (harness.backend_capabilities): a mutant that breaks
+# every compile is found before any program runs.
+PROBED = "compiles nothing:"
+
+
 def baseline(seed: int, budget: float, workers: int, out: Path) -> set[str]:
     """The signatures a campaign without any mutant (same seed and budget, aot_eager) calls new or unconfirmed:
     a mutant's first finding among them is torch's own bug, not the mutant's."""
@@ -347,6 +352,9 @@ def run(modules: tuple[str, ...], count: int, seed: int, budget: float, workers:
                           backend=site.spec())
         result = {"site": asdict(site), **{k: entry.get(k) for k in
                                             ("found", "seconds", "signature", "programs", "programs_run", "error")}}
+        if PROBED in (result["error"] or ""):  # every compile fails: the campaign's probe says so before it starts
+            result.update(found=True, seconds=0.0, signature="probe: " + result["error"].split(PROBED, 1)[1].strip(),
+                          error=None)
         if result["found"] and result["signature"] in honest:  # torch's own bug, found without the mutant too
             result.update(found=False, also_without_mutant=True)
         results.append(result)

@@ -107,11 +107,14 @@ def test_a_first_finding_the_campaign_without_a_mutant_made_too_is_not_the_mutan
 
     site = tm.sites((DEDUP,))[0]
     monkeypatch.setattr(tm, "baseline", lambda *a: {"differential:crash:torch-own"})
+    broken = tm.sites((DEDUP,))[2]
     monkeypatch.setattr(bench, "run_fault", lambda name, *a, **k: {
-        "found": True, "seconds": 3.0, "signature": "differential:crash:torch-own" if name == site.name else "x:y",
-        "programs": 2})
+        "found": False, "error": "BackendError: backend 'b' compiles nothing: a two-op probe raised KeyError: x"}
+        if name == broken.name else {"found": True, "seconds": 3.0, "programs": 2,
+                                     "signature": "differential:crash:torch-own" if name == site.name else "x:y"})
     other = tm.sites((DEDUP,))[1]
-    results = tm.run((DEDUP,), 2, 0, 10, 2, tmp_path, [], lambda _: None, (site.name, other.name))
-    assert [r["found"] for r in results] == [False, True] and results[0]["also_without_mutant"]
+    results = tm.run((DEDUP,), 2, 0, 10, 2, tmp_path, [], lambda _: None, (site.name, other.name, broken.name))
+    assert [r["found"] for r in results] == [False, True, True] and results[0]["also_without_mutant"]
+    assert results[2]["signature"] == "probe: a two-op probe raised KeyError: x"  # every compile fails: found
     assert "also without it" in (tmp_path / "mutants.md").read_text()
     assert json.loads((tmp_path / "mutants.json").read_text())["baseline"] == ["differential:crash:torch-own"]
