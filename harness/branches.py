@@ -24,11 +24,13 @@ from typing import Iterator, Optional
 # The capture stack, as globs relative to site-packages: Dynamo's guards and
 # variable trackers, the output graph, the region tracker, the pass and its
 # graph utilities, invoke_subgraph and the higher-order-op utilities
-# AOTAutograd uses to trace subgraphs.
+# AOTAutograd uses to trace subgraphs; and torch/autograd/graph.py, whose hooks,
+# saved-tensor hooks and gradient edges the autograd features reach (generators.autograd).
 WATCHED = ("torch/_dynamo/guards.py", "torch/_dynamo/variables/*.py", "torch/_dynamo/output_graph.py",
            "torch/_dynamo/side_effects.py", "torch/_dynamo/graph_region_tracker.py",
            "torch/_dynamo/graph_deduplication.py", "torch/_dynamo/graph_utils.py",
-           "torch/_higher_order_ops/invoke_subgraph.py", "torch/_higher_order_ops/utils.py")
+           "torch/_higher_order_ops/invoke_subgraph.py", "torch/_higher_order_ops/utils.py",
+           "torch/autograd/graph.py")
 COUNTER_GROUPS = ("graph_break", "unimplemented", "stats", "aot_autograd", "inline_call")
 REASON_CHARS = 60  # a graph-break reason is cut to this many characters (its values vary)
 
