@@ -545,14 +545,16 @@ def first_new_finding(out: Path, op: str = "") -> dict | None:
 
 
 def run_fault(name: str, seed: int, workers: int, budget: float, out: Path, bare: float | None,
-              progress: Callable[[str], None] = print, feedback: str = "off", backend: str = "") -> dict:
-    """A campaign on a planted fault's backend (``FAULTS[name]``, or ``backend``) until its first new finding."""
+              progress: Callable[[str], None] = print, feedback: str = "off", backend: str = "",
+              options: dict | None = None) -> dict:
+    """A campaign on a planted fault's backend (``FAULTS[name]``, or ``backend``) until its first new finding
+    (``options``: more ``campaigns.campaign.Options`` fields, e.g. an autograd share)."""
     backend = backend or FAULTS[name]
     # op-level faults are the sweep's to find (a default --backend campaign); the others' figures stay
     # comparable with those measured before the sweep
     op = OP_FAULTS.get(name, "")
     options = Options(backend=backend, budget=budget, seed=seed, out=out, workers=workers, stop_on_new=not op,
-                      stop_on_op=op, feedback=feedback, sweep="auto" if op else "off")
+                      stop_on_op=op, feedback=feedback, sweep="auto" if op else "off", **(options or {}))
     progress(f"fault {name}: {backend}, workers {workers}, at most {budget:g} s, feedback {feedback}")
     summary, wall, error = campaign_in_process(options, name)
     entry: dict = {"backend": backend, "budget": budget, "out": str(out)}

@@ -228,6 +228,9 @@ def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     mutants.add_argument("--site", action="append", default=[], metavar="NAME",
                          help="run this mutant (a name from mutants.json, mutant__<module>__<line>__<col>__<kind><k>) "
                               "instead of drawing; repeatable")
+    mutants.add_argument("--autograd-share", type=float, default=None,
+                         help="each campaign's share of programs with an autograd feature (as fuzz's; for "
+                              "torch.autograd.graph, which only those reach)")
     mutants.add_argument("--no-baseline", action="store_true",
                          help="skip the campaign without a mutant that tells torch's own new findings apart")
     mutants.add_argument("--out", type=Path, default=Path("runs/mutants"))
@@ -452,13 +455,16 @@ def _mutants(args) -> int:
 
     if args.count < 1 or args.budget <= 0 or args.workers < 1:
         raise ValueError("-n, --budget and --workers must be positive")
+    if args.autograd_share is not None and not 0 <= args.autograd_share <= 1:
+        raise ValueError("--autograd-share must be between 0 and 1")
     modules = tuple(m for m in (args.modules or "").split(",") if m) or torch_mutants.MODULES
     for run in args.reached:
         if not (run / "corpus").is_dir():
             raise ValueError(f"--reached {run}: no corpus/ folder (a campaign run with --feedback steer)")
     results = torch_mutants.run(modules, args.count, args.seed, args.budget, args.workers, args.out, args.reached,
                                 lambda line: print(line, file=sys.stderr, flush=True), tuple(args.site),
-                                not args.no_baseline)
+                                not args.no_baseline,
+                                None if args.autograd_share is None else {"autograd_share": args.autograd_share})
     print(torch_mutants.table(results))
     print(f"report: {args.out / 'mutants.md'} (also mutants.json)")
     return 0

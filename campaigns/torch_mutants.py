@@ -313,14 +313,14 @@ def table(results: list[dict]) -> str:
 PROBED = "compiles nothing:"
 
 
-def baseline(seed: int, budget: float, workers: int, out: Path) -> set[str]:
+def baseline(seed: int, budget: float, workers: int, out: Path, options: Optional[dict] = None) -> set[str]:
     """The signatures a campaign without any mutant (same seed and budget, aot_eager) calls new or unconfirmed:
     a mutant's first finding among them is torch's own bug, not the mutant's."""
     from campaigns.bench import campaign_in_process
     from campaigns.campaign import Options
 
     summary, _, error = campaign_in_process(Options(backend="aot_eager", budget=budget, seed=seed, out=out,
-                                                    workers=workers), "baseline")
+                                                    workers=workers, **(options or {})), "baseline")
     if summary is None:
         raise MutantError(f"the campaign without a mutant failed: {error}")
     causes = summary.get("root_causes", {})
@@ -329,10 +329,11 @@ def baseline(seed: int, budget: float, workers: int, out: Path) -> set[str]:
 
 def run(modules: tuple[str, ...], count: int, seed: int, budget: float, workers: int, out: Path,
         reached_from: list[Path], progress: Callable[[str], None] = print, named: tuple[str, ...] = (),
-        compare: bool = True) -> list[dict]:
+        compare: bool = True, options: Optional[dict] = None) -> list[dict]:
     """A campaign per drawn mutant (``named``: these mutant names instead) until its first new finding (at most
     ``budget`` s each); the results also go to ``out/mutants.json`` and ``out/mutants.md`` as each finishes.
-    ``compare``: first a campaign without a mutant; a mutant whose first finding it found too is not found."""
+    ``compare``: first a campaign without a mutant; a mutant whose first finding it found too is not found.
+    ``options``: more campaign options for every campaign (e.g. ``{"autograd_share": 0.5}`` for torch.autograd.graph)."""
     from campaigns.bench import run_fault
 
     reached = reached_lines(reached_from) if reached_from else None
@@ -343,13 +344,13 @@ def run(modules: tuple[str, ...], count: int, seed: int, budget: float, workers:
     honest: set[str] = set()
     if compare:
         progress(f"baseline: a campaign without a mutant (seed {seed}, {budget:g} s)")
-        honest = baseline(seed, budget, workers, out / "baseline")
+        honest = baseline(seed, budget, workers, out / "baseline", options)
         progress(f"  -> {len(honest)} new signatures without a mutant")
     results: list[dict] = []
     for i, site in enumerate(drawn):
         progress(f"mutant {i + 1}/{len(drawn)}: {site.function} ({site.module}:{site.line}, {site.kind})")
         entry = run_fault(site.name, seed, workers, budget, out / site.name, None, progress=lambda _: None,
-                          backend=site.spec())
+                          backend=site.spec(), options=options)
         result = {"site": asdict(site), **{k: entry.get(k) for k in
                                             ("found", "seconds", "signature", "programs", "programs_run", "error")}}
         if PROBED in (result["error"] or ""):  # every compile fails: the campaign's probe says so before it starts

@@ -86,6 +86,7 @@ def test_the_command_names_bad_input_in_one_line(tmp_path, capsys):
 
     for args, says in ((["--modules", "torch.nope"], "cannot read the source of 'torch.nope'"),
                        (["-n", "0"], "must be positive"),
+                       (["--autograd-share", "2"], "between 0 and 1"),
                        (["--reached", str(tmp_path)], "no corpus/ folder")):
         assert main(["mutants", *args, "--out", str(tmp_path / "o")]) == 2
         err = capsys.readouterr().err
