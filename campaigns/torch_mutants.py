@@ -18,6 +18,7 @@ import __future__
 import ast
 import contextlib
 import copy
+import functools
 import importlib
 import inspect
 import json
@@ -121,8 +122,9 @@ def _editable(fn: ast.FunctionDef) -> bool:
                    for n in ast.walk(fn))
 
 
-def sites(modules: tuple[str, ...] = MODULES) -> list[Site]:
-    """Every site of every kind in the modules' functions, in source order."""
+@functools.lru_cache(maxsize=None)
+def sites(modules: tuple[str, ...] = MODULES) -> tuple[Site, ...]:
+    """Every site of every kind in the modules' functions, in source order (parsed once a process)."""
     out = []
     for module in modules:
         for owner, fn in _functions(module):
@@ -132,7 +134,7 @@ def sites(modules: tuple[str, ...] = MODULES) -> list[Site]:
             for node in ast.walk(fn):
                 for kind, (count, _) in KINDS.items():
                     out += [Site(module, node.lineno, node.col_offset, kind, k, label) for k in range(count(node))]
-    return sorted(set(out), key=lambda s: (s.module, s.line, s.col, s.kind, s.k))
+    return tuple(sorted(set(out), key=lambda s: (s.module, s.line, s.col, s.kind, s.k)))
 
 
 class _Edit(ast.NodeTransformer):
@@ -265,27 +267,39 @@ def _known(site: Site) -> Site:
     return found
 
 
-def reached_lines(runs: list[Path]) -> dict[str, set[int]]:
-    """Lines of torch files the campaigns' corpora reached (their feedback arcs, ``torch/...:a>b``)."""
+def reached_lines(runs: list[Path], backend: str = "aot_eager") -> dict[str, set[int]]:
+    """Lines of torch files the campaigns' corpora reached (their feedback arcs, ``torch/...:a>b``), read as a
+    campaign reads its corpus (``campaigns.corpus``): only entries this torch and ``backend`` wrote, since
+    another torch's line numbers name other lines."""
+    import torch
+
+    from campaigns.corpus import FOLDER, Corpus
+
     lines: dict[str, set[int]] = {}
     for run in runs:
-        for entry in sorted((run / "corpus").glob("*.json")):
-            for edge in json.loads(entry.read_text()).get("edges", []):
-                path, _, arc = edge.rpartition(":")
-                a, _, b = arc.partition(">")
-                if path.startswith("torch/") and a.isdigit() and b.isdigit():
-                    lines.setdefault(path, set()).update((int(a), int(b)))
+        corpus = Corpus(None, torch.__version__, backend)
+        corpus.load(run / FOLDER)
+        if not corpus.entries:
+            why = next(iter(corpus.skipped.values()), "no entry")
+            raise MutantError(f"{run / FOLDER}: no corpus entry to read here ({why})")
+        for edge in corpus.edges():
+            path, _, arc = edge.rpartition(":")
+            a, _, b = arc.partition(">")
+            if path.startswith("torch/") and a.isdigit() and b.isdigit():
+                lines.setdefault(path, set()).update((int(a), int(b)))
     return lines
 
 
 def module_path(module: str) -> str:
-    """``torch/...py`` as the feedback edges name a module's file."""
-    return "torch/" + importlib.import_module(module).__file__.replace("\\", "/").split("/torch/", 1)[1]
+    """``torch/...py`` as the feedback edges name a module's file (``harness.branches.short``)."""
+    from harness.branches import short
+
+    return short(importlib.import_module(module).__file__)
 
 
 def chosen(modules: tuple[str, ...], count: int, seed: int, reached: Optional[dict[str, set[int]]] = None) -> list[Site]:
     """``count`` sites drawn (seeded) from the modules, only on reached lines where ``reached`` is given."""
-    pool = sites(modules)
+    pool = list(sites(modules))
     if reached is not None:
         paths = {m: module_path(m) for m in modules}
         pool = [s for s in pool if s.line in reached.get(paths[s.module], ())]

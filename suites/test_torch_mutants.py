@@ -9,6 +9,8 @@ import pytest
 import torch
 
 from campaigns import torch_mutants as tm
+from campaigns.corpus import Corpus
+from generators.ir import Block, Call, Program, Ref, Section, Stmt, TensorSpec
 
 DEDUP = "torch._dynamo.graph_deduplication"
 HOP = "torch._higher_order_ops.invoke_subgraph"
@@ -71,14 +73,23 @@ def test_a_mutant_name_round_trips_and_a_bad_one_is_a_clear_error():
         tm.apply(tm.Site(DEDUP, site.line, site.col + 999, "if"))
 
 
+def _corpus(folder, torch_version: str, edges: list[str]) -> None:
+    program = Program(inputs=(("x", TensorSpec((3,), "float32", True)),),
+                      block=Block("function", ("x",), (), (), (), (Stmt("v0", "sin", (Ref("x"),)),), "v0"),
+                      sections=(Section("calls", "chain", (Call(), Call())),))
+    Corpus(folder / "corpus", torch_version, "aot_eager").add("0", program, {"source": "draw"}, edges)
+
+
 def test_reached_lines_keep_only_sites_a_corpus_reached(tmp_path):
     site = tm.sites((DEDUP,))[5]
-    (tmp_path / "corpus").mkdir()
-    edge = f"{tm.module_path(DEDUP)}:{site.line}>{site.line + 1}"
-    (tmp_path / "corpus" / "0.json").write_text(f'{{"edges": ["{edge}", "counter:x"]}}')
+    _corpus(tmp_path, torch.__version__, [f"{tm.module_path(DEDUP)}:{site.line}>{site.line + 1}", "counter:x"])
     reached = tm.reached_lines([tmp_path])
     drawn = tm.chosen((DEDUP,), 100, 0, reached)
     assert drawn and all(s.line in (site.line, site.line + 1) for s in drawn) and site in drawn
+    other = tmp_path / "other"  # another torch's line numbers name other lines: a clear error, not a draw
+    _corpus(other, "0.0.1", [f"{tm.module_path(DEDUP)}:{site.line}>{site.line + 1}"])
+    with pytest.raises(tm.MutantError, match="written by torch 0.0.1"):
+        tm.reached_lines([other])
 
 
 def test_the_command_names_bad_input_in_one_line(tmp_path, capsys):
