@@ -40,7 +40,7 @@ def bodies(gm: torch.fx.GraphModule) -> list[str]:
     ``SYMBOLIC_OPERAND`` where the call hands it a symbolic number (a SymInt argument, say)."""
     out = []
     for n in gm.graph.nodes:
-        if n.target is torch.ops.higher_order.invoke_subgraph and len(n.args) > 1:
+        if n.target is torch.ops.higher_order.invoke_subgraph:
             sym = any(isinstance(a.meta.get("example_value"), (torch.SymInt, torch.SymFloat, torch.SymBool))
                       for a in n.args[2:] if isinstance(a, torch.fx.Node))
             out.append(str(n.args[1]) + (SYMBOLIC_OPERAND if sym else ""))
@@ -63,7 +63,8 @@ def recording_backend(compiler_fn: Callable, capture: Capture, recorder: Optiona
     """``recorder``: None when the run records no structure (RunConfig.record_structure)."""
 
     def backend(gm: torch.fx.GraphModule, example_inputs):  # type: ignore[no-untyped-def]
-        calls = sum(n.target is torch.ops.higher_order.invoke_subgraph for n in gm.graph.nodes)
+        called = bodies(gm)
+        calls = len(called)
         if not capture.recording:
             capture.late_compiles += 1
             capture.late_invoke_subgraph_calls += calls
@@ -74,7 +75,7 @@ def recording_backend(compiler_fn: Callable, capture: Capture, recorder: Optiona
                 recorder.on_backend(gm, example_inputs)
         capture.frames += 1
         capture.graphs.append(gm.code)
-        capture.bodies.append(bodies(gm))
+        capture.bodies.append(called)
         capture.invoke_subgraph_calls += calls
         return compiler_fn(gm, example_inputs)
 
