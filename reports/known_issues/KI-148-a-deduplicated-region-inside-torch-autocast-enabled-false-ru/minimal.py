@@ -1,22 +1,22 @@
-"""KI-148: with use_graph_deduplication, a region called twice inside torch.autocast('cpu', enabled=False) runs under
-the ambient autocast of an outer torch.autocast(dtype=bfloat16) once it is an invoke_subgraph call: the output is
-bfloat16 where eager (and deduplication off) keep float32 (raises while the bug lives)"""
+"""KI-148: with use_graph_deduplication, a region called twice inside torch.autocast("cpu", enabled=False) runs under
+the ambient autocast of an outer torch.autocast(dtype=bfloat16) once it is an invoke_subgraph call: it returns
+bfloat16, and the matmul after it (not deduplicated, float32 weight) raises; eager and deduplication off run"""
 import torch
 
 torch._dynamo.config.use_graph_deduplication = True
-w = [torch.randn(1, 1, requires_grad=True) for _ in range(4)]
+w = [torch.randn(2, 2, requires_grad=True) for _ in range(4)]
 
 
 def f(x):
     for i in range(2):
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=False):
-            x = torch.sin(x @ w[2 * i]) @ w[2 * i + 1] + 1.0
+            h = torch.sin(x @ w[i]) + 1.0  # the same region twice: deduplicated
+            x = h @ w[2 + i] if i == 0 else (h.unsqueeze(0) @ w[2 + i]).squeeze(0)  # not alike: left as it is
     return x
 
 
-x = torch.randn(1, requires_grad=True)
+x = torch.randn(2, requires_grad=True)
 with torch.autocast("cpu", dtype=torch.bfloat16):
-    expected, got = f(x).dtype, torch.compile(f, backend="aot_eager", fullgraph=True)(x).dtype
-print("eager:", expected, "| compiled:", got)
-assert got == expected, "the deduplicated region ran under the outer autocast"
-print("not reproduced: the compiled dtype matches eager")
+    f(x)  # eager: float32 throughout, runs
+    torch.compile(f, backend="aot_eager", fullgraph=True)(x)
+print("not reproduced: the compiled call runs")
