@@ -220,6 +220,8 @@ def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     mutants.add_argument("--modules", default=None,
                          help="comma-separated torch modules to mutate (default: campaigns.torch_mutants.MODULES)")
     mutants.add_argument("-n", "--count", type=int, default=10, help="mutants to draw (default 10)")
+    mutants.add_argument("--kinds", default=None,
+                         help="comma-separated edits to draw (default: every kind of campaigns.torch_mutants.KINDS)")
     mutants.add_argument("--budget", type=float, default=60.0, help="seconds of campaign per mutant (default 60)")
     mutants.add_argument("--workers", type=int, default=2)
     mutants.add_argument("--seed", type=int, default=0, help="draws the mutants and seeds each campaign")
@@ -458,13 +460,18 @@ def _mutants(args) -> int:
     if args.autograd_share is not None and not 0 <= args.autograd_share <= 1:
         raise ValueError("--autograd-share must be between 0 and 1")
     modules = tuple(m for m in (args.modules or "").split(",") if m) or torch_mutants.MODULES
+    kinds = tuple(k for k in (args.kinds or "").split(",") if k) or tuple(torch_mutants.KINDS)
+    unknown = [k for k in kinds if k not in torch_mutants.KINDS]
+    if unknown:
+        raise ValueError(f"--kinds: unknown {', '.join(unknown)} (one of {', '.join(torch_mutants.KINDS)})")
     for run in args.reached:
         if not (run / "corpus").is_dir():
             raise ValueError(f"--reached {run}: no corpus/ folder (a campaign run with --feedback steer)")
     results = torch_mutants.run(modules, args.count, args.seed, args.budget, args.workers, args.out, args.reached,
                                 lambda line: print(line, file=sys.stderr, flush=True), tuple(args.site),
                                 not args.no_baseline,
-                                None if args.autograd_share is None else {"autograd_share": args.autograd_share})
+                                None if args.autograd_share is None else {"autograd_share": args.autograd_share},
+                                kinds)
     print(torch_mutants.table(results))
     print(f"report: {args.out / 'mutants.md'} (also mutants.json)")
     return 0

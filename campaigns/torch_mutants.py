@@ -3,7 +3,8 @@
 The planted faults of ``suites/planted_*`` are ours, written knowing the harness; a compiler's real bugs
 are not. A mutant here is one small edit of one function of an installed torch module (a comparison
 negated, an ``if`` reversed, ``and`` for ``or``, a ``not`` dropped, an int constant off by one, a
-``continue`` or ``break`` removed), made in memory in the worker processes that resolve the backend
+``continue`` or ``break`` removed, a call made for its effect or a write to an attribute or item left out),
+made in memory in the worker processes that resolve the backend
 ``campaigns.torch_mutants:<mutant name>`` (as the planted faults are), never on disk. ``python -m harness
 mutants`` runs a short campaign per mutant and reports which were found: the mutation score of the
 harness against the modules it is meant to test. A mutant a campaign cannot reach (a line no program
@@ -59,6 +60,25 @@ def _off_by_one(node: ast.Constant, _: int) -> ast.AST:
     return node
 
 
+# Calls whose removal only silences a message (a log line, a warning, a trace event): never a site.
+_QUIET = ("debug", "info", "warning", "warn", "log", "exception", "error", "trace_structured", "print")
+
+
+def _dropped_call(node: ast.AST) -> int:
+    """A call made for its effect alone (``graph.erase_node(n)``, ``install_guard(...)``, ``xs.append(x)``)."""
+    if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)):
+        return 0
+    func = node.value.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return int(not any(q in name.lower() for q in _QUIET))
+
+
+def _dropped_store(node: ast.AST) -> int:
+    """A write to an attribute or an item (``node.meta["val"] = v``, ``self.seen = True``, ``n.x += 1``)."""
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AugAssign) else []
+    return int(bool(targets) and all(isinstance(t, (ast.Attribute, ast.Subscript)) for t in targets))
+
+
 # kind -> (which nodes it applies to and how many edits each allows, the edit). One entry per kind.
 KINDS: dict[str, tuple[Callable[[ast.AST], int], Callable[[ast.AST, int], ast.AST]]] = {
     "cmp": (lambda n: sum(type(op) in _NEGATED for op in n.ops) if isinstance(n, ast.Compare) else 0, _negate),
@@ -67,6 +87,9 @@ KINDS: dict[str, tuple[Callable[[ast.AST], int], Callable[[ast.AST, int], ast.AS
     "if": (lambda n: int(isinstance(n, ast.If)), _reverse_if),
     "int": (lambda n: int(isinstance(n, ast.Constant) and type(n.value) is int), _off_by_one),
     "loop": (lambda n: int(isinstance(n, (ast.Continue, ast.Break))), lambda n, _: ast.Pass()),
+    # a statement forgotten: the commonest bug of a compiler pass that the other kinds cannot make
+    "call": (_dropped_call, lambda n, _: ast.Pass()),
+    "store": (_dropped_store, lambda n, _: ast.Pass()),
 }
 
 
@@ -297,9 +320,11 @@ def module_path(module: str) -> str:
     return short(importlib.import_module(module).__file__)
 
 
-def chosen(modules: tuple[str, ...], count: int, seed: int, reached: Optional[dict[str, set[int]]] = None) -> list[Site]:
-    """``count`` sites drawn (seeded) from the modules, only on reached lines where ``reached`` is given."""
-    pool = list(sites(modules))
+def chosen(modules: tuple[str, ...], count: int, seed: int, reached: Optional[dict[str, set[int]]] = None,
+           kinds: tuple[str, ...] = tuple(KINDS)) -> list[Site]:
+    """``count`` sites of these kinds drawn (seeded) from the modules, only on reached lines where ``reached`` is
+    given."""
+    pool = [s for s in sites(modules) if s.kind in kinds]
     if reached is not None:
         paths = {m: module_path(m) for m in modules}
         pool = [s for s in pool if s.line in reached.get(paths[s.module], ())]
@@ -343,7 +368,7 @@ def baseline(seed: int, budget: float, workers: int, out: Path, options: Optiona
 
 def run(modules: tuple[str, ...], count: int, seed: int, budget: float, workers: int, out: Path,
         reached_from: list[Path], progress: Callable[[str], None] = print, named: tuple[str, ...] = (),
-        compare: bool = True, options: Optional[dict] = None) -> list[dict]:
+        compare: bool = True, options: Optional[dict] = None, kinds: tuple[str, ...] = tuple(KINDS)) -> list[dict]:
     """A campaign per drawn mutant (``named``: these mutant names instead) until its first new finding (at most
     ``budget`` s each); the results also go to ``out/mutants.json`` and ``out/mutants.md`` as each finishes.
     ``compare``: first a campaign without a mutant; a mutant whose first finding it found too is not found.
@@ -351,7 +376,7 @@ def run(modules: tuple[str, ...], count: int, seed: int, budget: float, workers:
     from campaigns.bench import run_fault
 
     reached = reached_lines(reached_from) if reached_from else None
-    drawn = [_known(parse(f"{n}{SEP}aot_eager")[0]) for n in named] if named else chosen(modules, count, seed, reached)
+    drawn = [_known(parse(f"{n}{SEP}aot_eager")[0]) for n in named] if named else chosen(modules, count, seed, reached, kinds)
     if not drawn:
         raise MutantError("no mutation site to draw" + (" on the reached lines" if reached is not None else ""))
     out.mkdir(parents=True, exist_ok=True)

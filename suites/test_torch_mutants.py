@@ -52,6 +52,18 @@ def test_a_mutant_is_in_force_in_its_block_and_torch_is_as_installed_after_it():
     assert _grouped() > 0
 
 
+def test_a_forgotten_call_is_a_mutant_and_a_log_line_is_not():
+    line = _line(DEDUP, "            _replace_region_with_subgraph(")  # the call, not the definition
+    site = next(s for s in tm.sites((DEDUP,)) if s.line == line and s.kind == "call")
+    assert site.function == "apply_graph_deduplication"
+    with tm.applied(site):  # no region is replaced
+        assert _grouped() == 0
+    assert _grouped() > 0
+    logged = _line(DEDUP, "log.debug(")
+    assert not [s for s in tm.sites((DEDUP,)) if s.line == logged and s.kind == "call"]
+    assert any(s.kind == "store" for s in tm.sites((DEDUP,)))
+
+
 def test_a_kernel_registered_by_decorator_is_replaced_in_the_operators_tables_and_restored():
     op = torch.ops.higher_order.invoke_subgraph
     before = {**op.py_kernels}, {**op.python_key_table}
@@ -98,6 +110,7 @@ def test_the_command_names_bad_input_in_one_line(tmp_path, capsys):
     for args, says in ((["--modules", "torch.nope"], "cannot read the source of 'torch.nope'"),
                        (["-n", "0"], "must be positive"),
                        (["--autograd-share", "2"], "between 0 and 1"),
+                       (["--kinds", "if,swap"], "--kinds: unknown swap"),
                        (["--reached", str(tmp_path)], "no corpus/ folder")):
         assert main(["mutants", *args, "--out", str(tmp_path / "o")]) == 2
         err = capsys.readouterr().err
