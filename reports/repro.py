@@ -33,8 +33,9 @@ from harness.observe import SYMBOLIC_OPERAND, bodies
 from harness.outcome import RunConfig
 from harness.pipeline import torch_compile_kwargs
 from harness.replay import call_seed
-from harness.structure import _lists_as_tuples, constant, describe_region, target_name, value_meta
-from oracles import dedup_toggle, region_identity, region_reuse
+from harness import ambient, effects
+from harness.structure import CALLS, _lists_as_tuples, constant, copy_graph_module, describe_region, target_name, value_meta
+from oracles import dedup_toggle, graph_validity, region_identity, region_reuse
 from oracles.tolerance import BY_DTYPE, backend_floor, for_dtype
 
 from .signature import normalize
@@ -106,16 +107,14 @@ def driver_for(details: dict, severity: str, oracle: str = "", kind: str = "") -
 REGIONS_SEE = (
     ("region_identity:*", "{name}"),
     ("graph_validity:lint*", "graph_validity:lint"),
-    # a region on both sides of a grad-mode or inference-mode switch: a cycle of the oracle's own orderings (the
-    # pass orders no such switch, so its lint passes); what a run shows is ops under the other mode
-    ("graph_validity:cycle:grad*", "graph_validity:ambient:*"),
-    ("graph_validity:cycle:inference*", "graph_validity:ambient:*"),
-    ("graph_validity:cycle*", "graph_validity:lint"),  # a graph with a cycle fails lint
+    # the oracle's own orderings (a write against the readers of what it writes and of its aliases, an op
+    # against the state switches around it), judged on the graphs before and after the pass as it judges them
+    ("graph_validity:cycle*", "{name}"),
+    ("graph_validity:order*", "{name}"),
     ("graph_validity:ambient:*:switch", "graph_validity:ambient:{field}:op"),  # a moved switch leaves ops on its wrong side
     ("graph_validity:ambient:*", "{name}"),
     ("graph_validity:subgraph_input_mutation*", "graph_validity:subgraph_input_mutation"),
     ("graph_validity:subgraph_aliasing*", "graph_validity:subgraph_aliasing"),
-    ("graph_validity:order*", None),
 )
 
 
@@ -144,6 +143,21 @@ def _structure_source() -> str:
                                                       region_identity._first_difference, region_identity._arg_difference,
                                                       region_identity._meta_difference,
                                                       region_identity._pair_differences)]
+    return "\n\n\n".join(parts)
+
+
+@functools.lru_cache(maxsize=None)
+def _order_source() -> str:
+    """The graph-validity oracle's own ordering check (the writes and state switches the pass must keep in
+    order, and the cycle they make once regions are calls), as source a repro embeds: the regions driver
+    judges the graphs before and after the pass with it, so an ordering finding is seen as the oracle saw it."""
+    states = ", ".join(f"{f.__module__}.{f.__qualname__}" for f in ambient.STATE_NODES)
+    module = _source(effects).split('"""', 2)[2].replace("from __future__ import annotations\n", "")
+    parts = [module.strip(), f"CALLS = {CALLS!r}", f"STATE_KIND = {graph_validity.STATE_KIND!r}",
+             f"STATE_TARGETS = ({states},)"]
+    parts += [_source(f).strip() for f in (copy_graph_module, graph_validity._units, graph_validity._pre_to_unit,
+                                           graph_validity._constraints, graph_validity._order,
+                                           graph_validity._find_cycle)]
     return "\n\n\n".join(parts)
 
 
@@ -227,6 +241,7 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         expect_crash=expect_crash,
         expect_difference=expect_difference,
         structure_source=_structure_source() if check == "regions" else "",
+        order_source=_order_source() if check == "regions" else "",
         **(_reuse_fields() if check == "reuse" else {}),
         normalizer=_source(normalize).strip(),
         first_line=_source(first_line).strip(),

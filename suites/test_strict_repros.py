@@ -181,10 +181,24 @@ def test_structural_repros_name_only_their_own_difference(tmp_path):
         assert done.returncode == status, (name, done.returncode, (done.stdout + done.stderr)[-3000:])
     assert flt == "region_identity:constant:float" and grad == "graph_validity:ambient:grad:region"
     assert regions_expectation("graph_validity", "ambient:grad:switch") == "graph_validity:ambient:grad:op"
-    # a region across a grad-mode or inference-mode switch is a cycle of the oracle's orderings, which the pass's
-    # lint does not order: its repro looks for the ops under the other mode (a seed-8 campaign's KI-004 face)
-    assert regions_expectation("graph_validity", "cycle:inference") == "graph_validity:ambient:*"
-    assert regions_expectation("graph_validity", "cycle:mutation") == "graph_validity:lint"
+    # a cycle or a broken order of the oracle's own orderings (which the pass's lint cannot see): the repro
+    # judges them itself, with the oracle's code
+    assert regions_expectation("graph_validity", "cycle:inference") == "graph_validity:cycle:inference"
+    assert regions_expectation("graph_validity", "order:mutation:op") == "graph_validity:order:mutation:op"
+
+
+def test_a_regions_repro_judges_the_order_the_pass_must_keep_as_the_oracle_does(tmp_path):
+    # a seed-51 campaign's cycle of writes and reads (KI-008's face) had a regions repro that could only lint: exit 0
+    from reports.repro import regions_expectation
+
+    import suites.test_structural_oracles as structural
+
+    expect = regions_expectation("graph_validity", "order:mutation:op:grouped")
+    done = _run(tmp_path, structural.MUTATES_INPUT, "suites.planted_pass:mutation_reordered__aot_eager", "regions",
+                expect_difference=expect)
+    assert done.returncode == 1 and "[graph_validity:order:mutation" in done.stdout, done.stdout[-2000:]
+    honest = _run(tmp_path, structural.MUTATES_INPUT, "aot_eager", "regions", "honest.py", expect_difference=expect)
+    assert honest.returncode == 0, honest.stdout[-2000:]
 
 
 def test_a_toggle_repro_tells_wrong_values_from_a_crash(tmp_path):
