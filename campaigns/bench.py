@@ -521,11 +521,12 @@ def same_programs(out: Path, backend: str, wall: float, workers: int) -> dict:
             "wall_ratio": round(wall * workers / bare, 2)}
 
 
-def first_new_finding(out: Path, op: str = "") -> dict | None:
+def first_new_finding(out: Path, op: str = "", ignore: tuple[str, ...] = ()) -> dict | None:
     """From a campaign's event log: the first finding no known issue names
-    (``op``: of a swept case of that OpInfo op, run alone), seconds after the
-    start event, and the programs run by then (results logged before it: a
-    program's result comes before its findings)."""
+    (``op``: of a swept case of that OpInfo op, run alone; ``ignore``: nor
+    one of these signatures), seconds after the start event, and the
+    programs run by then (results logged before it: a program's result comes
+    before its findings)."""
     start = None
     ran = 0
     swept: dict[str, set] = {}  # a swept case's program id -> its ops
@@ -538,7 +539,7 @@ def first_new_finding(out: Path, op: str = "") -> dict | None:
         elif kind in ("program", "lost"):
             ran += 1
         elif kind == "finding" and not e.get("known_issue") and start is not None \
-                and (not op or op in swept.get(e.get("id"), ())):
+                and e["signature"] not in ignore and (not op or op in swept.get(e.get("id"), ())):
             return {"seconds": round(e["at"] - start, 2), "signature": e["signature"], "oracle": e.get("oracle"),
                     "severity": e.get("severity"), "programs": ran}
     return None
@@ -548,19 +549,20 @@ def run_fault(name: str, seed: int, workers: int, budget: float, out: Path, bare
               progress: Callable[[str], None] = print, feedback: str = "off", backend: str = "",
               options: dict | None = None) -> dict:
     """A campaign on a planted fault's backend (``FAULTS[name]``, or ``backend``) until its first new finding
-    (``options``: more ``campaigns.campaign.Options`` fields, e.g. an autograd share)."""
+    (``options``: more ``campaigns.campaign.Options`` fields, e.g. an autograd share, or ``stop_ignores``: the
+    new findings of a campaign without the fault, which are not the fault's)."""
     backend = backend or FAULTS[name]
     # op-level faults are the sweep's to find (a default --backend campaign); the others' figures stay
     # comparable with those measured before the sweep
     op = OP_FAULTS.get(name, "")
-    options = Options(backend=backend, budget=budget, seed=seed, out=out, workers=workers, stop_on_new=not op,
-                      stop_on_op=op, feedback=feedback, sweep="auto" if op else "off", **(options or {}))
+    options_ = Options(backend=backend, budget=budget, seed=seed, out=out, workers=workers, stop_on_new=not op,
+                       stop_on_op=op, feedback=feedback, sweep="auto" if op else "off", **(options or {}))
     progress(f"fault {name}: {backend}, workers {workers}, at most {budget:g} s, feedback {feedback}")
-    summary, wall, error = campaign_in_process(options, name)
+    summary, wall, error = campaign_in_process(options_, name)
     entry: dict = {"backend": backend, "budget": budget, "out": str(out)}
     if summary is None:
         return {**entry, "found": False, "error": error}
-    first = first_new_finding(out, op)
+    first = first_new_finding(out, op, options_.stop_ignores)
     entry.update({"found": first is not None, "wall_seconds": round(wall, 2), "programs_run": summary["programs"]})
     if first is not None:
         entry.update(first)

@@ -95,6 +95,8 @@ class Options:
     # depend on time or machine, the same batches in any shard layout (N shards x k batches = one campaign's N*k)
     batches: int = 0
     stop_on_new: bool = False  # stop at the first finding no known issue names (bench: time to a planted fault)
+    # signatures stop_on_new passes over: torch's own new findings, which a campaign without the fault made too
+    stop_ignores: tuple[str, ...] = ()
     stop_on_op: str = ""  # stop at the first new finding of a swept case of this OpInfo op (bench: a planted op fault)
     # write every program as it is run (its autograd feature and door drawn) to PROGRAMS in the folder: the bench
     # times the bare compile loop on the campaign's own programs
@@ -730,7 +732,8 @@ def run(options: Options, progress: Optional[Callable[[str, bool], None]] = None
         return bool(options.programs) and submitted >= options.programs or drawn_out
 
     def finished() -> bool:
-        if options.stop_on_new and any(not f["known_issue"] for f in ledger.findings.values()):
+        if options.stop_on_new and any(not f["known_issue"] and sig not in options.stop_ignores
+                                       for sig, f in ledger.findings.items()):
             return True
         if options.stop_on_op and options.stop_on_op in campaign.found_ops:
             return True

@@ -127,19 +127,31 @@ def test_a_campaign_finds_the_mutant_that_stops_every_region_replacement(tmp_pat
     assert entry.get("found"), entry
 
 
-def test_a_first_finding_the_campaign_without_a_mutant_made_too_is_not_the_mutants(tmp_path, monkeypatch):
+def test_the_new_findings_of_the_campaign_without_a_mutant_do_not_end_a_mutants_campaign(tmp_path, monkeypatch):
     import campaigns.bench as bench
 
     site = tm.sites((DEDUP,))[0]
     monkeypatch.setattr(tm, "baseline", lambda *a: {"differential:crash:torch-own"})
     broken = tm.sites((DEDUP,))[2]
-    monkeypatch.setattr(bench, "run_fault", lambda name, *a, **k: {
-        "found": False, "error": "BackendError: backend 'b' compiles nothing: a two-op probe raised KeyError: x"}
-        if name == broken.name else {"found": True, "seconds": 3.0, "programs": 2,
-                                     "signature": "differential:crash:torch-own" if name == site.name else "x:y"})
-    other = tm.sites((DEDUP,))[1]
-    results = tm.run((DEDUP,), 2, 0, 10, 2, tmp_path, [], lambda _: None, (site.name, other.name, broken.name))
-    assert [r["found"] for r in results] == [False, True, True] and results[0]["also_without_mutant"]
-    assert results[2]["signature"] == "probe: a two-op probe raised KeyError: x"  # every compile fails: found
-    assert "also without it" in (tmp_path / "mutants.md").read_text()
+    asked: dict = {}
+
+    def run_fault(name, *a, **k):
+        asked[name] = k["options"]["stop_ignores"]
+        if name == broken.name:
+            return {"found": False, "error": "BackendError: backend 'b' compiles nothing: a two-op probe raised KeyError: x"}
+        return {"found": True, "seconds": 3.0, "programs": 2, "signature": "x:y"}
+
+    monkeypatch.setattr(bench, "run_fault", run_fault)
+    results = tm.run((DEDUP,), 2, 0, 10, 2, tmp_path, [], lambda _: None, (site.name, broken.name))
+    assert asked == {site.name: ("differential:crash:torch-own",), broken.name: ("differential:crash:torch-own",)}
+    assert [r["found"] for r in results] == [True, True]
+    assert results[1]["signature"] == "probe: a two-op probe raised KeyError: x"  # every compile fails: found
     assert json.loads((tmp_path / "mutants.json").read_text())["baseline"] == ["differential:crash:torch-own"]
+    # the time to the first finding passes over them too
+    (tmp_path / "c").mkdir()
+    events = [{"event": "start", "at": 0.0}, {"event": "program", "at": 1.0},
+              {"event": "finding", "at": 2.0, "signature": "differential:crash:torch-own", "known_issue": None},
+              {"event": "program", "at": 3.0}, {"event": "finding", "at": 4.0, "signature": "x:y", "known_issue": None}]
+    (tmp_path / "c" / bench.LOG).write_text("".join(json.dumps(e) + "\n" for e in events))
+    first = bench.first_new_finding(tmp_path / "c", ignore=("differential:crash:torch-own",))
+    assert first["signature"] == "x:y" and first["seconds"] == 4.0 and first["programs"] == 2
