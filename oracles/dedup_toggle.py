@@ -35,9 +35,11 @@ NEEDS_ONLY_FOR = (("recapture", ("guards",)),)
 
 # What is not part of a guard (guard_difference): the process-wide counters in its text, as (pattern,
 # replacement) in the order applied (a module hook's handle id, the globals dicts Dynamo numbers, the globals it
-# names by object and compile id), and the guards left out whole (a module's identity). The dedup_guards repro
+# names by object and compile id, the program module's name, which each load of its source has its own of:
+# harness.loader), and the guards left out whole (a module's identity). The dedup_guards repro
 # (reports/templates/repro/guard.py.j2) is rendered with the same.
-COUNTERS = ((r"(_hooks\w*)\[\d+\]", r"\1[N]"), (r"___\d+", "___N"), (r"_\d+_c\d+\b", "_ID_cN"))
+COUNTERS = ((r"(_hooks\w*)\[\d+\]", r"\1[N]"), (r"___\d+", "___N"), (r"_\d+_c\d+\b", "_ID_cN"),
+            (r"\bgp_[0-9a-f]{16}\b", "gp_ID"))
 LEFT_OUT = r"ID_MATCH __import__\("
 
 

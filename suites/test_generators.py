@@ -221,6 +221,25 @@ def test_loaded_program_comes_from_a_real_file():
         assert "def block(x, s0):" in f.read()
 
 
+def test_a_source_loaded_twice_keeps_each_loads_globals_in_its_compiled_guards():
+    import torch
+
+    # a seed-5 campaign's wrong value made by the harness: a second load of a program under the first load's
+    # module name made the first load's guards (a global read by a nested_compile_region body, resolved through
+    # sys.modules by the module's name) read the second load's globals, and serve a stale entry
+    source = ("import torch\nP = -1\n\n\n@torch.compiler.nested_compile_region\ndef block(x):\n"
+              "    return x.softmax(dim=P)\n")
+    first, second = load_source(source), load_source(source)
+    assert first.__name__ != second.__name__ and first.__file__ == second.__file__
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x: first.block(x), backend="eager")
+    x = torch.randn(2, 3)
+    compiled(x)
+    first.P = -2
+    assert torch.allclose(compiled(x), first.block(x))
+    torch._dynamo.reset()
+
+
 # --- bad input ----------------------------------------------------------------------------
 
 
