@@ -102,8 +102,8 @@ def driver_for(details: dict, severity: str, oracle: str = "", kind: str = "") -
 
 # What the regions driver sees of a structural finding ("oracle:label"
 # globs, first match wins): a glob over its own "oracle:label" names, which
-# are the oracles' own (it embeds their code); None: a label it cannot see
-# (no pre-pass order kept), so any difference it sees reproduces.
+# are the oracles' own (it embeds their code); None: a label it cannot see,
+# so any difference it sees reproduces.
 REGIONS_SEE = (
     ("region_identity:*", "{name}"),
     ("graph_validity:lint*", "graph_validity:lint"),
