@@ -47,6 +47,10 @@ def first_line(exc: BaseException) -> str:
     message = lines[0] if lines else ""
     if message.endswith("raised:") and len(lines) > 1:  # BackendCompilerFailed: the error is on the next line
         message = f"{message} {lines[1]}"
+    # a higher-order operator's body that could not be traced whole: the next line names the graph break
+    # (aliasing, a data-dependent shape, ...), each its own cause
+    if message.endswith("Got graph break/error:") and len(lines) > 1:
+        message = f"{message} {lines[1].strip()}"
     if message.endswith("C++ compile error"):  # inductor's C++ build failed: the compiler's first error says which
         import re
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Optional
 
-from generators.check import draws_random, mutates
+from generators.check import draws_random, may_alias, mutates
 from generators.ir import Program, ambient_state
 from generators.opinfo import effectful
 from generators.regions import marked, without_regions
@@ -112,6 +112,9 @@ TRIGGERS: dict[str, tuple[Callable[[Program, RunConfig], bool], Removal]] = {
     # a torch.autocast around a call (KI-006's brackets: the message it crashes with is not its alone)
     "autocast": (_in_context("autocast"), _program_only(without_autocast)),
     "higher_order": (_higher_order, _program_only(_without_higher_order)),
+    # inputs or outputs of a block that may share storage (a view returned, a tensor passed twice): what a
+    # higher-order operator's body refuses; no run is made without it
+    "aliasing": (lambda p, c: may_alias(p), _program_only(lambda p: None)),
     "dynamic": (lambda p, c: bool(p.options.dynamic or p.options.mark_dynamic), _program_only(_static)),
     # every invoke_subgraph inlined after the pass (generators.settings inline.every)
     "inline": (lambda p, c: "inline.every" in p.options.settings,

@@ -389,3 +389,25 @@ def test_a_crash_message_two_causes_share_is_claimed_only_where_the_recorded_cau
     plain, _ = removed("autocast", ki006.program(), config)
     assert plain is not None and not present("autocast", plain, config)
     assert not explains(ki006, ki139.program(), ki139.config(RunConfig))
+
+
+def test_the_hard_error_of_a_region_body_is_claimed_only_for_its_own_graph_break_and_where_it_may_alias():
+    """KI-005 (aliasing) had claimed every UncapturedHigherOrderOpError: a body with a data-dependent shape (KI-149)
+    and a fault planted in torch's aliasing check (every body's inputs read as aliased) hid behind it. The signature
+    carries the graph break's title now, and KI-005 claims it only where some block may alias."""
+    from oracles.verdict import Status, Verdict
+    from reports.triage import Finding, known_issue
+    from reports.triggers import claimed, present
+
+    issues = {i.id: i for i in ISSUES}
+    ki005, ki149 = issues["KI-005"], issues["KI-149"]
+    head = "differential:crash:backend:dynamo:UncapturedHigherOrderOpError: This higher order operator doesn't " \
+           "work unless it is captured completely with torch.compile. Got graph break/error: "
+    aliasing, shape = head + "Encountered aliasing during higher order op tracing", head + "Dynamic shape operator"
+    verdict = Verdict("differential", Status.FAIL, "crash", "dynamo", "")
+    config = RunConfig(backend="aot_eager")
+    assert present("aliasing", ki005.program(), config) and not present("aliasing", ki149.program(), config)
+    assert known_issue(claimed(Finding(aliasing, verdict, ki005.program(), config, "backend", ""))).id == "KI-005"
+    assert known_issue(claimed(Finding(shape, verdict, ki149.program(), config, "backend", ""))).id == "KI-149"
+    lied = claimed(Finding(aliasing, verdict, ki149.program(), config, "backend", ""))  # no block there may alias
+    assert lied.signature.startswith("unexplained:KI-005:") and known_issue(lied) is None
