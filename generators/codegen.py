@@ -244,6 +244,44 @@ def set_target(program: Program, name: str, callee: str) -> str:
     return free_read(program, name)
 
 
+# Module-level functions a program with free values its forward rebinds has (harness.execute): the values as
+# the forward leaves them, and the values as the program starts, put back before every run. A compiled call must
+# leave them as eager does: a store Dynamo drops or misplaces is a wrong result like a wrong tensor.
+PYTHON_STATE = "python_state"
+RESET_STATE = "reset_python_state"
+
+
+def written_state(program: Program) -> list[tuple[str, str]]:
+    """(name, module-level expression) of each free value the forward rebinds where the module holds it (a global,
+    a CONFIG or STATE field, an OPTS item, a function block's Settings attribute; a module block's instance
+    attribute is the model's own, made anew with it)."""
+    rebound = {n for _, c in program.repeats() for n, _ in c.sets}
+    out = []
+    for f in program.frees:
+        if f.name not in rebound or (f.home == "class_attr" and program.block.kind == "module"):
+            continue
+        if f.home == "dict":
+            out.append((f.name, f"{OPTIONS}[{f.name!r}]"))
+        elif f.home == "class_attr":
+            out.append((f.name, f"{SETTINGS}.{f.name}"))
+        elif f.home in OBJECTS or f.home == "global":
+            out.append((f.name, free_read(program, f.name)))
+    return out
+
+
+def _render_python_state(program: Program) -> list[str]:
+    written = written_state(program)
+    if not written:
+        return []
+    initial = {f.name: f.value for f in program.frees}
+    names = sorted({expr for _, expr in written if expr.isidentifier()})
+    reads = ", ".join(f"{expr!r}: {expr.replace('[', '.get(').replace(']', ')') if expr.startswith(OPTIONS) else expr}"
+                      for _, expr in written)
+    return [f"def {PYTHON_STATE}():", f"{IND}return {{{reads}}}", "", "",
+            f"def {RESET_STATE}():", *([f"{IND}global {', '.join(names)}"] if names else []),
+            *(f"{IND}{expr} = {literal(initial[name])}" for name, expr in written)]
+
+
 def frees_at(program: Program, home: str) -> list:
     return [f for f in program.frees if f.home == home]
 
@@ -854,6 +892,7 @@ def render(program: Program, reference: bool = False) -> str:
         "\n".join(_render_autograd(program)),
         *(DOOR_PRELUDE[n] for n in (door.prelude if door is not None else ())),
         "\n".join(_render_globals(program)),
+        "\n".join(_render_python_state(program)),
         "\n".join(_render_given(program)),
         "\n".join(_render_instances(program)),
         *("\n".join(_render_sub(program, b)) for b in reversed(program.subs)),

@@ -12,6 +12,7 @@ import torch._dynamo.exc as dynamo_exc
 from torch.utils._pytree import tree_flatten
 
 from generators.autograd import CONTEXT, DRIVE, TRACE
+from generators.codegen import PYTHON_STATE, RESET_STATE
 
 from .clock import in_torch
 from .outcome import Execution, Failure
@@ -120,8 +121,34 @@ def execute(
     those later (harness.replay)."""
     trace, context, drive = autograd_of(model)
     trace.clear()
+    module = sys.modules.get(type(model).__module__)
+    reset, read = getattr(module, RESET_STATE, None), getattr(module, PYTHON_STATE, None)
+    if reset is not None:  # every run starts from the program's own values (generators.codegen.PYTHON_STATE)
+        reset()
     with context():
-        return _execute(fn, model, inputs, input_names, backward, kwargs, hold, trace, drive)
+        result = _execute(fn, model, inputs, input_names, backward, kwargs, hold, trace, drive)
+    if read is not None and result.failure is None:
+        result.state.update({f"python:{k}": v for k, v in ((k, python_value(v)) for k, v in read().items())
+                             if v is not None})
+    return result
+
+
+def python_value(value: Any) -> torch.Tensor | None:
+    """A Python value the forward left behind, as a float64 tensor the oracles compare like any state: a
+    number (bool, int, float: NaN and a zero's sign kept), numbers in a tuple or list, a string or None by a
+    checksum of its text; None for what has no value of its own to compare (a function object)."""
+    import zlib
+
+    def number(v: Any) -> bool:
+        return isinstance(v, (bool, int, float))
+
+    if number(value):
+        return torch.tensor(float(value), dtype=torch.float64)
+    if isinstance(value, (tuple, list)) and all(number(v) for v in value):
+        return torch.tensor([float(v) for v in value], dtype=torch.float64)
+    if value is None or isinstance(value, str):
+        return torch.tensor(float(zlib.crc32(repr(value).encode())), dtype=torch.float64)
+    return None
 
 
 def autograd_of(model: torch.nn.Module):

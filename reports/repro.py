@@ -21,14 +21,14 @@ import torch
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from generators.check import aliases_outside_schema, lowest_precision, zero_signs_determined
-from generators.codegen import render, render_inputs
+from generators.codegen import render, render_inputs, written_state
 from generators.ir import Program
 from generators.regions import with_regions
 from generators.replays import ReplayPlan, resized
 from generators.variants import PRELUDE
 from harness import torch_config
 from harness.backends import BUILTIN, resolve
-from harness.execute import first_line
+from harness.execute import first_line, python_value
 from harness.observe import SYMBOLIC_OPERAND, bodies
 from harness.outcome import RunConfig
 from harness.pipeline import torch_compile_kwargs
@@ -233,6 +233,8 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         backward=backward,
         # as oracles.differential: what outputs share storage with, where eager's aliasing is the schema's
         aliasing=check == "differential" and not aliases_outside_schema(program),
+        python_state=bool(written_state(program)),  # the functions its source has (generators.codegen)
+        python_value=_source(python_value).strip(),
         autograd=_autograd_fields(program),
         needs="Needs only torch." if backend.name in BUILTIN or ":" in backend.repro_spec else
         f"Needs torch and the backend {backend.repro_spec!r} installed (a third-party backend's issue).",

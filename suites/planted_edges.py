@@ -21,6 +21,22 @@ def pending_stores_ignored():
                     lambda orig: lambda self, item, name, *kinds: False)  # torch 2.13 adds mutation_kinds
 
 
+def stores_dropped():
+    """Dynamo leaves out the writes the frame made to Python state outside it (a global, an object's or a
+    dict's field): codegen replays no attribute mutation after the graph. Every value read inside the frame
+    stays right; only the state the call leaves behind is stale."""
+    def update(orig):
+        def codegen_update_mutated(self, *args, **kwargs):
+            kept, self.store_attr_mutations = self.store_attr_mutations, {}
+            try:
+                return orig(self, *args, **kwargs)
+            finally:
+                self.store_attr_mutations = kept
+        return codegen_update_mutated
+
+    return _patched(side_effects.SideEffects, "codegen_update_mutated", update)
+
+
 def last_region_as_reference():
     """The pass builds each group's subgraph from its last region instead of
     its first. Regions of one group are alike up to which inputs they share,
@@ -85,7 +101,7 @@ def writes_deferred(gm: torch.fx.GraphModule, example_inputs):
 def _faults() -> dict:
     from . import planted_guards
 
-    return {f.__name__: f for f in (pending_stores_ignored, last_region_as_reference, object_fields_unguarded,
+    return {f.__name__: f for f in (pending_stores_ignored, stores_dropped, last_region_as_reference, object_fields_unguarded,
                                     planted_guards.float_guard_signless, planted_guards.module_identity_dropped)}
 
 
