@@ -878,9 +878,11 @@ def header(program: Program) -> str:
     return "\n".join([*extra, HEADER])
 
 
-def render(program: Program, reference: bool = False) -> str:
+def render(program: Program, reference: bool = False, state: bool = True) -> str:
     """Python source for ``program``; raises MalformedProgram if it is invalid.
-    ``reference``: a source door written as its plain-Python equivalent."""
+    ``reference``: a source door written as its plain-Python equivalent; ``state``: with the functions the
+    harness reads and resets the Python state the forward writes through (PYTHON_STATE; a bug report
+    compares outputs only and leaves them out)."""
     check(program)
     if program.options.door and program.options.door not in DOORS:
         raise MalformedProgram(f"unknown door {program.options.door!r}: use one of {', '.join(DOORS)}")
@@ -892,7 +894,7 @@ def render(program: Program, reference: bool = False) -> str:
         "\n".join(_render_autograd(program)),
         *(DOOR_PRELUDE[n] for n in (door.prelude if door is not None else ())),
         "\n".join(_render_globals(program)),
-        "\n".join(_render_python_state(program)),
+        "\n".join(_render_python_state(program) if state else []),
         "\n".join(_render_given(program)),
         "\n".join(_render_instances(program)),
         *("\n".join(_render_sub(program, b)) for b in reversed(program.subs)),

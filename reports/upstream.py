@@ -353,7 +353,7 @@ def _fields(subject: Subject) -> dict:
               **{k.partition(".")[2]: v for k, v in settings.items() if k.startswith("dynamo.")}}
     inductor = {k.partition(".")[2]: v for k, v in settings.items() if k.startswith("inductor.")}
     change = subject.variant or {}
-    source = render(program).removesuffix("\n")
+    source = render(program, state=False).removesuffix("\n")
     imports, body = _split_imports(source)
     guard = subject.check in GUARD_DRIVERS
     short = compact(source, function=not guard)
