@@ -275,11 +275,13 @@ def run_reverse(bench: Workbench, added: list) -> Optional[Execution]:
     """The first of ``added`` (entries a change's recompile made) whose guards accept the call without the
     change, called on it with its own code, Dynamo off for the frames it resumes in (they run eagerly): what
     that entry would compute were it tried first. An entry must be right for every frame its guards accept
-    (Dynamo tries entries in an order of its own); None where none accepts it or the entry closes over cells."""
+    (Dynamo tries entries in an order of its own); None where none accepts it or the entry closes over cells.
+    An entry Dynamo invalidated (its code gone: an object its guards held died) is no candidate."""
     with bench.applied(REPEAT) as (inputs, kwargs):
         frame = _frame_locals(bench.model, inputs, kwargs)
         with bench.as_called():
-            accepting = next((e for e in added if not e.code.co_freevars and e.guard_manager.check(frame)), None)
+            accepting = next((e for e in added if e.code is not None and not e.code.co_freevars
+                              and e.guard_manager.check(frame)), None)
         if accepting is None:
             return None
         forward = type(bench.model).forward

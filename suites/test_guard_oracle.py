@@ -485,3 +485,28 @@ def test_an_entry_run_on_the_call_it_also_accepts_starts_from_the_first_calls_st
     assert reversed_, "the program's change no longer compiles an entry that accepts the call without it"
     verdict = guards.check(outcome)
     assert verdict.kind != "over_accepting", verdict
+
+
+def test_an_entry_dynamo_invalidated_is_no_candidate_of_the_reverse_check(monkeypatch):
+    """Dynamo empties an entry whose guarded object died (its code None): the reverse check met one in campaigns
+    (stop 67's 10-minute one: 9 harness errors, 'NoneType' object has no attribute 'co_freevars'), and a worker's
+    error loses the program's every judgment."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from harness import recall
+
+    class Bench:
+        model = None
+
+        @contextlib.contextmanager
+        def applied(self, change):
+            yield [], {}
+
+        @contextlib.contextmanager
+        def as_called(self):
+            yield
+
+    monkeypatch.setattr(recall, "_frame_locals", lambda model, inputs, kwargs: {})
+    dead = SimpleNamespace(code=None, guard_manager=SimpleNamespace(check=lambda frame: True))
+    assert recall.run_reverse(Bench(), [dead]) is None
