@@ -148,7 +148,8 @@ def _order(record: GraphRecord, where: str) -> list[Verdict]:
     what = {n.name: f"{n.name} ({target_name(n)})" for n in post.nodes}
     invoked = record.invoked()
     for ua, ub, why, kind, in_group in needed:
-        if position[ua] > position[ub]:
+        # a unit the graph the backend got no longer holds (a subgraph call a later step removed): no order to judge
+        if ua in position and ub in position and position[ua] > position[ub]:
             # a subgraph call the pass made on either side, or two plain ops; for two plain ops,
             # whether the write is a node of a region the tracker grouped (the pass then kept the
             # region as it is, writes being beyond invoke_subgraph, and still reordered around it)
