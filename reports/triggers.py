@@ -120,6 +120,10 @@ TRIGGERS: dict[str, tuple[Callable[[Program, RunConfig], bool], Removal]] = {
     "inline": (lambda p, c: "inline.every" in p.options.settings,
                _program_only(lambda p: replace(p, options=replace(p.options, settings=tuple(
                    s for s in p.options.settings if s != "inline.every"))))),
+    # the partitioner's memory budget (generators.settings partition.budget): it recomputes activations in the backward
+    "budget": (lambda p, c: "partition.budget" in p.options.settings,
+               _program_only(lambda p: replace(p, options=replace(p.options, settings=tuple(
+                   s for s in p.options.settings if s != "partition.budget"))))),
     # hooks, saved-tensor hooks, another way of asking for gradients (generators.autograd)
     "autograd": (lambda p, c: bool(p.options.autograd),
                  _program_only(lambda p: replace(p, options=replace(p.options, autograd=())))),
