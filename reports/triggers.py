@@ -95,6 +95,14 @@ def _static(p: Program) -> Program:
     return replace(p, options=replace(p.options, dynamic=None, mark_dynamic=()))
 
 
+def _setting(name: str) -> tuple[Callable[[Program, RunConfig], bool], Removal]:
+    """A drawn setting (generators.settings) as a trigger: the run has it, and the run without it."""
+    def without(p: Program) -> Program:
+        return replace(p, options=replace(p.options, settings=tuple(s for s in p.options.settings if s != name)))
+
+    return (lambda p, c: name in p.options.settings), _program_only(without)
+
+
 FOLDING = "inductor.joint_graph_constant_folding"
 
 # trigger -> (does this run have it?, the run without it: None where no valid program is left)
@@ -117,13 +125,9 @@ TRIGGERS: dict[str, tuple[Callable[[Program, RunConfig], bool], Removal]] = {
     "aliasing": (lambda p, c: may_alias(p), _program_only(lambda p: None)),
     "dynamic": (lambda p, c: bool(p.options.dynamic or p.options.mark_dynamic), _program_only(_static)),
     # every invoke_subgraph inlined after the pass (generators.settings inline.every)
-    "inline": (lambda p, c: "inline.every" in p.options.settings,
-               _program_only(lambda p: replace(p, options=replace(p.options, settings=tuple(
-                   s for s in p.options.settings if s != "inline.every"))))),
+    "inline": _setting("inline.every"),
     # the partitioner's memory budget (generators.settings partition.budget): it recomputes activations in the backward
-    "budget": (lambda p, c: "partition.budget" in p.options.settings,
-               _program_only(lambda p: replace(p, options=replace(p.options, settings=tuple(
-                   s for s in p.options.settings if s != "partition.budget"))))),
+    "budget": _setting("partition.budget"),
     # hooks, saved-tensor hooks, another way of asking for gradients (generators.autograd)
     "autograd": (lambda p, c: bool(p.options.autograd),
                  _program_only(lambda p: replace(p, options=replace(p.options, autograd=())))),
