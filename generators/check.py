@@ -626,17 +626,13 @@ def returns_view(b: Block) -> bool:
     return b.result in made_by and made_by[b.result].view
 
 
-# Returns that hand back an input, a view of one, or one output twice or as a view of another.
-ALIASING_RETURNS = ("twice", "input", "input_view", "alias")
-
-
 def may_alias(program: Program) -> bool:
     """Whether some block's inputs or outputs may share storage (what a higher-order operator's body may not
     have): a block returning an input, a view, one tensor twice or an output viewing another, one writing in
     place, or a call passing the same tensor twice or a view of it. An over-estimate: False only where no
     block can alias."""
-    return any(b.returns in ALIASING_RETURNS or returns_view(b) or second_is_view(b) or mutates(b)
-               for b in program.blocks()) or any(c.alias for _, c in program.repeats())
+    return any((b.returns in RETURNS and RETURNS[b.returns].shares) or returns_view(b) or second_is_view(b)
+               or mutates(b) for b in program.blocks()) or any(c.alias for _, c in program.repeats())
 
 
 def has_columns(program: Program, s: Section) -> bool:

@@ -30,6 +30,7 @@ class Return:
     python: bool = False  # the second item is a Python value, not a tensor (or None)
     fullgraph: bool = True  # Dynamo captures it in one graph (else a graph break at the data-dependent size)
     view: bool = False  # the second item is a view (autograd rejects one made without grad of what requires it)
+    shares: bool = False  # the second item is a tensor the block has already (its result, its input): one storage
 
 
 SINGLE = "single"
@@ -37,8 +38,8 @@ RETURNS_LIST = (
     Return("tuple", "a tuple of the result and another value", "{v}"),
     Return("list", "a list of the result and another value", "{v}", container="list"),
     Return("dict", "a dict of the result and another value", "{v}", container="dict"),
-    Return("twice", "the same tensor twice", "{r}"),
-    Return("input", "the block's input returned unchanged beside the result", "{x}"),
+    Return("twice", "the same tensor twice", "{r}", shares=True),
+    Return("input", "the block's input returned unchanged beside the result", "{x}", shares=True),
     Return("input_view", "a view of the block's input beside the result", "{x}.unsqueeze(0)", view=True),
     Return("alias", "an output that is a view of another output", "{r}.unsqueeze(0)", view=True),
     Return("size", "a Python number computed from the result's size", "{r}.numel()", python=True),
