@@ -22,8 +22,8 @@ from .values import SUBCLASSES as SUB_BASES
 from .inputs import GIVEN, MODULE_DEFS, MODULE_INIT, OMIT, PACKS as EXTRA_PACKS, PARAM as EXTRAS_PARAM
 from .inputs import PARAMETER_INIT, TAKES
 from .interludes import INTERLUDES
-from .ir import (CHILD, Arg, MalformedProgram, Block, Call, Const, Context, DType, Fn, Free, Program, PyList, PySlice, Ref, Section,
-                 Stmt, Sub, TensorSpec, Value, typed_key)
+from .ir import (CHILD, Arg, MalformedProgram, Block, Call, Const, Context, DType, Fn, Free, FreeVar, Program, PyList, PySlice,
+                 Ref, Section, Stmt, Sub, TensorSpec, Value, typed_key)
 from .opinfo import OPINFO, parts as opinfo_parts
 from .ops import CALL_VIEWS, OPS, WEIGHT_INITS, W, render_call
 from .spellings import contiguous_out, instance_name, spelling, template
@@ -251,21 +251,20 @@ PYTHON_STATE = "python_state"
 RESET_STATE = "reset_python_state"
 
 
-def written_state(program: Program) -> list[tuple[str, str]]:
-    """(name, module-level expression) of each free value the forward rebinds where the module holds it (a global,
-    a CONFIG or STATE field, an OPTS item, a function block's Settings attribute; a module block's instance
-    attribute is the model's own, made anew with it)."""
+def written_state(program: Program) -> list[tuple[FreeVar, str, str]]:
+    """(free value, what the forward assigns, how to read it back) for each free value the forward rebinds where
+    the module holds it (a global, a CONFIG or STATE field, an OPTS item, a function block's Settings attribute;
+    a module block's instance attribute is the model's own, made anew with it)."""
     rebound = {n for _, c in program.repeats() for n, _ in c.sets}
     out = []
     for f in program.frees:
-        if f.name not in rebound or (f.home == "class_attr" and program.block.kind == "module"):
+        if f.name not in rebound or f.home not in ("global", "dict", "class_attr", *OBJECTS) \
+                or (f.home == "class_attr" and program.block.kind == "module"):
             continue
-        if f.home == "dict":
-            out.append((f.name, f"{OPTIONS}[{f.name!r}]"))
-        elif f.home == "class_attr":
-            out.append((f.name, f"{SETTINGS}.{f.name}"))
-        elif f.home in OBJECTS or f.home == "global":
-            out.append((f.name, free_read(program, f.name)))
+        if f.home == "dict":  # read by key, whether the block reads it with a default or not
+            out.append((f, f"{OPTIONS}[{f.name!r}]", f"{OPTIONS}.get({f.name!r})"))
+        else:
+            out.append((f, free_read(program, f.name), free_read(program, f.name)))
     return out
 
 
@@ -273,13 +272,11 @@ def _render_python_state(program: Program) -> list[str]:
     written = written_state(program)
     if not written:
         return []
-    initial = {f.name: f.value for f in program.frees}
-    names = sorted({expr for _, expr in written if expr.isidentifier()})
-    reads = ", ".join(f"{expr!r}: {expr.replace('[', '.get(').replace(']', ')') if expr.startswith(OPTIONS) else expr}"
-                      for _, expr in written)
+    names = [target for f, target, _ in written if f.home == "global"]
+    reads = ", ".join(f"{target!r}: {read}" for _, target, read in written)
     return [f"def {PYTHON_STATE}():", f"{IND}return {{{reads}}}", "", "",
             f"def {RESET_STATE}():", *([f"{IND}global {', '.join(names)}"] if names else []),
-            *(f"{IND}{expr} = {literal(initial[name])}" for name, expr in written)]
+            *(f"{IND}{target} = {literal(f.value)}" for f, target, _ in written)]
 
 
 def frees_at(program: Program, home: str) -> list:
