@@ -352,7 +352,7 @@ PROBED = "compiles nothing:"
 
 def baseline(seed: int, budget: float, workers: int, out: Path, options: Optional[dict] = None) -> set[str]:
     """The signatures a campaign without any mutant (same seed and budget, aot_eager) calls new or unconfirmed:
-    a mutant's first finding among them is torch's own bug, not the mutant's."""
+    torch's own bugs (or the harness's), which a mutant's campaign passes over (``Options.stop_ignores``)."""
     from campaigns.bench import campaign_in_process
     from campaigns.campaign import Options
 

@@ -121,7 +121,7 @@ def execute(
     those later (harness.replay)."""
     trace, context, drive = autograd_of(model)
     trace.clear()
-    module = sys.modules.get(type(model).__module__)
+    module = program_module(model)
     reset, read = getattr(module, RESET_STATE, None), getattr(module, PYTHON_STATE, None)
     if reset is not None:  # every run starts from the program's own values (generators.codegen.PYTHON_STATE)
         reset()
@@ -151,11 +151,16 @@ def python_value(value: Any) -> torch.Tensor | None:
     return None
 
 
+def program_module(model: torch.nn.Module):
+    """The module that defines the model (each load of a program's source is one of its own: harness.loader)."""
+    return sys.modules.get(type(model).__module__)
+
+
 def autograd_of(model: torch.nn.Module):
     """The trace list, the context and the drive of the program's autograd features
     (generators.autograd), read from the module that defines the model: a list of its own, no
     context and the plain backward where it has none."""
-    module = sys.modules.get(type(model).__module__)
+    module = program_module(model)
     trace = getattr(module, TRACE, None)
     return (trace if isinstance(trace, list) else [], getattr(module, CONTEXT, contextlib.nullcontext),
             getattr(module, DRIVE, None))

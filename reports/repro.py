@@ -26,14 +26,13 @@ from generators.ir import Program
 from generators.regions import with_regions
 from generators.replays import ReplayPlan, resized
 from generators.variants import PRELUDE
-from harness import torch_config
+from harness import ambient, effects, torch_config
 from harness.backends import BUILTIN, resolve
 from harness.execute import first_line, python_value
 from harness.observe import SYMBOLIC_OPERAND, bodies
 from harness.outcome import RunConfig
 from harness.pipeline import torch_compile_kwargs
 from harness.replay import call_seed
-from harness import ambient, effects
 from harness.structure import CALLS, _lists_as_tuples, constant, copy_graph_module, describe_region, target_name, value_meta
 from oracles import dedup_toggle, graph_validity, region_identity, region_reuse
 from oracles.tolerance import BY_DTYPE, backend_floor, for_dtype
