@@ -18,7 +18,7 @@ from reports.html import render_html
 from reports.junit import render_junit
 from reports.known_issues import known_met
 from reports.ledger import LOG, Ledger
-from reports.schema import REPRO_EXITS, SEVERITIES, grouped, root_cause_line
+from reports.schema import REPRO_EXITS, SEVERITIES, grouped, harness_errors_line, root_cause_line
 
 from .corpus import FOLDER as CORPUS
 
@@ -98,6 +98,8 @@ def markdown(s: dict) -> str:
                   f"{s.get('triage') or {}}; distinct findings followed up: {s.get('follow_ups') or {}}.", ""]
     if s.get("aborted"):
         lines += [f"**Stopped early:** {s['aborted']}", ""]
+    if harness_errors_line(s):
+        lines += [f"**{harness_errors_line(s)}**", ""]
     if s.get("unavailable"):
         lines += [f"Unavailable on torch {s['torch']}: " + "; ".join(f"{k} ({v})" for k, v in s["unavailable"].items()), ""]
     lines += backend_lines(s)

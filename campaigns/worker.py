@@ -69,8 +69,15 @@ def init(options: dict) -> None:
 _REPORTED: set = set()
 
 
+class ForkedAfterCuda(RuntimeError):
+    """This worker cannot use CUDA: a harness error, never a finding of the compiler (harness.warm)."""
+
+
 def handle(task: dict) -> dict:
     started, in_torch = time.perf_counter(), clock.torch_seconds()
+    if torch.cuda._is_in_bad_fork():  # every program would fail so, CPU ones too (Dynamo asks the device)
+        raise ForkedAfterCuda("this worker was forked from a process that had asked the CUDA driver something, "
+                              "so it cannot use CUDA; workers must be spawned there (harness.warm.forked_context)")
     try:
         result = HANDLERS[task["type"]](task)
         if isinstance(result, dict):  # the task's seconds, and how many of them torch spent running programs

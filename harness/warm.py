@@ -122,7 +122,18 @@ def child(req):
                 pass
         os._exit(code & 0xFF)
 
-proto.write("ready\n")
+def poisoned():
+    """Whether a child forked now could not use CUDA: a preload that asked the driver anything (a device
+    count) poisons fork on a CUDA build, and every run would then fail as no fresh process does."""
+    torch = sys.modules.get("torch")
+    if torch is None or not (torch.version.cuda or torch.version.hip):
+        return False
+    pid = os.fork()
+    if pid == 0:
+        os._exit(1 if torch.cuda._is_in_bad_fork() else 0)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 1
+
+proto.write("poisoned\n" if poisoned() else "ready\n")
 for line in sys.stdin:
     req = json.loads(line)
     pid = os.fork()
@@ -196,12 +207,40 @@ def stop_forkserver() -> None:
 def forked_context(preload: Optional[Sequence[str]] = PRELOAD):
     """The forkserver's context where what it imported is what a spawned
     process would import now (no import-time variable changed since it
-    started); else spawn. ``preload`` None: spawn."""
+    started) and its children can use CUDA; else spawn. ``preload`` None: spawn."""
     if preload is not None:
         ctx = forkserver(preload)
-        if same_at_import(dict(os.environ), _server_env, emulated=()):
+        if same_at_import(dict(os.environ), _server_env, emulated=()) and not _server_poisoned(ctx):
             return ctx
     return multiprocessing.get_context("spawn")
+
+
+_poisoned: dict = {}  # the forkserver's pid -> whether its children could not use CUDA
+
+
+def _in_bad_fork() -> None:
+    import torch
+
+    sys.exit(1 if torch.cuda._is_in_bad_fork() else 0)
+
+
+def _server_poisoned(ctx) -> bool:
+    """Whether the forkserver's children could not use CUDA (its preload asked the driver something, which
+    poisons fork on a CUDA build): on a GPU machine every worker then failed every program, CPU ones too, as
+    "Cannot re-initialize CUDA in forked subprocess". Asked once per server, and only of a CUDA build."""
+    import torch
+
+    if not (torch.version.cuda or torch.version.hip):
+        return False
+    from multiprocessing import forkserver as server
+
+    key = getattr(server._forkserver, "_forkserver_pid", None)
+    if key not in _poisoned:
+        child = ctx.Process(target=_in_bad_fork, daemon=True)
+        child.start()
+        child.join(120)
+        _poisoned[key] = child.exitcode != 0
+    return _poisoned[key]
 
 
 class ZygoteError(RuntimeError):
@@ -217,9 +256,11 @@ class Zygote:
         self._proc = subprocess.Popen([sys.executable, "-c", _MAIN, json.dumps(list(preload))], stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, text=True, start_new_session=True, env=self.env)
         self._fd, self._pending = self._proc.stdout.fileno(), ""
-        if self._read(start_timeout) != "ready":
+        answer = self._read(start_timeout)
+        if answer != "ready":
             self.close()
-            raise ZygoteError("the zygote did not start")
+            raise ZygoteError("its children could not use CUDA (fork poisoned)" if answer == "poisoned"
+                              else "the zygote did not start")
 
     def _read(self, timeout: Optional[float]) -> Optional[str]:
         """One answer line; None when none came before ``timeout``. Read from
@@ -291,6 +332,7 @@ class Zygote:
 
 _zygote: Optional[Zygote] = None
 _starting = threading.Lock()
+_refused: list = []  # why this process's zygote can never serve (its children could not use CUDA)
 
 
 def zygote() -> Optional[Zygote]:
@@ -298,11 +340,15 @@ def zygote() -> Optional[Zygote]:
     None where it cannot start."""
     global _zygote
     with _starting:
+        if _refused:
+            return None
         if _zygote is None or not _zygote.alive():
             try:
                 _zygote = Zygote()
-            except (ZygoteError, OSError):
+            except (ZygoteError, OSError) as e:
                 _zygote = None
+                if "fork poisoned" in str(e):
+                    _refused.append(str(e))
             else:
                 atexit.register(_zygote.close)
         return _zygote

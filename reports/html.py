@@ -22,7 +22,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 
 from reports import door_coverage, feedback, op_coverage, semantic
 from reports.known_issues import known_met
-from reports.schema import REPRO_EXITS, SEVERITIES, confirmed, grouped, root_cause_line
+from reports.schema import REPRO_EXITS, SEVERITIES, confirmed, grouped, harness_errors_line, root_cause_line
 
 LOG_TAIL = 60
 
@@ -52,6 +52,7 @@ def render_html(summary: dict, out: Path) -> str:
         title=f"Fuzz campaign: {s.get('backend', '?')} on torch {s.get('torch', '?')}",
         root_causes=root_cause_line(s), torch=s.get("torch"),
         unavailable=list((s.get("unavailable") or {}).items()), aborted=s.get("aborted"),
+        harness_errors=harness_errors_line(s),
         fields=[
             ("backend", s.get("backend")), ("torch", s.get("torch")), ("python", s.get("python")),
             ("seed", s.get("seed")), ("shard", s.get("shard")), ("workers", s.get("workers")),

@@ -2,13 +2,15 @@
 
 One testcase per distinct finding: a new one fails, a known issue is skipped
 (recorded, not hidden); one more testcase, "campaign", fails when the campaign
-stopped early. Built with ``xml.etree`` so escaping is never hand-made.
+stopped early, and "harness_errors" is an error when the harness failed runs itself. Built with ``xml.etree`` so escaping is never hand-made.
 """
 
 from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+
+from reports.schema import harness_errors_line
 
 # Characters XML 1.0 cannot hold even escaped; compiler messages can carry them.
 _INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -50,7 +52,12 @@ def render_junit(summary: dict) -> str:
         failures += 1
         ET.SubElement(case, "failure", message=_clean(summary["aborted"]), type="aborted").text = (
             f"the campaign stopped early after {summary.get('programs', '?')} programs: {_clean(summary['aborted'])}")
-    counts = {"tests": str(len(findings) + 1), "failures": str(failures), "errors": "0", "skipped": str(skipped),
+    errors = (summary.get("errors") or {}).get("harness_error", 0)
+    if errors:  # the harness's own failures (one more testcase): CI shows an error, not a clean run
+        case = ET.SubElement(suite, "testcase", classname="harness", name="harness_errors", time="0.000")
+        ET.SubElement(case, "error", message=_clean(harness_errors_line(summary))[:500], type="harness_error")
+    counts = {"tests": str(len(findings) + 1 + bool(errors)), "failures": str(failures), "errors": str(int(bool(errors))),
+              "skipped": str(skipped),
               "time": f"{seconds:.3f}"}
     suite.attrib.update(counts)
     root.attrib.update(counts)

@@ -47,6 +47,7 @@ class Ledger:
     feedback: dict = field(default_factory=feedback.new_state)  # a steered campaign's books (reports.feedback)
     lost: Counter = field(default_factory=Counter)
     errors: Counter = field(default_factory=Counter)  # invalid programs, harness errors
+    harness_errors: Counter = field(default_factory=Counter)  # by the traceback's last line
     findings: dict = field(default_factory=dict)  # signature -> entry
     timeline: list = field(default_factory=list)  # (t, programs, failures, distinct)
     fingerprints: list = field(default_factory=list)  # finding events triaged in full with a fingerprint
@@ -96,6 +97,9 @@ class Ledger:
         elif kind in ("invalid_program", "harness_error"):
             self.done.add(e.get("id"))
             self.errors[kind] += 1
+            if kind == "harness_error":  # by the traceback's last line: what the report names
+                last = (e.get("traceback") or "").strip().splitlines()
+                self.harness_errors[last[-1][:300] if last else "(no traceback)"] += 1
         elif kind == "finding":
             self._finding(e)
             if e.get("fingerprint") and not e.get("recalled"):
@@ -193,6 +197,7 @@ class Ledger:
             "findings_by_severity": dict(by_severity),
             "workers_lost": dict(self.lost),
             "errors": dict(self.errors),
+            "harness_errors": dict(self.harness_errors.most_common(5)),
             "timeline": [dict(zip(("t", "programs", "failures", "distinct"), p)) for p in thin(self.timeline)],
             "generator": dict(self.features.most_common()),
             "semantic_coverage": {name: dict(c) for name, c in self.semantic.items()},

@@ -89,6 +89,17 @@ def root_cause_line(s: dict) -> str:
             f"unconfirmed; {len(s.get('findings', []))} distinct signatures.")
 
 
+def harness_errors_line(s: dict) -> str:
+    """The programs the harness itself failed on: never judged, so a campaign of nothing else must not read
+    as a clean one (on a GPU machine every worker once failed every program so, and the report said 0 new)."""
+    n = (s.get("errors") or {}).get("harness_error", 0)
+    if not n:
+        return ""
+    most = "; ".join(f"`{k}` ×{v}" for k, v in (s.get("harness_errors") or {}).items())
+    return (f"Harness errors: {n} runs of {s.get('programs', '?')} programs were not judged (a bug of this harness "
+            f"or its environment, tracebacks in findings.jsonl){': ' + most if most else ''}")
+
+
 TIMELINE_POINTS = 60  # at most this many points in a summary's timelines
 
 

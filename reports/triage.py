@@ -568,8 +568,9 @@ def triage_replay(replay: ReplayOutcome, verdict: Verdict) -> Finding:
     elif "label" in verdict.details:
         detail = verdict.details["label"]
     else:
-        detail = ":".join(p for p in (verdict.details.get("phase", "") if verdict.kind not in HELD_KINDS else "",
-                                       value, *tags(program)) if p)
+        # a held result's phase is its call's: torch poisons what a warm-up or recording leaves, not what a
+        # replay does (pytorch/pytorch#122192), so a stale result after each is a cause of its own
+        detail = ":".join(p for p in (verdict.details.get("phase", ""), value, *tags(program)) if p)
     signature = ":".join(p for p in (verdict.oracle, verdict.kind, culprit, detail) if p)
     config = RunConfig(backend=replay.backend, dedup=replay.dedup)
     extra = {"plan": plan.to_dict(), "plain": replay.plain, "device": replay.device}

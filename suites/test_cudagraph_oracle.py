@@ -261,7 +261,7 @@ def test_triage_blames_cuda_graphs_and_names_the_phase():
     finding = triage_replay(replay, cudagraph.check(replay))
     assert finding.signature == "cudagraph:mismatch:cudagraphs:replay:output", finding.signature
     stale = _replay(PLANTED + "reused_buffers")
-    assert triage_replay(stale, cudagraph.check(stale)).signature == "cudagraph:stale_output:cudagraphs:output"
+    assert triage_replay(stale, cudagraph.check(stale)).signature == "cudagraph:stale_output:cudagraphs:warmup:output"
 
 
 @pytest.mark.unit

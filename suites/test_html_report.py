@@ -298,3 +298,22 @@ def test_junit_counts_and_aborted_campaign(tmp_path):
     suite = aborted.find("testsuite")
     assert suite.get("tests") == "1" and suite.get("failures") == "1" and suite.get("skipped") == "0"
     assert suite.find("testcase").find("failure").get("message") == "process state corrupted?"
+
+
+def test_harness_errors_are_named_in_every_report_form(tmp_path):
+    """A campaign whose runs the harness itself failed judged nothing: its report must not read as a clean one
+    (on a GPU machine every forked worker once failed every program, and the report said "0 new")."""
+    from campaigns.folder import markdown
+    from reports.ledger import Ledger
+
+    boom = "Traceback (most recent call last):\n  File \"x.py\", line 1\nRuntimeError: the harness broke"
+    ledger = Ledger.fold([{"event": "harness_error", "id": str(i), "traceback": boom} for i in range(3)])
+    clean = make_campaign(tmp_path)
+    summary = {**clean, **{k: ledger.summary()[k] for k in ("errors", "harness_errors")}}
+    line = "Harness errors: 3 runs of"
+    assert line in markdown(summary) and "`RuntimeError: the harness broke` ×3" in markdown(summary)
+    assert line in render_html(summary, tmp_path)
+    suite = ET.fromstring(render_junit(summary)).find("testsuite")
+    errored = [c for c in suite.findall("testcase") if c.find("error") is not None]
+    assert suite.get("errors") == "1" and [c.get("name") for c in errored] == ["harness_errors"]
+    assert line not in markdown(clean)

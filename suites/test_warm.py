@@ -173,3 +173,26 @@ def test_a_campaign_forks_its_workers_from_its_forkserver(tmp_path):
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120,
                           cwd=Path(__file__).resolve().parent.parent)
     assert done.stdout.strip() == "forkserver", done.stdout + done.stderr
+
+
+def _sum_on_cuda() -> None:
+    import torch
+
+    sys.exit(0 if float(torch.ones(2, device="cuda").sum()) == 2.0 else 3)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs CUDA: torch.cuda.is_available() is "
+                    "False here; run `pytest suites/ -m gpu` on a machine with an NVIDIA GPU and a CUDA build of torch")
+def test_workers_and_warm_runs_can_use_cuda_on_a_gpu_machine():
+    """On a GPU machine a preload that asks the CUDA driver anything poisons fork: every forked worker then
+    failed every program ("Cannot re-initialize CUDA in forked subprocess", CPU programs too) and every warm
+    repro reproduced that. Workers and warm runs must reach CUDA as a fresh process does."""
+    from campaigns.worker_start import worker_preload
+
+    done = warm.run(["-c", "import torch; print(float(torch.ones(2, device='cuda').sum()))"], timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "2.0", done.stderr[-2000:]
+    child = warm.forked_context(worker_preload(False)).Process(target=_sum_on_cuda)
+    child.start()
+    child.join(300)
+    assert child.exitcode == 0, child.exitcode
