@@ -93,11 +93,19 @@ DOOR_NEEDS: dict[str, tuple[str, ...]] = {
 }
 
 
+def _has_cuda_device() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 @dataclass(frozen=True)
 class Capability:
     name: str
     detect: Callable[[], bool]
     lost: str  # what the harness cannot do without it
+    of_torch: bool = True  # a feature of the torch release (a campaign's "unavailable on this torch" line), not
+    # of the machine it runs on
 
 
 CATALOGUE: tuple[Capability, ...] = (
@@ -112,6 +120,8 @@ CATALOGUE: tuple[Capability, ...] = (
                "the region tracker's mutation tracking: nothing of the harness needs it (noted for triage)"),
     Capability("graph_deduplication_lint", _has_dedup_lint,
                "the pass's own lint (--lint-share): programs compile without it"),
+    Capability("cuda", _has_cuda_device, "a CUDA device (torch.cuda.is_available() is False here): CUDA-graph replays "
+               "on cuda are not run", of_torch=False),
 )
 CATALOGUE += tuple(
     Capability(f"door:{door}", lambda paths=paths: all(_resolves(p) for p in paths),
@@ -143,4 +153,4 @@ def guard_kinds() -> tuple[str, ...]:
 
 def unavailable() -> dict[str, str]:
     """Each capability this torch lacks, with what the harness loses."""
-    return {c.name: c.lost for c in CATALOGUE if not has(c.name)}
+    return {c.name: c.lost for c in CATALOGUE if c.of_torch and not has(c.name)}

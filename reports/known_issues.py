@@ -94,6 +94,8 @@ class KnownIssue:
     # What of the machine it also depends on (a C++ toolchain, a CPU's vector units): where its program
     # passes, the suites say so and do not take it for fixed.
     machine: str = ""
+    # A CUDA-graph issue's calls (repro "replay"): the plan (generators.replays.ReplayPlan) and the device.
+    replay: Optional[dict] = None
 
     def fixed_on(self, version: Optional[str] = None) -> bool:
         """Whether the bug is recorded fixed on torch ``version`` (default: the
@@ -117,6 +119,8 @@ class KnownIssue:
             needed.append("nested_compile_region")
         if program.options.door:  # reached through a door (generators.doors) this torch may lack
             needed.append(f"door:{program.options.door}")
+        if self.repro == "replay" and str((self.replay or {}).get("device", "cuda")).startswith("cuda"):
+            needed.append("cuda")
         return tuple(needed)
 
     @property
@@ -138,8 +142,8 @@ class KnownIssue:
 
         from .repro import render_repro
 
-        return render_repro(self.program(), self.config(RunConfig),
-                            f"{self.id}: {self.title}", self.repro, self.variant, expect_crash=self.expect_crash)
+        return render_repro(self.program(), self.config(RunConfig), f"{self.id}: {self.title}", self.repro,
+                            self.variant, replay=self.replay, expect_crash=self.expect_crash)
 
     @property
     def minimal(self) -> Optional[str]:
@@ -232,6 +236,7 @@ def load(root: Path = ROOT) -> tuple[KnownIssue, ...]:
                                  d.get("upstream_search", {}).get("verdict", "")),
                 releases=tuple(d.get("releases", {}).items()),
                 machine=d.get("machine", ""),
+                replay=d.get("replay"),
             )
         )
     return tuple(issues)

@@ -378,7 +378,11 @@ def test_cudagraph_oracle_on_cpu_with_torch_cudagraphs_backend(case):
 @pytest.mark.parametrize("backend", ["reduce-overhead", "cudagraphs"])
 def test_cuda_graphs_engage_on_a_plain_program(backend):
     replay = _replay(backend, PLAN, device="cuda", plain=None)
-    assert not _failed(replay), [str(v) for v in _failed(replay)]
+    known = [(v, known_issue(triage_replay(replay, v))) for v in _failed(replay)]  # a recorded torch bug (KI-153)
+    for v, issue in known:
+        if issue is not None:
+            record_known_hit(issue.id, v.kind)
+    assert not [v for v, issue in known if issue is None], [str(v) for v, issue in known if issue is None]
     e = cudagraph.check_engaged(replay)
     assert e.status is Status.PASS and e.details["recorded"] >= 1, e
     # call i's results, read after call i + 1: PyTorch's documented error

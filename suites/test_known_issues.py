@@ -33,7 +33,10 @@ from oracles.registry import ORACLES, judge, judge_door, run_config
 from reports import known_issues
 from reports.known_issues import MODEL_ROOT, ROOT, load, release
 from reports.door_triage import triage_door
-from reports.triage import triage
+from reports.triage import triage, triage_replay
+from generators.replays import ReplayPlan
+from harness.replay import run_replay
+from oracles import cudagraph
 from suites.pytest_plugin import backend_under_test
 from harness import warm
 
@@ -110,7 +113,7 @@ def _skip_if_unavailable(issue) -> None:
     was seen on (introduced later, or masked there by another)."""
     missing = [n for n in issue.needs() if not capabilities.has(n)]
     if missing:
-        pytest.skip(f"{issue.id} unavailable on this torch ({torch.__version__}): its program needs "
+        pytest.skip(f"{issue.id} unavailable here (torch {torch.__version__}): its program needs "
                     + "; ".join(capabilities.BY_NAME[n].lost for n in missing))
     if issue.before_seen():
         pytest.skip(f"{issue.id} not expected on torch {torch.__version__}: first seen on "
@@ -270,7 +273,12 @@ def _judged(issue, names: tuple[str, ...] | None, alone: bool = False) -> tuple[
 @pytest.mark.parametrize("issue", RUN)
 def test_known_issue_still_reproduces_with_its_signature(issue):
     _skip_if_unavailable(issue)
-    if issue.program().options.door:  # found through a door (generators.doors): its own run
+    if issue.repro == "replay":  # a CUDA-graph issue: its calls replayed as the campaign made them
+        replay = run_replay(issue.program(), ReplayPlan.from_dict(issue.replay["plan"]), ON[issue.id],
+                            device=issue.replay.get("device", "cuda"), dedup=issue.dedup)
+        failures = [v for v in cudagraph.verdicts(replay) if v.failed]
+        signatures = [triage_replay(replay, v).signature for v in failures]
+    elif issue.program().options.door:  # found through a door (generators.doors): its own run
         run = run_door(issue.program(), issue.config(RunConfig) if ON[issue.id] == issue.backend else
                        run_config(ON[issue.id], (), dedup=issue.dedup))
         failures = [v for v in judge_door(run) if v.failed]
