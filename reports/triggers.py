@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Optional
 
-from generators.check import draws_random, may_alias, mutates
+from generators.check import draws_random, may_alias, mutates, sizes_follow_values
 from generators.ir import Program, ambient_state
 from generators.opinfo import effectful
 from generators.regions import marked, without_regions
@@ -134,6 +134,9 @@ TRIGGERS: dict[str, tuple[Callable[[Program, RunConfig], bool], Removal]] = {
     # an OpInfo case calling an op torch threads an effect token through (linalg's error checks): the case
     # is the op under test, so no run is left without it
     "effects": (lambda p, c: effectful(p), _program_only(lambda p: None)),
+    # a size or Python number the program computes from tensor values (x[x > 0], an unbacked op): a graph
+    # break, and a later graph's input whose size changes between calls; no run is made without it
+    "data_dependent": (lambda p, c: sizes_follow_values(p), _program_only(lambda p: None)),
     # inductor's constant folding of the joint graph (an algebraic rewrite the backend makes: x * 0 -> 0)
     "constant_folding": (lambda p, c: c.backend == "inductor" and (FOLDING, False) not in c.torch_config,
                          lambda p, c: (p, replace(c, torch_config=(*c.torch_config, (FOLDING, False))))),
