@@ -19,7 +19,7 @@ PYTEST := env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest
 # fresh clone's setup); with --no-compile a module is compiled when first imported, and kept (above).
 PIP := $(PY) -m pip install --quiet --no-compile
 
-.PHONY: fuzz test nightly setup clean
+.PHONY: fuzz test nightly gpu setup clean
 
 setup: $(STAMP)
 
@@ -67,6 +67,15 @@ GATE_SCALE ?= auto
 nightly: $(EXTRAS)
 	$(PYTEST) suites/ --gate-budget $(GATE_SCALE); gate=$$?; \
 		HYPOTHESIS_PROFILE=nightly $(PYTEST) suites/ && exit $$gate
+
+# On a machine with an NVIDIA GPU and a CUDA build of torch (make setup keeps it): the GPU suite (the
+# CUDA-graph oracle over drawn programs, its positive controls, workers and warm runs reaching CUDA), then a
+# campaign on each of torch's CUDA-graph backends. Not part of `make test` (CI has no GPU).
+GPU_BUDGET ?= 150
+gpu: $(STAMP)
+	$(PYTEST) suites/ -m gpu -n 0; suite=$$?; \
+	for b in reduce-overhead cudagraphs; do env -u PYTHONDONTWRITEBYTECODE $(PY) -m harness fuzz --backend $$b \
+		--oracles cudagraph,cudagraph_engaged --device cuda --budget $(GPU_BUDGET) --out runs/gpu-$$b; done; exit $$suite
 
 clean:
 	rm -rf $(VENV) runs
