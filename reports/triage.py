@@ -604,5 +604,7 @@ def known_issue(finding: Finding):
     claimed_by = finding.extra.get(CLAIMED)
     if claimed_by:
         return next(i for i in matching(finding.signature, backend) if i.id == claimed_by)
+    # the equivalent signature is the plain compile's (a CUDA-graph finding's: inductor for reduce-overhead)
     return match(finding.signature, backend) or (
-        match(finding.extra["equivalent"], backend) if "equivalent" in finding.extra else None)
+        match(finding.extra["equivalent"], finding.extra.get("plain") or backend) if "equivalent" in finding.extra
+        else None)

@@ -287,6 +287,23 @@ def test_a_failure_the_plain_compile_shares_is_the_known_torch_bug_it_is(issue, 
 
 
 @pytest.mark.unit
+def test_the_equivalent_signature_is_matched_on_the_plain_backend():
+    """reduce-overhead's plain compile is inductor: a wrong gradient both share is inductor's known issue
+    (KI-044, recorded on inductor), found new on a GPU until the equivalent was matched on the plain backend."""
+    from reports.known_issues import ROOT
+    from reports.triage import Finding
+    from oracles.verdict import Verdict
+
+    program = Program.from_json((next(ROOT.glob("KI-044-*")) / "program.json").read_text())
+    finding = Finding("cudagraph:mismatch:backend:warmup:grad:compile_region", Verdict("cudagraph", Status.FAIL),
+                      program, RunConfig(backend="reduce-overhead"), "backend", "",
+                      extra={"equivalent": "differential:mismatch:backend:compile_region", "plain": "inductor"})
+    assert known_issue(finding).id == "KI-044"
+    finding.extra["plain"] = "aot_eager"  # KI-044 is inductor's alone
+    assert known_issue(finding) is None
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize("backend, plan, status", [
     (PLANTED + "reused_buffers", PLAN, 1),
     (PLANTED + "frozen_replay", ReplayPlan(calls=5, resize=Resize(2, "x", (3, 5))), 1),
