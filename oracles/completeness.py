@@ -20,6 +20,7 @@ import torch.fx
 
 from harness.effects import example_value
 from generators.codegen import sub_callable
+from generators.returns import RETURNS, SINGLE
 from generators.settings import SETTINGS
 from harness.outcome import Outcome
 from harness.structure import CALLS, INVOKE_SUBGRAPH, GraphRecord, region_hazards, value_meta
@@ -354,9 +355,31 @@ def _missed_sub_calls(outcome: Outcome, repeats: list[Repeat], excluded: dict) -
     return missed
 
 
+@functools.lru_cache(maxsize=None)
+def _reuse_needs_tensor_outputs() -> bool:
+    """Whether this torch's nested_compile_region reuses a traced body only when it returns a tensor or a
+    tuple/list of tensors (``is_reuse_eligible``, a documented limitation of its reuse cache)."""
+    from torch._dynamo.variables import invoke_subgraph
+
+    return hasattr(invoke_subgraph, "is_reuse_eligible")
+
+
+def _outputs_reusable(kind: str) -> bool:
+    """A block returning ``kind`` (generators.returns) gives torch's reuse check only tensors."""
+    if kind == SINGLE:
+        return True
+    ret = RETURNS[kind]
+    return not ret.python and ret.container in ("tuple", "list")
+
+
 def _check_compile_region(outcome: Outcome) -> Verdict:
     """Each call of a nested_compile_region block is already an invoke_subgraph
-    node; identical calls (with identical input metadata) should share one subgraph."""
+    node; identical calls (with identical input metadata) should share one subgraph
+    (unless torch documents that it cannot: a body returning a Python value or a dict)."""
+    kind = outcome.program.block.returns
+    if _reuse_needs_tensor_outputs() and not _outputs_reusable(kind):
+        return Verdict(NAME, Status.PASS, message=f"the block returns {RETURNS[kind].rule}: torch reuses a "
+                       "nested_compile_region body only for tensor outputs (is_reuse_eligible), by design")
     calls = []
     for record in outcome.capture.structure:
         if record.pre is None:

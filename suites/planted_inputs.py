@@ -18,7 +18,9 @@ matched against a traced body's condition, and the body stamped out):
   the size it was compiled at (reached by a data-dependent-size tensor);
 - ``requires_grad_ignored``: ``requires_grad`` tells no two calls apart,
   neither as a tensor's metadata nor as a bool read from it at the call site
-  (``given=x.requires_grad``).
+  (``given=x.requires_grad``);
+- ``reuse_refused``: no traced body is ever reused: every call traces its
+  own (a missed reuse, for the completeness oracle).
 
 ``<fault>__<backend>`` enters one in a repro's own process.
 """
@@ -153,6 +155,17 @@ def parameter_taken_for_tensor() -> Iterator[None]:
         return stamp
 
     with _patched(reuse, "is_reusable", wrap_reusable), _patched(reuse, "stamp_out_subgraph", wrap_stamp):
+        yield
+
+
+@contextlib.contextmanager
+def reuse_refused() -> Iterator[None]:
+    """Every reuse fails: the traced-body cache (``is_reusable``) and the install-time comparison with the
+    bodies installed before (``are_same_graph_modules``): identical calls each get a subgraph of their own."""
+    from torch._dynamo.variables import higher_order_ops
+
+    with _patched(reuse, "is_reusable", lambda orig: lambda tx, condition, fingerprint, entry: False), \
+            _patched(higher_order_ops, "are_same_graph_modules", lambda orig: lambda *args, **kwargs: False):
         yield
 
 

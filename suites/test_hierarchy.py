@@ -236,3 +236,30 @@ def test_a_missed_sub_block_merge_under_dynamic_shapes_is_classed_as_such():
     assert match(triage(outcome, verdict).signature, "aot_eager").id == "KI-012"
     static = run_program(replace(program, options=Options()), run_config("aot_eager"))
     assert completeness.check(static).status.value == "pass"
+
+
+@pytest.mark.parametrize("returns, plant, expected", [
+    ("single", None, "pass"), ("single", "reuse_refused", "fail"),
+    ("none", None, "pass"), ("size", None, "pass"), ("tuple", "reuse_refused", "fail")])
+def test_identical_region_calls_share_a_body_unless_torch_documents_it_cannot(returns, plant, expected):
+    """Identical calls of a nested_compile_region share one subgraph (a planted fault refusing every reuse
+    is a missed merge); a body returning a Python value beside its result is never reused by design
+    (torch's is_reuse_eligible: tensor outputs only), which is no finding (the seed-81 false alarm)."""
+    import contextlib
+
+    from oracles import completeness
+    from oracles.registry import run_config
+    from suites import planted_inputs
+
+    body = (Stmt("v0", "sin", (Ref("x"),)), Stmt("v1", "tanh", (Ref("v0"),)))
+    # each call under no_grad, as the seed-81 program: without the brackets the pass meets KI-003
+    calls = tuple(Call(context=Context(grad=False)) for _ in range(3))
+    program = Program((("x", TensorSpec((3, 4), "float32", True)),),
+                      Block("function", ("x",), (), (), (), body, "v1", compile_region=True, returns=returns),
+                      (Section("calls", "residual", calls),), outputs="single" if returns == "single" else "tuple")
+    with getattr(planted_inputs, plant)() if plant else contextlib.nullcontext():
+        verdict = completeness.check(run_program(program, run_config("aot_eager", ("completeness",))))
+    assert verdict.status.value == expected, verdict
+    if expected == "fail":
+        assert verdict.kind == "missed_merge" and verdict.details["label"] == "compile_region", verdict
+    assert ("is_reuse_eligible" in verdict.message) == (returns in ("none", "size")), verdict
