@@ -90,6 +90,8 @@ def driver_for(details: dict, severity: str, oracle: str = "", kind: str = "") -
     if "variant" in details:  # the change, after the earlier ones that recompiled in the same process
         return ("recompile" if severity == "recompile" else "guard"), {**details["variant"],
                                                                         "before": details.get("before", [])}
+    if severity == "missed" and details.get("label") == "compile_region":  # identical decorated calls apart:
+        return "reuse", None  # Dynamo's own reuse decisions say whether it traced a body again unexplained
     if severity == "missed":  # a sub-block's missed merge: its ops, not the layer's
         return "deduplicated", ({"sub": details["sub"]} if details.get("sub") else None)
     if oracle == "dedup_toggle" and kind == "guards":  # the first compile's guards with and without the pass

@@ -261,5 +261,9 @@ def test_identical_region_calls_share_a_body_unless_torch_documents_it_cannot(re
         verdict = completeness.check(run_program(program, run_config("aot_eager", ("completeness",))))
     assert verdict.status.value == expected, verdict
     if expected == "fail":
+        from reports.repro import driver_for
+
         assert verdict.kind == "missed_merge" and verdict.details["label"] == "compile_region", verdict
+        # its repro reads Dynamo's own reuse decisions, as the region_reuse oracle does
+        assert driver_for(verdict.details, "missed", completeness.NAME, verdict.kind) == ("reuse", None)
     assert ("is_reuse_eligible" in verdict.message) == (returns in ("none", "size")), verdict
