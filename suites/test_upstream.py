@@ -159,7 +159,7 @@ def test_a_campaign_finding_gets_its_issue_rendered(tmp_path, nothing_runs):
 FIXED_BEFORE = "fixed before 2.13 (seen on 2.6 to 2.8 only): a hand cut cannot be checked to reproduce without a venv of " \
                "its torch; its rendered short form and strict repro are kept"
 GPU_UNCUT = "found on a GPU (H200, torch 2.11.0+cu130) in a session whose device time ran out before a hand cut; " \
-            "its strict repro.py, checked there (exit 1), is kept"
+            "its strict repro (rendered from program.json and the replay plan), checked there (exit 1), is the repro"
 LONG_OR_NONE: dict[str, str] = {"KI-033": FIXED_BEFORE, "KI-036": FIXED_BEFORE, "KI-039": FIXED_BEFORE,
                                 "KI-155": GPU_UNCUT, "KI-156": GPU_UNCUT}
 KNOWN = [s for s in SUBJECTS if s.program is not None and not s.id.endswith("(model)")]
