@@ -727,6 +727,19 @@ def named_sub_scopes(program: Program) -> dict[tuple, dict[str, TT]]:
     return seen
 
 
+# Categories whose ops never pin a dynamic dim to a constant (see Options.mark_dynamic).
+DYNAMIC_SAFE = {"unary", "activation", "binary", "scalar", "compare", "reduce", "softmax", "merge", "dtype"}
+
+
+def strict_mark_holds(program: Program) -> bool:
+    """Whether a strict mark (``mark_dynamic``, not ``maybe_``) of the first input's batch dim can hold: one
+    input, no weights or buffers, ops that keep sizes symbolic. Elsewhere the program may rightly pin the dim
+    to a constant, and torch documents a ConstraintViolationError for that."""
+    b = program.block
+    return (len(program.inputs) == 1 and not b.weights and not b.buffers
+            and all(OPS[s.op].category in DYNAMIC_SAFE and not OPS[s.op].shape_literals for s in b.body))
+
+
 def sizes_follow_values(program: Program) -> bool:
     """Some size or Python number the program computes depends on tensor values (an unbacked op, a
     data-dependent return or take): new values may rightly recompile (generators.variants: not neutral)."""
@@ -823,9 +836,13 @@ def check(program: Program) -> list[dict[str, TT]]:
         raise MalformedProgram(f"settings {list(program.options.settings)}: at most one of each family of "
                                f"{', '.join(SETTINGS)}")
     _check_autograd(program)
-    for name, dim, _ in program.options.mark_dynamic:
+    for name, dim, strict in program.options.mark_dynamic:
         if name not in specs or not 0 <= dim < len(specs[name].shape) or specs[name].shape[dim] < 2:
             raise MalformedProgram(f"cannot mark {name} dim {dim} dynamic")
+        if strict and not strict_mark_holds(program):  # a mutation or a cut can break what the draw checked
+            raise MalformedProgram(f"mark_dynamic({name}, {dim}) is strict, but the program may pin that dim (another "
+                                   "input, a weight or an op that fixes sizes): torch raises ConstraintViolationError "
+                                   "then, by design")
     per_repeat = []
     for k, s in enumerate(program.sections):
         _check_section(program, k, s, bool(mutated))

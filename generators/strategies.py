@@ -16,6 +16,7 @@ from typing import Callable, Optional
 from hypothesis import strategies as st
 
 from .check import (
+    strict_mark_holds,
     PER_INSTANCE,
     SubTyper,
     alias_type,
@@ -87,8 +88,6 @@ STRUCTURES_BY_KIND = {
     "function": ("calls", "for_values", "for_range", "for_tuple", "while", "nested"),
     "module": ("module_list", "calls", "for_values", "for_range", "for_tuple", "while", "nested"),
 }
-# Categories whose ops never pin a dynamic dim to a constant (see Options.mark_dynamic).
-DYNAMIC_SAFE = {"unary", "activation", "binary", "scalar", "compare", "reduce", "softmax", "merge", "dtype"}
 
 
 def _has_nested_compile_region() -> bool:
@@ -1013,12 +1012,5 @@ def _options(draw, program: Program) -> Options:
     if dynamic is None and _rarely(draw, 4):
         name, spec = program.inputs[0]
         if spec.shape and spec.shape[0] >= 2:
-            b = program.block
-            strict = (
-                len(program.inputs) == 1
-                and not b.weights
-                and not b.buffers
-                and all(OPS[s.op].category in DYNAMIC_SAFE and not OPS[s.op].shape_literals for s in b.body)
-            )
-            marks.append((name, 0, strict))
+            marks.append((name, 0, strict_mark_holds(program)))
     return Options(fullgraph=fullgraph, dynamic=dynamic, mark_dynamic=tuple(marks))

@@ -521,3 +521,20 @@ def test_a_key_is_drawn_only_where_it_can_read_all_a_call_decides():
     with pytest.raises(MalformedProgram):  # a symbolic shape: no constant key
         check(replace(_keyed(), options=Options(dynamic=True)))
     assert keyable(_keyed(), _keyed().block) and not keyable(_keyed(values=(Fn("torch.cos"),) * 2), _keyed().block)
+
+
+def test_a_strict_dynamic_mark_needs_a_program_that_cannot_pin_its_dim():
+    """A strict mark (mark_dynamic) on a program whose other input pins the dim (x + y0, y0 of static size 2):
+    torch raises ConstraintViolationError by design, so the program is malformed, not a finding (seed 91: a
+    steered campaign's mutation gave a strictly marked program a second input)."""
+    from dataclasses import replace
+
+    from generators.ir import Block, Call, MalformedProgram, Options, Program, Ref, Section, Stmt, TensorSpec
+
+    spec = TensorSpec((2, 1, 1, 1), "float32", False)
+    program = Program((("x", spec), ("y0", spec)),
+                      Block("function", ("x", "y0"), (), (), (), (Stmt("v4", "add", (Ref("x"), Ref("y0"))),), "v4"),
+                      (Section("calls", "chain", (Call(),)),), options=Options(mark_dynamic=(("x", 0, True),)))
+    with pytest.raises(MalformedProgram, match="strict"):
+        check(program)
+    check(replace(program, options=Options(mark_dynamic=(("x", 0, False),))))  # maybe_mark_dynamic: torch may pin it
