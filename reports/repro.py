@@ -26,7 +26,7 @@ from generators.ir import Program
 from generators.regions import with_regions
 from generators.replays import ReplayPlan, resized
 from generators.variants import PRELUDE
-from harness import ambient, effects, torch_config
+from harness import ambient, effects, structure, torch_config
 from harness.backends import BUILTIN, resolve
 from harness.execute import first_line, python_value
 from harness.observe import SYMBOLIC_OPERAND, bodies
@@ -158,7 +158,8 @@ def _order_source() -> str:
              f"STATE_TARGETS = ({states},)"]
     parts += [_source(f).strip() for f in (copy_graph_module, graph_validity._units, graph_validity._pre_to_unit,
                                            graph_validity._constraints, graph_validity._order,
-                                           graph_validity._find_cycle)]
+                                           graph_validity._find_cycle, structure._tuple_element,
+                                           structure.region_hazards)]
     return "\n\n\n".join(parts)
 
 

@@ -275,3 +275,17 @@ def test_a_rewrite_finding_reproduces_where_the_backend_meets_a_known_crash(tmp_
     done = warm.run([str(path)], timeout=300)
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
     assert "BACKEND = 'eager'" in path.read_text()
+
+
+def test_a_regions_repro_sees_a_region_writing_a_view_of_its_input_as_the_oracle_does(tmp_path):
+    """Seed 91: the pass made a subgraph of `y0[..., :1].add_(1.0)` (the view made inside the region, written
+    through); the oracle (harness.structure.region_hazards) called it an input mutation (KI-008) but the
+    repro's own hand copy saw only writes to a placeholder and exited 0 (unconfirmed). It embeds the oracle's
+    reading now."""
+    from generators.ir import Program
+    from reports.repro import regions_expectation
+
+    program = Program.from_json((ROOT / "suites" / "data" / "region_writes_a_view_of_its_input.json").read_text())
+    expect = regions_expectation("graph_validity", "subgraph_input_mutation:untracked:mutation:compile_region")
+    done = _run(tmp_path, program, "aot_eager", "regions", expect_difference=expect)
+    assert done.returncode == 1 and "writes to its inputs: add_" in done.stdout, done.stdout[-2000:]
