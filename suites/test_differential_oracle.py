@@ -31,6 +31,22 @@ def test_compiled_as_noisy_as_eager_passes_via_fp64_referee():
     assert compare(eager, compiled, ref) is None
 
 
+def test_a_few_bfloat16_ulps_where_eager_landed_on_fp64_is_noise_but_more_is_not():
+    """Seed 92: a bfloat16 gradient summed in another order was 4 ulps (0.125 at 6.86) from eager, whose own value
+    happened to be 0.02 from float64: the referee's 3 x eager's error + atol rejected it. The bound has the
+    tolerance's relative term of fp64's magnitude too; twice that off still fails."""
+    rest = torch.linspace(-8, 8, 63, dtype=torch.float64) + 0.01  # bfloat16 rounds these: eager noise of its own
+    ref = torch.cat([torch.tensor([-6.85517], dtype=torch.float64), rest])
+    eager = torch.cat([torch.tensor([-6.875]), rest.float()]).bfloat16()
+    near = eager.clone()
+    near[0] = -6.75
+    assert compare(eager, near, ref) is None
+    far = eager.clone()
+    far[0] = -6.5
+    wrong = compare(eager, far, ref)
+    assert wrong is not None and wrong.kind == "mismatch"
+
+
 def test_one_element_off_by_1e_3_fails_even_in_a_large_tensor():
     exp = torch.randn(10_000)
     act = exp.clone()
