@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import fields, replace
 
 from generators.doors import DOORS
-from generators.ir import Context, Program
+from generators.check import strict_mark_holds
+from generators.ir import Context, MalformedProgram, Program
 from harness.doors import DoorOutcome, run_door
 from harness.outcome import RunConfig
 from harness.pipeline import InvalidProgram, run_program
@@ -28,10 +29,13 @@ from .triggers import claimed, tags
 # Doors whose compiled side runs no torch.compile backend: no backend rung.
 NO_BACKEND = ("export:strict", "export:non_strict", "export:unflatten")
 def _marked(strict: bool):
-    """The first input's batch dimension marked, where it can be (a size of 0 or 1 is specialized by design)."""
+    """The first input's batch dimension marked, where it can be (a size of 0 or 1 is specialized by design);
+    strictly only where no other input, weight or op may pin it (generators.check.strict_mark_holds: elsewhere a
+    plain program with a strict mark is malformed, and the door's own run would be refused)."""
     def change(o, program):
         name, spec = program.inputs[0]
-        return replace(o, mark_dynamic=((name, 0, strict),)) if spec.shape and spec.shape[0] >= 2 else o
+        return replace(o, mark_dynamic=((name, 0, strict and strict_mark_holds(program)),)) \
+            if spec.shape and spec.shape[0] >= 2 else o
     return change
 
 
@@ -126,7 +130,7 @@ def _equivalent(program: Program, config: RunConfig, verdict: Verdict, outcome=N
             outcome = run_program(plain, RunConfig(backend=config.backend, dedup=config.dedup,
                                                    backward=config.backward, record_structure=False,
                                                    torch_config=config.torch_config))
-        except InvalidProgram:
+        except (InvalidProgram, MalformedProgram):  # no plain program matches this door's
             return {}
     found = ORACLES["differential"](outcome)
     if not found.failed or (found.kind == "crash") != (verdict.kind == "crash"):

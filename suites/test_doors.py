@@ -198,3 +198,21 @@ def test_a_campaign_finds_minimizes_and_reproduces_a_doors_fault(tmp_path, reque
     assert 'id="doors-table"' in (out / "report.html").read_text()
     program = Program.from_json((out / found[0]["folder"] / "program.json").read_text())
     assert program.options.door == "control_flow:cond"  # the finding's program carries its door
+
+
+def test_the_plain_program_of_a_strict_mark_door_is_valid_where_the_mark_cannot_hold():
+    """The dynamic:mark door's plain program (door_triage.without_door) marks strictly only where nothing may pin
+    the dim: seed 93's door triage raised MalformedProgram (a harness error) on a program with a second input."""
+    from generators.check import check
+    from generators.ir import Block, Call, Options, Program, Ref, Section, Stmt, TensorSpec
+    from reports.door_triage import without_door
+
+    spec = TensorSpec((2, 3), "float32", False)
+    body = (Stmt("v", "add", (Ref("x"), Ref("y0"))),)
+    two = Program((("x", spec), ("y0", spec)), Block("function", ("x", "y0"), (), (), (), body, "v"),
+                  (Section("calls", "chain", (Call(),)),), options=Options(door="dynamic:mark"))
+    assert without_door(two).options.mark_dynamic == (("x", 0, False),)
+    check(without_door(two))
+    one = Program((("x", spec),), Block("function", ("x",), (), (), (), (Stmt("v", "sin", (Ref("x"),)),), "v"),
+                  (Section("calls", "chain", (Call(),)),), options=Options(door="dynamic:mark"))
+    assert without_door(one).options.mark_dynamic == (("x", 0, True),)
