@@ -137,6 +137,9 @@ TRIGGERS: dict[str, tuple[Callable[[Program, RunConfig], bool], Removal]] = {
     # a size or Python number the program computes from tensor values (x[x > 0], an unbacked op): a graph
     # break, and a later graph's input whose size changes between calls; no run is made without it
     "data_dependent": (lambda p, c: sizes_follow_values(p), _program_only(lambda p: None)),
+    # a Python -0.0 the program holds (a global, a field, an argument): what a sign-of-zero bug needs; no run
+    # is made without it
+    "negative_zero": (lambda p, c: "-0.0" in p.to_json(), _program_only(lambda p: None)),
     # inductor's constant folding of the joint graph (an algebraic rewrite the backend makes: x * 0 -> 0)
     "constant_folding": (lambda p, c: c.backend == "inductor" and (FOLDING, False) not in c.torch_config,
                          lambda p, c: (p, replace(c, torch_config=(*c.torch_config, (FOLDING, False))))),
