@@ -156,7 +156,7 @@ def test_known_crashes_are_unmasked_by_their_triggers():
     claimed = unmasked_runs(p, config, [(issues["KI-022"], "guards", False)], oracles)
     assert [(t, o) for t, _, _, o in claimed] == [("compile_region", ("guards",))]
     # the pass is taken away by triage itself, for every wrong value
-    assert unmasked_runs(p, config, [(issues["KI-065"], "differential", False)], oracles) == []
+    assert unmasked_runs(p, config, [(issues["KI-139"], "differential", False)], oracles) == []
 
 
 def test_strategy_draws_the_hierarchy():
