@@ -26,7 +26,8 @@ from dataclasses import replace
 from typing import Callable, Optional
 
 from generators.check import draws_random, may_alias, mutates, sizes_follow_values
-from generators.ir import Program, ambient_state
+from generators.features import python_values
+from generators.ir import Program, ambient_state, edge_kind
 from generators.opinfo import effectful
 from generators.regions import marked, without_regions
 from generators.without import (SUBCLASS, without_autocast, without_default_dtype, without_fn_instances,
@@ -139,7 +140,8 @@ TRIGGERS: dict[str, tuple[Callable[[Program, RunConfig], bool], Removal]] = {
     "data_dependent": (lambda p, c: sizes_follow_values(p), _program_only(lambda p: None)),
     # a Python -0.0 the program holds (a global, a field, an argument): what a sign-of-zero bug needs; no run
     # is made without it
-    "negative_zero": (lambda p, c: "-0.0" in p.to_json(), _program_only(lambda p: None)),
+    "negative_zero": (lambda p, c: any(edge_kind(v) == "-0.0" for _, _, values in python_values(p) for v in values),
+                      _program_only(lambda p: None)),
     # inductor's constant folding of the joint graph (an algebraic rewrite the backend makes: x * 0 -> 0)
     "constant_folding": (lambda p, c: c.backend == "inductor" and (FOLDING, False) not in c.torch_config,
                          lambda p, c: (p, replace(c, torch_config=(*c.torch_config, (FOLDING, False))))),

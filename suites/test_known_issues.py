@@ -156,6 +156,17 @@ def test_the_baseline_is_data_and_its_scripts_are_rendered_never_committed():
             f"`dedup-harness report repro {issue.id}` renders its script)")
 
 
+def test_a_negative_zero_is_a_value_the_program_holds_not_a_spelling_of_one():
+    """KI-102's -0.0 global is one; KI-122's -0.0059... weights are not (a text search of the program took them for
+    one and let KI-102 claim wrong values it never had)."""
+    from reports.triggers import TRIGGERS
+
+    has = TRIGGERS["negative_zero"][0]
+    issues = {i.id: i for i in ISSUES}
+    assert has(issues["KI-102"].program(), RunConfig())
+    assert "-0.0" in issues["KI-122"].program().to_json() and not has(issues["KI-122"].program(), RunConfig())
+
+
 def test_every_trigger_is_one_the_harness_can_take_away_and_each_issues_own_program_has_its_triggers():
     """An issue's triggers say what its bug needs: its own program has them,
     or its own hits would be named unexplained (reports.triggers.claimed)."""
