@@ -98,8 +98,9 @@ def markdown(s: dict) -> str:
                   f"{s.get('triage') or {}}; distinct findings followed up: {s.get('follow_ups') or {}}.", ""]
     if s.get("aborted"):
         lines += [f"**Stopped early:** {s['aborted']}", ""]
-    if harness_errors_line(s):
-        lines += [f"**{harness_errors_line(s)}**", ""]
+    errors = harness_errors_line(s)
+    if errors:
+        lines += [f"**{errors}**", ""]
     if s.get("unavailable"):
         lines += [f"Unavailable on torch {s['torch']}: " + "; ".join(f"{k} ({v})" for k, v in s["unavailable"].items()), ""]
     lines += backend_lines(s)

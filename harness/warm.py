@@ -247,6 +247,10 @@ class ZygoteError(RuntimeError):
     """The zygote died or could not start: the run goes cold."""
 
 
+class ForkPoisoned(ZygoteError):
+    """The zygote's children could not use CUDA: this process's runs all go cold."""
+
+
 class Zygote:
     """One warm interpreter; one run at a time (``run`` holds a lock)."""
 
@@ -259,8 +263,9 @@ class Zygote:
         answer = self._read(start_timeout)
         if answer != "ready":
             self.close()
-            raise ZygoteError("its children could not use CUDA (fork poisoned)" if answer == "poisoned"
-                              else "the zygote did not start")
+            if answer == "poisoned":
+                raise ForkPoisoned("its children could not use CUDA (fork poisoned)")
+            raise ZygoteError("the zygote did not start")
 
     def _read(self, timeout: Optional[float]) -> Optional[str]:
         """One answer line; None when none came before ``timeout``. Read from
@@ -332,23 +337,23 @@ class Zygote:
 
 _zygote: Optional[Zygote] = None
 _starting = threading.Lock()
-_refused: list = []  # why this process's zygote can never serve (its children could not use CUDA)
+_refused = False  # this process's zygote can never serve (its children could not use CUDA)
 
 
 def zygote() -> Optional[Zygote]:
     """This process's zygote, started on first use (and again if it died);
     None where it cannot start."""
-    global _zygote
+    global _zygote, _refused
     with _starting:
         if _refused:
             return None
         if _zygote is None or not _zygote.alive():
             try:
                 _zygote = Zygote()
-            except (ZygoteError, OSError) as e:
+            except ForkPoisoned:
+                _zygote, _refused = None, True
+            except (ZygoteError, OSError):
                 _zygote = None
-                if "fork poisoned" in str(e):
-                    _refused.append(str(e))
             else:
                 atexit.register(_zygote.close)
         return _zygote

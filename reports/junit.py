@@ -2,7 +2,8 @@
 
 One testcase per distinct finding: a new one fails, a known issue is skipped
 (recorded, not hidden); one more testcase, "campaign", fails when the campaign
-stopped early, and "harness_errors" is an error when the harness failed runs itself. Built with ``xml.etree`` so escaping is never hand-made.
+stopped early, and "harness_errors" is an error when the harness failed runs
+itself. Built with ``xml.etree`` so escaping is never hand-made.
 """
 
 from __future__ import annotations
