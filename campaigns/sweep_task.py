@@ -120,7 +120,7 @@ def _judged(program, config) -> dict:
             judged["outside"] = outside(program, outcome.capture.graphs)
     if verdict.failed or status == "inconclusive":
         judged["blame"] = blame(program, verdict.where, verdict.details or {})
-        cases = per_case(outcome, program) if verdict.kind not in ("requires_grad", "aliasing", "nondeterministic") \
+        cases = per_case(outcome, program) if verdict.kind not in ("requires_grad", "aliasing", "version", "nondeterministic") \
             else None
         if cases is not None and (status != "fail" or "fail" in cases):  # never fewer failures than the whole
             judged["cases"] = cases

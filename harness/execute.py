@@ -166,12 +166,34 @@ def autograd_of(model: torch.nn.Module):
             getattr(module, DRIVE, None))
 
 
+def _versions(model: torch.nn.Module, inputs: list, names: list[str]) -> dict[str, tuple[torch.Tensor, int]]:
+    """Each input, buffer and parameter tensor with its version counter (an inference tensor has none)."""
+    tensors = [(f"input:{n}", t) for n, t in zip(names, inputs)]
+    tensors += [(f"buffer:{n}", b) for n, b in model.named_buffers()]
+    tensors += [(f"param:{n}", p) for n, p in model.named_parameters()]
+    out = {}
+    for name, t in tensors:
+        if isinstance(t, torch.Tensor) and not t.is_inference():
+            out.setdefault(name, (t, t._version))
+    return out
+
+
+def _written(before: dict[str, tuple[torch.Tensor, int]], model: torch.nn.Module) -> list[str]:
+    """The tensors of ``before`` whose version moved; a buffer or parameter rebound to another tensor is no write
+    of the one it held."""
+    now = {f"buffer:{n}": b for n, b in model.named_buffers()} | {f"param:{n}": p for n, p in model.named_parameters()}
+    return sorted(name for name, (t, version) in before.items()
+                  if now.get(name, t) is t and t._version != version)
+
+
 def _execute(fn, model, inputs, input_names, backward, kwargs, hold, trace, drive) -> Execution:
+    before = _versions(model, inputs, input_names)
     try:
         with in_torch():
             out = fn(*inputs, **(kwargs or {}))
     except Exception as e:  # the compiler under test may raise anything
         return Execution(failure=failure(e, "runtime"))
+    written = _written(before, model)
     forward = len(trace)
     leaves, spec = tree_flatten(out)
     result = Execution(
@@ -179,6 +201,7 @@ def _execute(fn, model, inputs, input_names, backward, kwargs, hold, trace, driv
         requires_grad=[isinstance(x, torch.Tensor) and x.requires_grad for x in leaves],
         treespec=str(spec),
         aliases=aliases(leaves, inputs, input_names),
+        written=written,
     )
     if backward:
         pairs = [

@@ -81,6 +81,9 @@ class Execution:
     grads: dict[str, Optional[torch.Tensor]] = field(default_factory=dict)
     # Every input and buffer after the run: in-place mutations are results too.
     state: dict[str, torch.Tensor] = field(default_factory=dict)
+    # Inputs, buffers and parameters ("input:NAME", ...) whose version counter the forward moved: a write autograd
+    # knows of (a graph that saved the tensor before the call refuses to backward through it). None: not recorded.
+    written: Optional[list[str]] = None
     failure: Optional[Failure] = None
     # (phase, label, value) of every hook and pack/unpack the program's autograd features recorded
     # (generators.autograd), phase "forward" or "backward", in the order they ran

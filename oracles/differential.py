@@ -57,7 +57,7 @@ def check(outcome: Outcome) -> Verdict:
         return Verdict(NAME, Status.FAIL, kind="structure", where="outputs",
                        message=f"expected output structure {eager.treespec}, got {compiled.treespec}")
 
-    return combine(NAME, [*aliasing(NAME, eager, compiled, outcome.program),
+    return combine(NAME, [*aliasing(NAME, eager, compiled, outcome.program), *versions(NAME, eager, compiled),
                           *compare_runs(NAME, eager, compiled, outcome.reference, **numerics(outcome),
                                         requires_grad=outcome.config.mode == "train", noise=outcome.low_reference)])
 
@@ -74,6 +74,22 @@ def aliasing(oracle: str, expected: Execution, actual: Execution, program=None) 
                     message=f"expected it to share storage with {e or 'nothing'}, it shares it with {a or 'nothing'}",
                     details={"expected": e, "actual": a})
             for i, (e, a) in enumerate(zip(expected.aliases, actual.aliases)) if e != a]
+
+
+def versions(oracle: str, expected: Execution, actual: Execution) -> list[Verdict]:
+    """An input, buffer or parameter whose version counter eager's forward moved and the compiled one did not.
+    Autograd reads the counter to refuse a backward through a graph that saved the tensor before it was written
+    (what ``torch.autograd.graph.increment_version`` is for: a compiled kernel that writes an input in place must
+    call it); a write it does not see gives that backward silently wrong gradients. A compiled run that moves a
+    counter eager leaves alone is not judged: eager's own kernels write without moving it (``batch_norm``'s
+    running statistics), and torch documents extra moves as harmless."""
+    if expected.written is None or actual.written is None:
+        return []
+    return [Verdict(oracle, Status.FAIL, kind="version", where=f"state[{name}]",
+                    message=f"eager's forward wrote {name} and moved its version counter; the compiled forward did "
+                            "not move it: a backward through a graph that saved it would not see the write",
+                    details={"expected": True, "actual": False})
+            for name in sorted(set(expected.written) - set(actual.written))]
 
 
 # A compile-time rejection of an op the backend does not know, by a backend

@@ -54,6 +54,33 @@ zero_sign_lost = _wrap_all(lambda t: t + 0.0)
 nan_zeroed = _wrap_all(lambda t: torch.nan_to_num(t, nan=0.0, posinf=float("inf"), neginf=float("-inf")))
 
 
+def hides_input_writes(gm: torch.fx.GraphModule, example_inputs):
+    """AOTAutograd keeping input writes in the forward graph (as inductor does), run eagerly with every
+    argument's version counter preserved and ``torch.autograd.graph.increment_version`` a no-op at compile
+    time: the values are right, but a write the compiled forward made to an input is hidden from autograd, as
+    a kernel that writes in place and forgets ``increment_version`` hides it."""
+    import contextlib
+    from unittest import mock
+
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    def forward(fw: torch.fx.GraphModule, _):
+        def run(args):
+            with contextlib.ExitStack() as stack:
+                for t in args:
+                    if isinstance(t, torch.Tensor) and not t.is_inference():
+                        stack.enter_context(torch.autograd._unsafe_preserve_version_counter(t))
+                return fw(*args)
+
+        run._boxed_call = True
+        return run
+
+    with mock.patch.object(torch.autograd.graph, "increment_version", lambda t: None):
+        return aot_autograd(fw_compiler=forward, bw_compiler=lambda bw, _: make_boxed_func(bw.forward),
+                            keep_inference_input_mutations=True)(gm, example_inputs)
+
+
 def corrupt_every_third_invoke_subgraph(gm: torch.fx.GraphModule, example_inputs):
     """Adds 1.0 to the first result of the 3rd, 6th, ... invoke_subgraph call
     of each graph, then runs the graph like the ``eager`` backend: a bug only

@@ -332,6 +332,27 @@ def test_honest_backend_passes_the_planted_program():
     assert outcome.capture.deduplicated and outcome.capture.region_groups
 
 
+# The forward writes its second input in place after each call (Section.write); nothing requires grad (with a
+# gradient, aot_eager meets KI-072 on it).
+WRITING_PROGRAM = Program(
+    inputs=(("x", TensorSpec((3, 4), "float32", False)), ("y0", TensorSpec((3, 4), "float32", False))),
+    block=Block("function", ("x", "y0"), (), (), (), (Stmt("v0", "sin", (Ref("x"),)), Stmt("v1", "add", (Ref("v0"), Ref("y0")))),
+                "v1"),
+    sections=(Section("calls", "chain", (Call(), Call()), write=("y0", "direct")),),
+)
+
+
+def test_a_write_hidden_from_autograd_is_caught():
+    """The planted backend computes every value right and hides the forward's write to y0 from autograd (its
+    version counter): only the version check sees it; an honest backend passes the same program."""
+    bad = run_program(WRITING_PROGRAM, RunConfig(backend="suites.planted:hides_input_writes", dedup=False))
+    assert bad.eager.written == ["input:y0"] and bad.compiled.written == [], bad.compiled.failure
+    verdict = differential.check(bad)
+    assert verdict.failed and verdict.kind == "version" and verdict.where == "state[input:y0]", verdict
+    good = run_program(WRITING_PROGRAM, RunConfig(backend="aot_eager"))
+    assert good.compiled.written == ["input:y0"] and differential.check(good).status is Status.PASS
+
+
 # -0.0 where x > 0 (sin(x) * -0.0), NaN elsewhere (x * nan): edge values the
 # computation determines, as float64 agrees.
 EDGE_PROGRAM = Program(
