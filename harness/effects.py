@@ -4,7 +4,7 @@ The dedup pass learns mutations from tensor version counters while tracing;
 the structural oracles need their own answer, so this module reads it off the
 op: a schema's write annotations, a trailing-underscore method or function,
 ``operator.setitem`` and the in-place dunders, ``inplace=True``, ``out=``,
-and batch norm in training mode (its running statistics).
+and batch and instance norm updating their running statistics.
 """
 
 from __future__ import annotations
@@ -32,10 +32,27 @@ def _batch_norm(node: Node) -> list[Any]:
     return [node.kwargs.get(n, node.args[i + 1] if len(node.args) > i + 1 else None) for i, n in enumerate(names)]
 
 
+def _instance_norm(node: Node) -> list[Any]:
+    """F.instance_norm(input, running_mean, running_var, weight, bias, use_input_stats, ...): it updates the
+    running statistics it is given while it uses the input's (the default)."""
+    if not node.kwargs.get("use_input_stats", node.args[5] if len(node.args) > 5 else True):
+        return []
+    names = ("running_mean", "running_var")
+    return [node.kwargs.get(n, node.args[i + 1] if len(node.args) > i + 1 else None) for i, n in enumerate(names)]
+
+
+def _torch_instance_norm(node: Node) -> list[Any]:
+    """torch.instance_norm(input, weight, bias, running_mean, running_var, use_input_stats, ...)."""
+    args = node.args
+    return [args[3], args[4]] if len(args) > 5 and args[5] else []
+
+
 # call_function targets with their own rule: target -> written arguments.
 _SPECIAL: dict[Any, Callable[[Node], list[Any]]] = {
     F.batch_norm: _batch_norm,
     torch.batch_norm: lambda n: _batch_norm(n) if len(n.args) > 5 else [],
+    F.instance_norm: _instance_norm,
+    torch.instance_norm: _torch_instance_norm,
 }
 
 

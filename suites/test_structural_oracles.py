@@ -303,3 +303,33 @@ def test_extra_guard_is_named_where_the_second_capture_is_sampled_out():
     verdict = dedup_toggle.check(outcome)
     assert verdict.failed and verdict.kind == "guards", verdict
     assert determinism.check(outcome).status is Status.PASS
+
+
+@pytest.mark.parametrize("spelling", ["functional", "torch"])
+def test_instance_norm_writes_the_running_statistics_it_is_given(spelling):
+    """F.instance_norm (and torch.instance_norm under it) updates running_mean and running_var in place while it
+    normalizes by the input's statistics: a region holding it writes its inputs, which the pass refuses to
+    replace, so identical repeats left alone are excluded, not missed (an OpenVINO campaign's OpInfo batch read
+    them as a missed merge)."""
+    import torch
+    import torch.nn.functional as F
+
+    from harness.effects import written_args
+
+    def norm(x, rm, rv, use):
+        if spelling == "functional":
+            return F.instance_norm(x, running_mean=rm, running_var=rv, use_input_stats=use)
+        return torch.instance_norm(x, None, None, rm, rv, use, 0.1, 1e-5, False)
+
+    graphs = []
+
+    def backend(gm, _):
+        graphs.append(gm)
+        return gm
+
+    for use in (True, False):
+        torch._dynamo.reset()
+        torch.compile(lambda x, rm, rv: norm(x, rm, rv, use), backend=backend)(
+            torch.randn(3, 2, 4), torch.zeros(2), torch.ones(2))
+        node = next(n for n in graphs[-1].graph.nodes if n.op == "call_function")
+        assert [w.name for w in written_args(node)] == (["l_rm_", "l_rv_"] if use else []), node.format_node()
