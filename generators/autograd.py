@@ -56,6 +56,9 @@ class Feature:
     module: bool = False  # needs module instances (a module block or module sub-block)
     weights: bool = False  # needs parameters
     writes: bool = False  # writes the inputs that need no gradient between the forward and the backward
+    # How eager's values relate to the same program's without the feature, as torch promises (VALUES); "": they
+    # change (a hook that returns a new gradient), not judged
+    values: str = ""
     # not where a block is a nested_compile_region body: what it annotates is not inherited there
     # (pytorch/pytorch#170624: a nested region is its own root for annotations)
     regionless: bool = False
@@ -67,34 +70,34 @@ class Feature:
 FEATURES_LIST = (
     # --- tensor hooks: observe, change the gradient, on the input, an intermediate, the result, parameters
     Feature("tensor.observe", "tensor", "body", ("_observe({t}, 'tensor.mid')",),
-            "Tensor.register_hook on the block's first value, observing its gradient", at="mid"),
+            "Tensor.register_hook on the block's first value, observing its gradient", at="mid", values="same"),
     Feature("tensor.input", "tensor", "body", ("_observe({t}, 'tensor.input')",),
-            "Tensor.register_hook on the block's primary input inside the body", at="input"),
+            "Tensor.register_hook on the block's primary input inside the body", at="input", values="same"),
     Feature("tensor.scale", "tensor", "body", ("_scale({t})",),
             "a hook returning a new gradient (twice the one it gets) on the first value", at="mid", pure=True),
     Feature("tensor.output", "tensor", "body", ("_scale({t})", "_observe({t}, 'tensor.output')"),
             "two hooks on the result, run in the order registered: the second sees what the first returned",
             at="output"),
     Feature("tensor.post_accumulate", "tensor", "init", ("_post_accumulate(self)",),
-            "register_post_accumulate_grad_hook on every other parameter", weights=True),
+            "register_post_accumulate_grad_hook on every other parameter", weights=True, values="same"),
     # --- autograd node hooks
     Feature("node.hooks", "node", "body", ("_node_hooks({t}, 'node')",),
-            "grad_fn.register_prehook and register_hook on the first value's node (the pre-hook first)", at="mid"),
+            "grad_fn.register_prehook and register_hook on the first value's node (the pre-hook first)", at="mid", values="same"),
     Feature("node.multi_all", "node", "body", ("_multi({m}, {t}, 'multi.all', 'all')",),
-            "register_multi_grad_hook(mode='all') over the first value and the result", at="output"),
+            "register_multi_grad_hook(mode='all') over the first value and the result", at="output", values="same"),
     Feature("node.multi_any", "node", "body", ("_multi({m}, {t}, 'multi.any', 'any')",),
-            "register_multi_grad_hook(mode='any'): called once, with whichever gradient comes first", at="output"),
+            "register_multi_grad_hook(mode='any'): called once, with whichever gradient comes first", at="output", values="same"),
     # --- module hooks, on every other instance of the program's own module classes
     Feature("module.forward_pre", "module", "init", ("_module_hooks(self, 'forward_pre')",),
-            "a forward pre-hook observing the first argument", module=True),
+            "a forward pre-hook observing the first argument", module=True, values="same"),
     Feature("module.forward", "module", "init", ("_module_hooks(self, 'forward')",),
-            "a forward hook observing the output", module=True),
+            "a forward hook observing the output", module=True, values="same"),
     Feature("module.forward_kwargs", "module", "init", ("_module_hooks(self, 'forward_kwargs')",),
-            "a forward hook with_kwargs=True, always_call=True", module=True),
+            "a forward hook with_kwargs=True, always_call=True", module=True, values="same"),
     Feature("module.forward_replace", "module", "init", ("_module_hooks(self, 'forward_replace')",),
             "a forward hook returning a new output (twice the float output)", module=True),
     Feature("module.backward", "module", "init", ("_module_hooks(self, 'backward')",),
-            "a full backward pre-hook and a full backward hook (the pre-hook first)", module=True),
+            "a full backward pre-hook and a full backward hook (the pre-hook first)", module=True, values="same"),
     Feature("module.backward_replace", "module", "init", ("_module_hooks(self, 'backward_replace')",),
             "a full backward pre-hook returning a new grad_output (twice the one it gets)", module=True),
     # --- the global module hooks (torch.nn.modules.module.register_module_*): every module call in the process,
@@ -102,40 +105,40 @@ FEATURES_LIST = (
     # their dicts are guarded by type alone, pytorch/pytorch#197135)
     Feature("module.global_forward", "module", "around", ("_global_hooks('forward')",),
             "a global forward pre-hook and forward hook observing every call of the program's own modules",
-            module=True),
+            module=True, values="same"),
     Feature("module.global_backward", "module", "around", ("_global_hooks('backward')",),
             "a global full backward pre-hook and backward hook observing every call of the program's own modules "
-            "(the pre-hook first)", module=True),
+            "(the pre-hook first)", module=True, values="same"),
     # --- saved tensors
     Feature("saved.pair", "saved", "around", ("torch.autograd.graph.saved_tensors_hooks(_pack, _unpack)",),
-            "saved_tensors_hooks packing each saved tensor in a tagged pair, counting packs and unpacks"),
+            "saved_tensors_hooks packing each saved tensor in a tagged pair, counting packs and unpacks", values="same"),
     Feature("saved.negate", "saved", "around", ("torch.autograd.graph.saved_tensors_hooks(_pack_neg, _unpack_neg)",),
             "saved_tensors_hooks storing each float saved tensor negated, negating it back (exact): a hook applied "
-            "on one side only changes the gradients"),
+            "on one side only changes the gradients", values="same"),
     Feature("saved.float64", "saved", "around", ("torch.autograd.graph.saved_tensors_hooks(_pack64, _unpack64)",),
-            "saved_tensors_hooks moving each float saved tensor to float64 and back (lossless)"),
+            "saved_tensors_hooks moving each float saved tensor to float64 and back (lossless)", values="same"),
     Feature("saved.cpu", "saved", "around", ("torch.autograd.graph.save_on_cpu(pin_memory=False)",),
-            "save_on_cpu"),
+            "save_on_cpu", values="same"),
     Feature("saved.disabled", "saved", "around",
             ("torch.autograd.graph.disable_saved_tensors_hooks('this program runs with saved tensors hooks off')",),
-            "disable_saved_tensors_hooks: registering saved tensors hooks raises"),
+            "disable_saved_tensors_hooks: registering saved tensors hooks raises", values="same"),
     Feature("saved.modified", "saved", "drive", (),
             "the inputs written between the forward and the backward: eager raises where a saved one was "
             "written (recorded as 'error.inplace'); compiled code must raise alike", writes=True),
     # --- gradient edges and partial gradients (the drive: how the gradients are asked for)
     Feature("grad.subset", "grad", "drive",
             ("chosen = leaves[::2]", "_assign(chosen, torch.autograd.grad(outs, chosen, cots, allow_unused=True))"),
-            "torch.autograd.grad for every other leaf"),
+            "torch.autograd.grad for every other leaf", values="subset"),
     Feature("grad.inputs", "grad", "drive", ("torch.autograd.backward(outs, cots, inputs=leaves[::2])",),
-            "backward(inputs=...) for every other leaf"),
+            "backward(inputs=...) for every other leaf", values="subset"),
     Feature("grad.edge", "grad", "drive",
             ("edges = [torch.autograd.graph.get_gradient_edge(t) for t in leaves]",
              "_assign(leaves, torch.autograd.grad(outs, edges, cots, allow_unused=True))"),
-            "torch.autograd.grad by get_gradient_edge of each leaf"),
+            "torch.autograd.grad by get_gradient_edge of each leaf", values="same"),
     Feature("grad.retain", "grad", "drive",
             ("torch.autograd.backward(outs, cots, retain_graph=True)", "torch.autograd.backward(outs, cots)"),
             "backward with retain_graph=True, then again: the gradients accumulate twice",
-            refusals=(r"compiled with non-empty donated buffers",)),
+            refusals=(r"compiled with non-empty donated buffers",), values="twice"),
     Feature("grad.double", "grad", "drive",
             ("first = torch.autograd.grad(outs, leaves, cots, create_graph=True, allow_unused=True)",
              "_record_all('grad.first', first)",
@@ -154,6 +157,21 @@ FEATURES_LIST = (
             "activations", regionless=True),
 )
 FEATURES: dict[str, Feature] = {f.name: f for f in FEATURES_LIST}
+# Feature.values: what torch promises of a program's eager values with the feature against the same program's
+# without it. "same": outputs, state and gradients alike (a hook that only observes, a lossless pack/unpack
+# pair, a gradient asked for by its edge); "subset": the gradients of the leaves the drive asks for (every
+# other one) alike, the others none; "twice": every gradient doubled (backward run twice), the rest alike.
+VALUES = ("same", "subset", "twice")
+
+
+def plain_values(names: tuple[str, ...]) -> str:
+    """How a program's eager values with the features ``names`` relate to its values without them (VALUES; ""
+    where some feature changes them or none is drawn)."""
+    kinds = {FEATURES[n].values for n in names}
+    if not names or "" in kinds:
+        return ""
+    kinds.discard("same")
+    return "same" if not kinds else kinds.pop() if len(kinds) == 1 else ""
 
 # Module-level helpers the features' lines call: a program gets the ones its features' lines name, and
 # the ones those name (``helpers``), with TRACE first.

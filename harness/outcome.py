@@ -195,3 +195,7 @@ class Outcome:
     # The main compile was this process's first: its guards may hold what the first compile installs
     # (harness.pipeline.recapture_sampled_out), so a second capture is always made.
     first_capture: bool = False
+    # The program without its autograd features, run eagerly (and in float64: its referee), where torch promises
+    # how their values relate (generators.autograd.plain_values): the ground truth of what hooks only observe.
+    plain_eager: Optional[Execution] = None
+    plain_reference: Optional[Execution] = None

@@ -16,6 +16,7 @@ from typing import Callable
 import torch
 import torch._dynamo
 
+from generators.autograd import plain_values
 from generators.codegen import compile_kwargs, render, sub_callable
 from generators.ir import Program
 from generators.regions import twins
@@ -219,6 +220,7 @@ def _run_program(program: Program, config: RunConfig) -> Outcome:
             low_reference = run_eager(module, program, config, cast=low_precision(config.precision))
         except InvalidProgram:
             low_reference = None
+    plain_eager, plain_reference = _plain_eager(program, config)
     seconds["eager"] = time.perf_counter() - t
     t = time.perf_counter()
     first_capture = not _CAPTURED
@@ -228,9 +230,28 @@ def _run_program(program: Program, config: RunConfig) -> Outcome:
     if capture.variant_seconds:  # the guard oracles' changed calls, apart from the compile they re-call
         seconds["guards"] = capture.variant_seconds
     outcome = Outcome(program, config, source, eager, eager_again, reference, compiled, capture, seconds,
-                      low_reference=low_reference, first_capture=first_capture)
+                      low_reference=low_reference, first_capture=first_capture, plain_eager=plain_eager,
+                      plain_reference=plain_reference)
     _run_companions(outcome, module)
     return outcome
+
+
+def _plain_eager(program: Program, config: RunConfig) -> tuple[Execution | None, Execution | None]:
+    """Eager's runs (as is, in float64) of the program without its autograd features, where torch promises how
+    the values with them relate (None: no such features, or it fails): a fault in torch's hook machinery that
+    eager and the compiled run share shows against these, and against nothing else."""
+    if not plain_values(program.options.autograd):
+        return None, None
+    plain = replace(program, options=replace(program.options, autograd=()))
+    module = load_source(render(plain))
+    try:
+        run = run_eager(module, plain, config)
+    except InvalidProgram:
+        return None, None
+    try:
+        return run, run_eager(module, plain, config, float64=True)
+    except InvalidProgram:
+        return run, None
 
 
 def add_companions(outcome: Outcome, names: tuple[str, ...]) -> None:

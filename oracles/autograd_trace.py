@@ -12,20 +12,23 @@ pre-hooks before their hooks (``ORDERED``). A difference is a kind of its own: `
 reaches no loss but sits on a compiled node that runs; ``hook:zeros``: called with gradients of zeros),
 ``hook:value``, ``hook:order``, ``error:missing`` (eager raised for
 a saved tensor written in place, compiled code did not), ``grad:value`` (a first gradient of a
-double backward).
+double backward). And eager itself against the same program without its features, where torch
+promises how the values relate (``transparent``): what eager and the compiled run share cannot be
+seen by comparing them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 import torch
 
-from generators.autograd import ORDERED, promise
+from generators.autograd import ORDERED, plain_values, promise
 from harness.outcome import Execution, Outcome
 
 from .compare import compare
-from .differential import numerics
+from .differential import compare_runs, nondeterministic, numerics
 from .verdict import Status, Verdict, combine
 
 NAME = "autograd_trace"
@@ -41,6 +44,42 @@ def _values(run: Execution | None, phase: str, label: str) -> list:
 
 
 def check(outcome: Outcome) -> Verdict:
+    return combine(NAME, [*_plain(outcome), _traced(outcome)])
+
+
+def _plain(outcome: Outcome) -> list[Verdict]:
+    """Eager with the program's autograd features against eager without them (``Outcome.plain_eager``), as torch
+    promises they relate (``generators.autograd.plain_values``): hooks that only observe, lossless pack/unpack
+    pairs and gradients asked for another way leave the values alone. The compiled run is judged against eager
+    with the features; a fault in torch's autograd machinery that both share shows here alone."""
+    plain, eager, program = outcome.plain_eager, outcome.eager, outcome.program
+    relation = plain_values(program.options.autograd) if plain is not None and program is not None else ""
+    if not relation or eager.failure is not None or plain.failure is not None \
+            or (outcome.eager_again is not None and nondeterministic(eager, outcome.eager_again)):
+        return []
+    expected, reference = _related(plain, relation), _related(outcome.plain_reference, relation)
+    verdicts = compare_runs(NAME, expected, eager, reference, **numerics(outcome),
+                            requires_grad=outcome.config.mode == "train")
+    features = ", ".join(program.options.autograd)
+    return [dataclasses.replace(v, kind="transparent", message=(
+                f"eager with {features} differs from eager without ({relation}: torch promises they do not change "
+                f"it): {v.kind}: {v.message}")) for v in verdicts if v.status is Status.FAIL]
+
+
+def _related(plain: Execution | None, relation: str) -> Execution | None:
+    """What eager with the features should give, from the run without them."""
+    if plain is None:
+        return None
+    grads = plain.grads
+    if relation == "twice":
+        grads = {k: None if g is None else g * 2 for k, g in grads.items()}
+    elif relation == "subset":  # the drive asks for every other leaf: inputs needing a gradient, then parameters
+        asked = list(grads)[::2]
+        grads = {k: g if k in asked else None for k, g in grads.items()}
+    return dataclasses.replace(plain, grads=grads, trace=[])
+
+
+def _traced(outcome: Outcome) -> Verdict:
     eager, compiled = outcome.eager, outcome.compiled
     if not eager.trace and not compiled.trace:
         return Verdict(NAME, Status.PASS, message="no autograd trace")

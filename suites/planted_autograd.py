@@ -27,6 +27,14 @@ a feature of its family (its feature):
   (``torch.autograd.graph.region_activation_memory_budget``), scales the
   first gradient its backward returns.
 
+And two in what eager and compiled code share, which no comparison of the two can see (the autograd-trace
+oracle's ``transparent`` check, against the program without its features, does):
+
+- ``saved_on_cpu_in_bfloat16`` (saved): ``torch.autograd.graph.save_on_cpu`` keeps a bfloat16 copy of each
+  float saved tensor;
+- ``gradient_edge_of_a_view`` (grad): ``torch.autograd.graph.get_gradient_edge`` returns the edge of a
+  view of its tensor, which no graph reaches (the gradient asked for by it comes back None).
+
 ``<fault>__<backend>`` enters one in a repro's own process.
 """
 
@@ -205,10 +213,27 @@ def region_budget_grads_scaled():
         partitioners._get_memory_budget_annotation(n) is not None for n in joint.graph.nodes))
 
 
+def saved_on_cpu_in_bfloat16():
+    def wrap(orig):  # type: ignore[no-untyped-def]
+        def init(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            orig(self, *args, **kwargs)
+            pack = self.pack_hook
+            self.pack_hook = lambda t: pack(t.to(torch.bfloat16).to(t.dtype) if t.is_floating_point() else t)
+
+        return init
+
+    return _patched(torch.autograd.graph.save_on_cpu, "__init__", wrap)
+
+
+def gradient_edge_of_a_view():
+    return _patched(torch.autograd.graph, "get_gradient_edge", lambda orig: lambda t: orig(t.view_as(t)))
+
+
 FAULTS = {f.__name__: f for f in (intermediate_hook_dropped, compiled_node_prehook_halved,
                                    forward_hooks_skipped_when_compiling, global_forward_hooks_skipped_when_compiling,
                                    global_backward_hooks_skipped_when_compiling, compiled_unpack_skipped,
-                                   retained_backward_zeroed, region_budget_grads_scaled)}
+                                   retained_backward_zeroed, region_budget_grads_scaled, saved_on_cpu_in_bfloat16,
+                                   gradient_edge_of_a_view)}
 
 
 def __getattr__(name: str):  # type: ignore[no-untyped-def]

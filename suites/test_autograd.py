@@ -29,6 +29,7 @@ from harness.outcome import Capture, Execution, Outcome, RunConfig
 from harness.pipeline import run_eager, run_program
 from oracles import autograd_trace, differential
 from oracles.registry import run_config
+from oracles.verdict import Status
 from suites.test_property import _share
 
 pytestmark = pytest.mark.unit
@@ -164,6 +165,24 @@ def test_the_mutation_operator_gives_and_takes_and_the_reducer_takes_away():
     assert any(len(m.options.autograd) < 2 for m in taken)
     assert any(label == "autograd" and c is not None and c.options.autograd == ("saved.pair",)
                for label, c in proposals(hooked))
+
+
+@pytest.mark.parametrize("fault, feature", [("saved_on_cpu_in_bfloat16", "saved.cpu"),
+                                            ("gradient_edge_of_a_view", "grad.edge")])
+def test_a_fault_eager_shares_is_seen_against_the_program_without_the_feature(fault, feature):
+    """A fault in torch's saved-tensor or gradient-edge machinery that eager and the compiled run share: they
+    agree, so only eager against the same program without the feature (which torch promises changes nothing)
+    sees it; without the fault that passes."""
+    from .planted_autograd import FAULTS
+
+    program = _program(feature, kind="function")
+    with FAULTS[fault]():
+        outcome = run_program(program, RunConfig(backend="eager", dedup=False))
+    assert differential.check(outcome).status is Status.PASS
+    verdict = autograd_trace.check(outcome)
+    assert verdict.failed and verdict.kind == "transparent" and verdict.where.startswith("grad["), verdict
+    honest = run_program(program, RunConfig(backend="eager", dedup=False))
+    assert honest.plain_eager is not None and autograd_trace.check(honest).status is Status.PASS
 
 
 @st.composite
