@@ -452,6 +452,7 @@ def judge_locally(cases: list[Case], config: dict, region: bool = False) -> dict
     while (picked := sweep.next_batch()) is not None:
         program = sweep.program(*picked)
         result = run_batch({"program": program, "config": config})
+        cause = None  # the known issue the batch meets, asked only where a case fails in it and passes alone
         for single in sweep.judged(program, result):
             alone = result if single["single"] is program else run_batch({"program": single["single"], "config": config})
             bad = [r for r in alone["runs"] if not r.get("masked") and r["status"] != "pass"]
@@ -461,5 +462,26 @@ def judge_locally(cases: list[Case], config: dict, region: bool = False) -> dict
                     sweep.set_status(case, "failed" if bad[0]["status"] == "fail" else bad[0]["status"],
                                      f"{together}{bad[0]['kind']} at {bad[0].get('where') or '-'}: {bad[0]['message']}")
                 elif not together:
-                    sweep.set_status(case, "inconclusive", "failed in its batch, passed alone")
+                    cause = _known_cause(program, config) if cause is None else cause
+                    sweep.set_status(case, "known" if cause else "inconclusive",
+                                     f"{cause}, met by its batch (passed alone)" if cause else
+                                     "failed in its batch, passed alone")
     return sweep.cells
+
+
+def _known_cause(program: dict, config: dict) -> str:
+    """The known issue a failing batch meets, by the triage a campaign gives a finding ("": none): a torch bug
+    only the batch's cases together reach (two calls of a block holding both) is no case's failure, nor a
+    false alarm."""
+    from harness.pipeline import run_program
+    from oracles import differential
+    from reports.known_issues import match
+    from reports.triage import triage
+
+    from .sweep_task import JUDGED
+    from .task_config import config_from, needing
+
+    outcome = run_program(from_dict(program), needing(config_from(config), JUDGED))
+    verdict = differential.check(outcome)
+    issue = match(triage(outcome, verdict).signature, outcome.config.backend) if verdict.failed else None
+    return issue.id if issue is not None else ""
