@@ -57,7 +57,7 @@ def _plain(outcome: Outcome) -> list[Verdict]:
     if not relation or eager.failure is not None or plain.failure is not None \
             or (outcome.eager_again is not None and nondeterministic(eager, outcome.eager_again)):
         return []
-    expected, reference = _related(plain, relation), _related(outcome.plain_reference, relation)
+    expected, reference = _related(plain, relation, eager), _related(outcome.plain_reference, relation, eager)
     verdicts = compare_runs(NAME, expected, eager, reference, **numerics(outcome),
                             requires_grad=outcome.config.mode == "train")
     features = ", ".join(program.options.autograd)
@@ -66,17 +66,22 @@ def _plain(outcome: Outcome) -> list[Verdict]:
                 f"it): {v.kind}: {v.message}")) for v in verdicts if v.status is Status.FAIL]
 
 
-def _related(plain: Execution | None, relation: str) -> Execution | None:
-    """What eager with the features should give, from the run without them."""
+def _related(plain: Execution | None, relation: str, eager: Execution) -> Execution | None:
+    """What eager with the features should give, from the run without them (a program of its own source: a
+    tensor subclass it defines is a class of its own, taken as ``eager``'s class of that name)."""
     if plain is None:
         return None
+    outputs = [p.as_subclass(type(e)) if isinstance(p, torch.Tensor) and isinstance(e, torch.Tensor)
+               and type(p) is not type(e) and type(p).__qualname__ == type(e).__qualname__
+               else p for p, e in zip(plain.outputs, eager.outputs)]
+    outputs += plain.outputs[len(outputs):]
     grads = plain.grads
     if relation == "twice":
         grads = {k: None if g is None else g * 2 for k, g in grads.items()}
     elif relation == "subset":  # the drive asks for every other leaf: inputs needing a gradient, then parameters
         asked = list(grads)[::2]
         grads = {k: g if k in asked else None for k, g in grads.items()}
-    return dataclasses.replace(plain, grads=grads, trace=[])
+    return dataclasses.replace(plain, outputs=outputs, grads=grads, trace=[])
 
 
 def _traced(outcome: Outcome) -> Verdict:
