@@ -120,6 +120,10 @@ TRIGGERS: dict[str, tuple[Callable[[Program, RunConfig], bool], Removal]] = {
     "grad_mode": (_in_context("grad", "inference"), _program_only(without_grad_mode)),
     # a torch.autocast around a call (KI-006's brackets: the message it crashes with is not its alone)
     "autocast": (_in_context("autocast"), _program_only(without_autocast)),
+    # repeats traced inside and outside autocast (an enabled bracket around some calls, none or a disabled one
+    # around others): what regions merged across autocast need (KI-011); the same state in every bracket is not
+    "autocast_mixed": (lambda p, c: len({bool(call.context.autocast) for _, call in p.repeats()}) > 1,
+                       _program_only(without_autocast)),
     "higher_order": (_higher_order, _program_only(_without_higher_order)),
     # inputs or outputs of a block that may share storage (a view returned, a tensor passed twice): what a
     # higher-order operator's body refuses; no run is made without it

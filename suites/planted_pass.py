@@ -173,6 +173,12 @@ def mutation_reordered():
     return _after_dedup(_mutation_reordered)
 
 
+def autocast_order_dropped():
+    """The pass forgets that autocast's enter and exit order the nodes around them (its global-state
+    dependencies): a region's call may be sorted out of the bracket its region was traced in."""
+    return _patched(graph_deduplication, "_add_global_state_dependencies", lambda orig: lambda graph, deps: None)
+
+
 # fault name -> its context, entered once per process: resolving the backend again (every compile of a
 # campaign's worker does) must not stack the patch on itself (a swap applied twice is no swap)
 _ENTERED: dict = {}

@@ -57,6 +57,9 @@ TWO_INPUTS = _program(
     body=_stmts(("v0", "sin", (Ref("x"),)), ("v1", "mul", (Ref("v0"), Ref("y0"))), ("v2", "cos", (Ref("v1"),))),
     inputs=(("x", TensorSpec((3, 4)),), ("y0", TensorSpec((3, 4)))), block_inputs=("x", "y0"), result="v2",
 )
+# Every call in a bracket of its own, all under the same autocast state (no region merged across states: not KI-011).
+AUTOCAST_EACH = _program(inputs=(("x", TensorSpec((3, 4)),),), flow="fanout", outputs="tuple",
+                         calls=(Call(context=Context(autocast=True)),) * 3)
 MUTATES_INPUT = _program(
     body=_stmts(("v0", "mul_", (Ref("y0"), Const(2.0))), ("v1", "add", (Ref("x"), Ref("v0"))), ("v2", "sin", (Ref("v1"),))),
     inputs=(("x", TensorSpec((3, 4)),), ("y0", TensorSpec((3, 4)))), block_inputs=("x", "y0"), result="v2",
@@ -90,6 +93,8 @@ PLANTED = [
     (graph_validity.NAME, planted_pass.grad_mode_moved, FIRST_NO_GRAD, "ambient", "ambient:grad", ["grad=True", "v0"]),
     (graph_validity.NAME, planted_pass.mutation_reordered, MUTATES_INPUT, "order", "order:mutation", ["(mul_)", "writes"]),
     (graph_validity.NAME, planted_pass.mutation_check_skipped, MUTATES_INPUT, "subgraph_input_mutation", None, ["writes"]),
+    (graph_validity.NAME, planted_pass.autocast_order_dropped, AUTOCAST_EACH, "ambient", "ambient:autocast",
+     ["autocast_cpu=None", "bfloat16"]),
     (completeness.NAME, planted_pass.regions_dropped, CHAIN, "missed_merge", "missed:static", ["repeat 0"]),
     (determinism.NAME, planted_pass.regions_flaky, CHAIN_RECAPTURED, "region_groups", None, ["differ"]),
     (dedup_toggle.NAME, planted_pass.extra_guard, CHAIN, "guards", "guards", ["ID_MATCH", "nn"]),
