@@ -25,6 +25,7 @@ from generators.settings import SETTINGS
 from harness.outcome import Outcome
 from harness.structure import CALLS, INVOKE_SUBGRAPH, GraphRecord, region_hazards, value_meta
 
+from .region_reuse import PREFIX, REFUSED
 from .verdict import Status, Verdict
 
 NAME = "completeness"
@@ -372,6 +373,28 @@ def _outputs_reusable(kind: str) -> bool:
     return not ret.python and ret.container in ("tuple", "list")
 
 
+def subgraph_calls(gm: torch.fx.GraphModule) -> list[tuple[str, tuple]]:
+    """Each invoke_subgraph call of a graph, in order: its body and what the tracker's key sees of its inputs."""
+    return [(str(n.args[0].target) if isinstance(n.args[0], torch.fx.Node) else "", _metadata(n.args[2:]))
+            for n in gm.graph.find_nodes(op="call_function", target=INVOKE_SUBGRAPH)]
+
+
+def apart(calls: list[tuple[int, tuple[str, tuple]]], group: tuple[int, ...]) -> list[str]:
+    """The bodies that identical calls (``group``, indices into ``calls``: (frame, call)) made in one frame
+    with equal input metadata use, where they use more than one; else none."""
+    parts: dict[tuple, set[str]] = defaultdict(set)
+    for i in group:
+        frame, (body, meta) = calls[i]
+        parts[(frame, meta)].add(body)
+    return next((sorted(bodies) for bodies in parts.values() if len(bodies) > 1), [])
+
+
+def _refusals(log: list[str] | None) -> list[str]:
+    """Why Dynamo refused its reuse cache in the frame, as it logs it ("not eligible -- ..."): a refused call
+    falls back on the install-time comparison of the traced body with those installed (are_same_graph_modules)."""
+    return sorted({m[len(PREFIX):] for m in log or () if m.startswith(PREFIX) and m[len(PREFIX):].startswith(REFUSED)})
+
+
 def _check_compile_region(outcome: Outcome) -> Verdict:
     """Each call of a nested_compile_region block is already an invoke_subgraph
     node; identical calls (with identical input metadata) should share one subgraph
@@ -380,26 +403,25 @@ def _check_compile_region(outcome: Outcome) -> Verdict:
     if _reuse_needs_tensor_outputs() and not _outputs_reusable(kind):
         return Verdict(NAME, Status.PASS, message=f"the block returns {RETURNS[kind].rule}: torch reuses a "
                        "nested_compile_region body only for tensor outputs (is_reuse_eligible), by design")
-    calls = []
-    for record in outcome.capture.structure:
+    calls: list[tuple[int, tuple[str, tuple]]] = []
+    for frame, record in enumerate(outcome.capture.structure):
         if record.pre is None:
             return Verdict(NAME, Status.INCONCLUSIVE, kind="unmapped", message="graph not recorded")
-        calls += [(record, n) for n in record.pre.graph.find_nodes(op="call_function", target=INVOKE_SUBGRAPH)]
+        calls += [(frame, call) for call in subgraph_calls(record.pre)]
     program = outcome.program
     if len(calls) != len(program.repeats()):
         return Verdict(NAME, Status.INCONCLUSIVE, kind="unmapped",
                        message=f"{len(calls)} subgraph calls for {len(program.repeats())} repeats")
     for group in program.identical_repeats():
-        parts: dict[tuple, set[str]] = defaultdict(set)
-        for i in group:
-            record, node = calls[i]
-            signature = (id(record), _metadata(node.args[2:]))
-            parts[signature].add(str(node.args[0].target) if isinstance(node.args[0], torch.fx.Node) else "")
-        for subgraphs in parts.values():
-            if len(subgraphs) > 1:
-                return Verdict(NAME, Status.FAIL, kind="missed_merge", where=f"repeat{group}",
-                               message=f"identical calls of a nested_compile_region use {len(subgraphs)} subgraphs: {sorted(subgraphs)}",
-                               details={"label": "compile_region"})
+        subgraphs = apart(calls, tuple(group))
+        if subgraphs:
+            refused = _refusals(outcome.capture.reuse_log)
+            # a refused call meets the install-time comparison alone: a cause of its own (KI-164's)
+            return Verdict(NAME, Status.FAIL, kind="missed_merge", where=f"repeat{group}",
+                           message=f"identical calls of a nested_compile_region use {len(subgraphs)} subgraphs: "
+                                   f"{subgraphs}" + (f"; Dynamo refused its reuse cache: {refused}" if refused else ""),
+                           details={"label": "compile_region:refused" if refused else "compile_region",
+                                    "group": list(group), "subgraphs": subgraphs, "refused": refused})
     return Verdict(NAME, Status.PASS, message="identical nested_compile_region calls share subgraphs")
 
 

@@ -34,7 +34,7 @@ from harness.outcome import RunConfig
 from harness.pipeline import torch_compile_kwargs
 from harness.replay import call_seed
 from harness.structure import CALLS, _lists_as_tuples, constant, copy_graph_module, describe_region, target_name, value_meta
-from oracles import dedup_toggle, graph_validity, region_identity, region_reuse
+from oracles import completeness, dedup_toggle, graph_validity, region_identity, region_reuse
 from oracles.tolerance import BY_DTYPE, backend_floor, for_dtype
 
 from .signature import normalize
@@ -65,7 +65,8 @@ DRIVERS = {"differential": "differential.py.j2", "process": "process.py.j2", "to
            "regions": "regions.py.j2", "deduplicated": "deduplicated.py.j2", "guard": "guard.py.j2",
            "recompile": "guard.py.j2", "dedup_guards": "guard.py.j2", "unguarded": "guard.py.j2",
            "over_accepting": "guard.py.j2", "replay": "replay.py.j2", "region_toggle": "region_toggle.py.j2",
-           "door": "door.py.j2", "reuse": "reuse.py.j2"}
+           "door": "door.py.j2", "reuse": "reuse.py.j2",
+           "region_merge": "region_merge.py.j2"}
 MODEL = "model.py.j2"  # a model check's repro (campaigns.check)
 
 # Templates hold Python, not HTML: no escaping, trailing newlines kept, a
@@ -90,8 +91,8 @@ def driver_for(details: dict, severity: str, oracle: str = "", kind: str = "") -
     if "variant" in details:  # the change, after the earlier ones that recompiled in the same process
         return ("recompile" if severity == "recompile" else "guard"), {**details["variant"],
                                                                         "before": details.get("before", [])}
-    if severity == "missed" and details.get("label") == "compile_region":  # identical decorated calls apart:
-        return "reuse", None  # Dynamo's own reuse decisions say whether it traced a body again unexplained
+    if severity == "missed" and str(details.get("label", "")).startswith("compile_region"):  # identical decorated
+        return "region_merge", {"group": details.get("group", [])}  # calls apart: the bodies Dynamo gave them
     if severity == "missed":  # a sub-block's missed merge: its ops, not the layer's
         return "deduplicated", ({"sub": details["sub"]} if details.get("sub") else None)
     if oracle == "dedup_toggle" and kind == "guards":  # the first compile's guards with and without the pass
@@ -201,6 +202,9 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
     sub = ""
     if check == "deduplicated":  # the sub-block whose calls stayed apart (oracles.completeness), not a change
         sub, variant = (variant or {}).get("sub", ""), None
+    group: list[int] = []
+    if check == "region_merge":  # the identical decorated calls that stayed apart (oracles.completeness)
+        group, variant = list((variant or {}).get("group", [])), None
     door = _door_fields(program, config, variant or {}) if check == "door" else {}
     backward = door.pop("backward", backward)  # a door says whether its own run goes backward
     change = variant if variant and check != "door" else {"description": "nothing", "apply": (), "undo": ()}
@@ -247,6 +251,7 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         structure_source=_structure_source() if check == "regions" else "",
         order_source=_order_source() if check == "regions" else "",
         **(_reuse_fields() if check == "reuse" else {}),
+        **(_merge_fields(group) if check == "region_merge" else {}),
         normalizer=_source(normalize).strip(),
         first_line=_source(first_line).strip(),
         **_replay_fields(program, replay),
@@ -260,6 +265,14 @@ def _reuse_fields() -> dict:
     parts = [_source(f).strip() for f in (bodies, region_reuse._again, region_reuse._said)]
     return {"hit": region_reuse.HIT, "refused": region_reuse.REFUSED, "prefix": region_reuse.PREFIX,
             "symbolic_operand": SYMBOLIC_OPERAND, "reuse_source": "\n\n\n".join(parts)}
+
+
+def _merge_fields(group: list[int]) -> dict:
+    """The completeness oracle's rule for decorated calls (oracles.completeness.apart), as source a repro
+    embeds; ``group``: the identical calls, by repeat."""
+    parts = [_source(f).strip() for f in (effects.example_value, value_meta, completeness._metadata,
+                                          completeness.subgraph_calls, completeness.apart)]
+    return {"group": group, "merge_source": "\n\n\n".join(parts)}
 
 
 def _autograd_fields(program: Program) -> dict:

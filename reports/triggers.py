@@ -105,6 +105,7 @@ def _setting(name: str) -> tuple[Callable[[Program, RunConfig], bool], Removal]:
 
 
 FOLDING = "inductor.joint_graph_constant_folding"
+HOOK_GUARDS = ("dynamo.skip_nnmodule_hook_guards", False)
 
 # trigger -> (does this run have it?, the run without it: None where no valid program is left)
 TRIGGERS: dict[str, tuple[Callable[[Program, RunConfig], bool], Removal]] = {
@@ -146,6 +147,10 @@ TRIGGERS: dict[str, tuple[Callable[[Program, RunConfig], bool], Removal]] = {
     # is made without it
     "negative_zero": (lambda p, c: any(edge_kind(v) == "-0.0" for _, _, values in python_values(p) for v in values),
                       _program_only(lambda p: None)),
+    # Dynamo skips the guards on a module's empty hook dicts (skip_nnmodule_hook_guards, its default): a frame
+    # compiled for an instance without hooks serves one with them; the run with the guards on (setting guard.module_hooks)
+    "hook_guards_skipped": (lambda p, c: HOOK_GUARDS not in c.torch_config and "guard.module_hooks" not in p.options.settings,
+                            lambda p, c: (p, replace(c, torch_config=(*c.torch_config, HOOK_GUARDS)))),
     # inductor's constant folding of the joint graph (an algebraic rewrite the backend makes: x * 0 -> 0)
     "constant_folding": (lambda p, c: c.backend == "inductor" and (FOLDING, False) not in c.torch_config,
                          lambda p, c: (p, replace(c, torch_config=(*c.torch_config, (FOLDING, False))))),

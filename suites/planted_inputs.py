@@ -187,7 +187,7 @@ def __getattr__(name: str):
     """``<fault>__<backend>``: a backend under a planted fault of a region's inputs."""
     return fault_backend(name, {f.__name__: f for f in (container_leaves_swapped, none_taken_for_tensor,
                                                         module_guards_skipped, requires_grad_ignored,
-                                                        parameter_taken_for_tensor)})
+                                                        parameter_taken_for_tensor, reuse_refused)})
 
 
 def sizes_specialized(gm, example_inputs):

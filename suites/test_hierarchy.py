@@ -5,6 +5,7 @@ the campaign re-judging programs a known crash would otherwise hide."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -241,10 +242,12 @@ def test_a_missed_sub_block_merge_under_dynamic_shapes_is_classed_as_such():
 @pytest.mark.parametrize("returns, plant, expected", [
     ("single", None, "pass"), ("single", "reuse_refused", "fail"),
     ("none", None, "pass"), ("size", None, "pass"), ("tuple", "reuse_refused", "fail")])
-def test_identical_region_calls_share_a_body_unless_torch_documents_it_cannot(returns, plant, expected):
+def test_identical_region_calls_share_a_body_unless_torch_documents_it_cannot(returns, plant, expected, tmp_path):
     """Identical calls of a nested_compile_region share one subgraph (a planted fault refusing every reuse
     is a missed merge); a body returning a Python value beside its result is never reused by design
-    (torch's is_reuse_eligible: tensor outputs only), which is no finding (the seed-81 false alarm)."""
+    (torch's is_reuse_eligible: tensor outputs only), which is no finding (the seed-81 false alarm).
+    The finding's repro exits 1 under the fault and 0 without (its first driver, Dynamo's reuse log,
+    exited 0 on both: each call had a body of its own, none ran one twice)."""
     import contextlib
 
     from oracles import completeness
@@ -264,6 +267,18 @@ def test_identical_region_calls_share_a_body_unless_torch_documents_it_cannot(re
         from reports.repro import driver_for
 
         assert verdict.kind == "missed_merge" and verdict.details["label"] == "compile_region", verdict
-        # its repro reads Dynamo's own reuse decisions, as the region_reuse oracle does
-        assert driver_for(verdict.details, "missed", completeness.NAME, verdict.kind) == ("reuse", None)
+        check, variant = driver_for(verdict.details, "missed", completeness.NAME, verdict.kind)
+        assert (check, variant) == ("region_merge", {"group": [0, 1, 2]})
+        if returns == "single":  # the repro, under the fault and without (the tuple case renders the same driver)
+            from harness import warm
+            from reports.repro import render_repro
+
+            runs = {}
+            for name, backend in (("clean", "aot_eager"), ("fault", "suites.planted_inputs:reuse_refused__aot_eager")):
+                repro = tmp_path / f"{name}.py"
+                repro.write_text(render_repro(program, run_config("aot_eager", ("completeness",)), "missed merge",
+                                              check, variant).replace("BACKEND = 'aot_eager'", f"BACKEND = {backend!r}"))
+                runs[name] = warm.run([str(repro)], cwd=str(Path(__file__).resolve().parent.parent), timeout=300)
+            assert runs["clean"].returncode == 0, runs["clean"].stdout + runs["clean"].stderr
+            assert runs["fault"].returncode == 1, runs["fault"].stdout + runs["fault"].stderr
     assert ("is_reuse_eligible" in verdict.message) == (returns in ("none", "size")), verdict
