@@ -65,6 +65,9 @@ class Feature:
     # Documented refusals of the compiled path (message patterns): a compiled failure matching one is
     # "unsupported", counted apart, never a finding (e.g. AOTAutograd's "does not support double backward").
     refusals: tuple[str, ...] = ()
+    # Gradients it asks for come back through the leaves' __torch_function__ (torch.autograd.grad is overridable):
+    # of a tensor subclass where backward() leaves plain tensors in .grad; same values, another class
+    grads_wrapped: bool = False
 
 
 FEATURES_LIST = (
@@ -128,13 +131,13 @@ FEATURES_LIST = (
     # --- gradient edges and partial gradients (the drive: how the gradients are asked for)
     Feature("grad.subset", "grad", "drive",
             ("chosen = leaves[::2]", "_assign(chosen, torch.autograd.grad(outs, chosen, cots, allow_unused=True))"),
-            "torch.autograd.grad for every other leaf", values="subset"),
+            "torch.autograd.grad for every other leaf", values="subset", grads_wrapped=True),
     Feature("grad.inputs", "grad", "drive", ("torch.autograd.backward(outs, cots, inputs=leaves[::2])",),
             "backward(inputs=...) for every other leaf", values="subset"),
     Feature("grad.edge", "grad", "drive",
             ("edges = [torch.autograd.graph.get_gradient_edge(t) for t in leaves]",
              "_assign(leaves, torch.autograd.grad(outs, edges, cots, allow_unused=True))"),
-            "torch.autograd.grad by get_gradient_edge of each leaf", values="same"),
+            "torch.autograd.grad by get_gradient_edge of each leaf", values="same", grads_wrapped=True),
     Feature("grad.retain", "grad", "drive",
             ("torch.autograd.backward(outs, cots, retain_graph=True)", "torch.autograd.backward(outs, cots)"),
             "backward with retain_graph=True, then again: the gradients accumulate twice",
@@ -162,6 +165,12 @@ FEATURES: dict[str, Feature] = {f.name: f for f in FEATURES_LIST}
 # pair, a gradient asked for by its edge); "subset": the gradients of the leaves the drive asks for (every
 # other one) alike, the others none; "twice": every gradient doubled (backward run twice), the rest alike.
 VALUES = ("same", "subset", "twice")
+
+
+def grads_wrapped(names: tuple[str, ...]) -> bool:
+    """Whether the gradients of a program with the features ``names`` come back of a leaf's tensor subclass
+    where the same program without them leaves plain tensors (Feature.grads_wrapped)."""
+    return any(FEATURES[n].grads_wrapped for n in names)
 
 
 def plain_values(names: tuple[str, ...]) -> str:

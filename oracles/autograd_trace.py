@@ -24,7 +24,7 @@ from collections import Counter
 
 import torch
 
-from generators.autograd import ORDERED, plain_values, promise
+from generators.autograd import ORDERED, grads_wrapped, plain_values, promise
 from harness.outcome import Execution, Outcome
 
 from .compare import compare
@@ -57,7 +57,9 @@ def _plain(outcome: Outcome) -> list[Verdict]:
     if not relation or eager.failure is not None or plain.failure is not None \
             or (outcome.eager_again is not None and nondeterministic(eager, outcome.eager_again)):
         return []
-    expected, reference = _related(plain, relation, eager), _related(outcome.plain_reference, relation, eager)
+    wrapped = grads_wrapped(program.options.autograd)
+    expected = _related(plain, relation, eager, wrapped)
+    reference = _related(outcome.plain_reference, relation, eager, wrapped)
     verdicts = compare_runs(NAME, expected, eager, reference, **numerics(outcome),
                             requires_grad=outcome.config.mode == "train")
     features = ", ".join(program.options.autograd)
@@ -66,16 +68,24 @@ def _plain(outcome: Outcome) -> list[Verdict]:
                 f"it): {v.kind}: {v.message}")) for v in verdicts if v.status is Status.FAIL]
 
 
-def _related(plain: Execution | None, relation: str, eager: Execution) -> Execution | None:
-    """What eager with the features should give, from the run without them (a program of its own source: a
-    tensor subclass it defines is a class of its own, taken as ``eager``'s class of that name)."""
+def _as_eager(value, like, plain_class_too: bool = False):
+    """``value`` as eager's class ``like`` has: the program without its features is a source of its own, so a
+    tensor subclass it defines is a class of its own, taken as eager's class of that name; ``plain_class_too``:
+    a plain tensor too (gradients torch.autograd.grad wraps in a leaf's subclass: Feature.grads_wrapped)."""
+    if not (isinstance(value, torch.Tensor) and isinstance(like, torch.Tensor)) or type(value) is type(like):
+        return value
+    if type(value).__qualname__ == type(like).__qualname__ or (plain_class_too and type(value) is torch.Tensor):
+        return value.as_subclass(type(like))
+    return value
+
+
+def _related(plain: Execution | None, relation: str, eager: Execution, wrapped: bool = False) -> Execution | None:
+    """What eager with the features should give, from the run without them (``_as_eager``: its classes)."""
     if plain is None:
         return None
-    outputs = [p.as_subclass(type(e)) if isinstance(p, torch.Tensor) and isinstance(e, torch.Tensor)
-               and type(p) is not type(e) and type(p).__qualname__ == type(e).__qualname__
-               else p for p, e in zip(plain.outputs, eager.outputs)]
+    outputs = [_as_eager(p, e) for p, e in zip(plain.outputs, eager.outputs)]
     outputs += plain.outputs[len(outputs):]
-    grads = plain.grads
+    grads = {k: _as_eager(g, eager.grads.get(k), wrapped) for k, g in plain.grads.items()}
     if relation == "twice":
         grads = {k: None if g is None else g * 2 for k, g in grads.items()}
     elif relation == "subset":  # the drive asks for every other leaf: inputs needing a gradient, then parameters

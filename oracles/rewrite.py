@@ -6,7 +6,12 @@ outputs and mutated inputs must agree bitwise (the same aten ops run in the
 same order); gradients within tolerance, since autograd may accumulate the
 contributions of a value used in several places in another order (in a
 program computing in bfloat16 or float16, within a few units in the last
-place of the gradient's largest element: there is no float64 referee here).
+place of the gradient's largest element: there is no float64 run of the graphs
+here). Where contributions cancel, a gradient is far smaller than what was summed
+and that bound too tight (seed 97: 0.8125 for 0.777 in bfloat16, one float32 ulp
+in float32): a 16-bit gradient past it is noise when the program's compiled
+gradients, the pass in them, stand within the float64 referee's bounds of
+eager's (the differential oracle's comparison).
 """
 
 from __future__ import annotations
@@ -36,6 +41,17 @@ def _summation_noise(a, b, floor: torch.dtype) -> bool:
     scale = a.detach().double().abs().max().item()
     worst = (a.detach().double() - b.detach().double()).abs().max().item()
     return worst <= NOISE_ULPS * torch.finfo(floor).eps * scale
+
+
+def _refereed(outcome: Outcome, floor: torch.dtype) -> bool:
+    """In a 16-bit program, whether every gradient of the compiled run (the rewritten graphs in it) stands within
+    the float64 referee's bounds of eager's."""
+    if floor not in (torch.bfloat16, torch.float16) or outcome.reference is None \
+            or outcome.eager.failure is not None or outcome.compiled.failure is not None:
+        return False
+    grads = [v for v in compare_runs(NAME, outcome.eager, outcome.compiled, outcome.reference, **numerics(outcome))
+             if v.where.startswith("grad[")]
+    return bool(grads) and not any(v.failed or v.status is Status.INCONCLUSIVE for v in grads)
 
 
 def check(outcome: Outcome) -> Verdict:
@@ -69,8 +85,9 @@ def check(outcome: Outcome) -> Verdict:
         num = numerics(outcome)
         floor = num["floor"]
         for v in compare_runs(NAME, pre, post, None, exact=("output", "state"), **num):
-            if v.failed and v.kind == "mismatch" and v.where.startswith("grad[") \
-                    and _summation_noise(pre.grads.get(v.where[5:-1]), post.grads.get(v.where[5:-1]), floor):
+            if v.failed and v.kind == "mismatch" and v.where.startswith("grad[") and (
+                    _summation_noise(pre.grads.get(v.where[5:-1]), post.grads.get(v.where[5:-1]), floor)
+                    or _refereed(outcome, floor)):
                 v = Verdict(NAME, Status.PASS, where=v.where)
             details = {**(v.details or {}), "gradient": v.where.startswith("grad[")} if v.failed else v.details
             verdicts.append(Verdict(v.oracle, v.status, v.kind, f"{where}.{v.where}" if v.where else where,

@@ -197,7 +197,9 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
     if check == "rewrite":  # as oracles.rewrite ran it: Dynamo's graphs as they are (a backend's own failure,
         # a known crash of aot_eager on a tensor subclass, cannot stop it), forward alone unless a gradient differs
         backward, variant = bool((variant or {}).get("gradient", True)), None
-        config = replace(config, backend="eager")
+        # the eager backend cannot take a deduplicated region backward (KI-002, where the oracle runs the graphs
+        # inside the compile's fake mode): a gradient's repro compares the pass on and off on aot_eager
+        config = replace(config, backend="aot_eager" if backward else "eager")
         backend = resolve(config.backend)
     sub = ""
     if check == "deduplicated":  # the sub-block whose calls stayed apart (oracles.completeness), not a change

@@ -185,15 +185,21 @@ def test_a_fault_eager_shares_is_seen_against_the_program_without_the_feature(fa
     assert honest.plain_eager is not None and autograd_trace.check(honest).status is Status.PASS
 
 
-def test_a_tensor_subclass_the_program_defines_is_the_same_class_in_the_program_without_its_features():
+@pytest.mark.parametrize("feature", ["tensor.observe", "grad.edge"])
+def test_a_tensor_subclass_the_program_defines_is_the_same_class_in_the_program_without_its_features(feature):
     """The program without its features is a source of its own, whose TensorSub is another class object: the
-    transparent check takes it as eager's class of that name (a nightly property run called it a difference)."""
-    program = _program("tensor.observe", kind="function")
+    transparent check takes it as eager's class of that name (a nightly property run called it a difference).
+    Gradients asked for with torch.autograd.grad come back through the leaf's __torch_function__, as TensorSub,
+    where backward() leaves a plain tensor in .grad (seed 97: grad.edge and grad.subset read as differences)."""
+    program = _program(feature, kind="function")
     section = program.sections[0]
     program = replace(program, sections=(replace(section, structure="calls", calls=(Call(how="type:tensor_subclass"),) * 3),))
     outcome = run_program(program, RunConfig(backend="eager", dedup=False))
     assert type(outcome.eager.outputs[0]).__name__ == "TensorSub" and outcome.plain_eager is not None
     assert autograd_trace.check(outcome).status is Status.PASS
+    if feature == "grad.edge":
+        assert {type(g).__name__ for g in outcome.eager.grads.values() if g is not None} == {"TensorSub"}
+        assert {type(g).__name__ for g in outcome.plain_eager.grads.values() if g is not None} == {"Tensor"}
 
 
 @st.composite

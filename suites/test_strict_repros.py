@@ -289,3 +289,27 @@ def test_a_regions_repro_sees_a_region_writing_a_view_of_its_input_as_the_oracle
     expect = regions_expectation("graph_validity", "subgraph_input_mutation:untracked:mutation:compile_region")
     done = _run(tmp_path, program, "aot_eager", "regions", expect_difference=expect)
     assert done.returncode == 1 and "writes to its inputs: add_" in done.stdout, done.stdout[-2000:]
+
+
+def test_a_structural_repro_runs_the_program_under_its_own_autograd_context(tmp_path):
+    """Seed 97: a global forward hook records `value.detach().clone()`, which Dynamo traces, and the calls under
+    inference_mode make the pass group them (KI-004); the regions repro compiled without the program's autograd
+    context, traced no hook, found no group and exited 0 (unconfirmed). Every structural driver enters it now."""
+    from generators.ir import Program
+    from reports.repro import regions_expectation
+
+    program = Program.from_json((ROOT / "suites" / "data" / "regions_of_a_global_forward_hook.json").read_text())
+    assert program.options.autograd == ("module.global_forward",)
+    expect = regions_expectation("graph_validity", "ambient:grad:region")
+    done = _run(tmp_path, program, "aot_eager", "regions", expect_difference=expect)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def test_a_rewrite_repro_compares_the_writes_a_run_records(tmp_path):
+    """Seed 97: the runs record 'y0 written by the forward' (a fact, not a tensor); the rewrite driver compared
+    every value as a tensor and exited 2 (the repro's own error) on KI-001's float merge."""
+    from generators.ir import Program
+
+    program = Program.from_json((ROOT / "suites" / "data" / "rewrite_of_a_program_writing_its_input.json").read_text())
+    done = _run(tmp_path, program, "aot_eager", "rewrite", "repro.py", {"gradient": False})
+    assert done.returncode == 1 and "output[2]" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]

@@ -147,6 +147,22 @@ def test_rewrite_accepts_summation_noise_in_16_bit_gradients_only():
     assert not rewrite._summation_noise(a.float(), one_ulp.float(), torch.float32)  # float32 programs: tolerance only
 
 
+def test_rewrite_takes_16_bit_gradients_that_cancel_as_noise_only_where_the_compiled_ones_pass_the_referee():
+    """Seed 97: a bfloat16 weight gradient whose terms cancel came out 0.8125 for 0.777 with the pass (one float32
+    ulp in float32), past the few-ulps bound of the gradient's own largest element; the compiled gradients stand
+    within the float64 referee's bounds of eager's, so it is noise; gradients the referee rejects are not."""
+    from pathlib import Path
+
+    import torch
+
+    program = Program.from_json((Path(__file__).parent / "data" / "rewrite_gradients_that_cancel.json").read_text())
+    outcome = run_program(program, RunConfig(backend="aot_eager", dedup=True))
+    assert rewrite.check(outcome).status is Status.PASS
+    assert rewrite._refereed(outcome, torch.bfloat16) and not rewrite._refereed(outcome, torch.float32)
+    doubled = {k: None if g is None else g * 2 for k, g in outcome.compiled.grads.items()}
+    assert not rewrite._refereed(replace(outcome, compiled=replace(outcome.compiled, grads=doubled)), torch.bfloat16)
+
+
 # Planted faults that torch itself has on the programs above, so a recorded
 # issue rightly claims them: torch 2.13 moves a read of a grouped in-place
 # write's result past the next call's write once a block writing its input is
