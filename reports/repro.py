@@ -66,7 +66,7 @@ DRIVERS = {"differential": "differential.py.j2", "process": "process.py.j2", "to
            "recompile": "guard.py.j2", "dedup_guards": "guard.py.j2", "unguarded": "guard.py.j2",
            "over_accepting": "guard.py.j2", "replay": "replay.py.j2", "region_toggle": "region_toggle.py.j2",
            "door": "door.py.j2", "reuse": "reuse.py.j2",
-           "region_merge": "region_merge.py.j2"}
+           "region_merge": "region_merge.py.j2", "transparent": "transparent.py.j2"}
 MODEL = "model.py.j2"  # a model check's repro (campaigns.check)
 
 # Templates hold Python, not HTML: no escaping, trailing newlines kept, a
@@ -82,6 +82,8 @@ def driver_for(details: dict, severity: str, oracle: str = "", kind: str = "") -
     blocks it decorates, and whether it compiles with deduplication)."""
     if oracle == region_reuse.NAME:  # the body traced again: Dynamo's own log of its reuse decisions
         return "reuse", None
+    if oracle == "autograd_trace" and kind == "transparent":  # eager against eager without the features
+        return "transparent", None
     if oracle == "compile_region":
         return "region_toggle", {k: details[k] for k in ("twin", "label", "regions", "dedup") if k in details}
     if "door" in details:  # a program reached through a door (oracles.door): whether the operator alone is wrong
@@ -254,6 +256,7 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
         order_source=_order_source() if check == "regions" else "",
         **(_reuse_fields() if check == "reuse" else {}),
         **(_merge_fields(group) if check == "region_merge" else {}),
+        **(_transparent_fields(program, config) if check == "transparent" else {}),
         normalizer=_source(normalize).strip(),
         first_line=_source(first_line).strip(),
         **_replay_fields(program, replay),
@@ -275,6 +278,16 @@ def _merge_fields(group: list[int]) -> dict:
     parts = [_source(f).strip() for f in (effects.example_value, value_meta, completeness._metadata,
                                           completeness.subgraph_calls, completeness.apart)]
     return {"group": group, "merge_source": "\n\n\n".join(parts)}
+
+
+def _transparent_fields(program: Program, config: RunConfig) -> dict:
+    """The program without its autograd features, as a differential repro of its own (the transparent driver
+    runs its eager run), and what torch promises of the values with and without them."""
+    from generators.autograd import grads_wrapped, plain_values
+
+    plain = replace(program, options=replace(program.options, autograd=()))
+    return {"relation": plain_values(program.options.autograd), "grads_wrapped": grads_wrapped(program.options.autograd),
+            "plain_source": render_repro(plain, config, "the program without its autograd features", "differential")}
 
 
 def _autograd_fields(program: Program) -> dict:

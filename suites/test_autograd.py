@@ -169,10 +169,17 @@ def test_the_mutation_operator_gives_and_takes_and_the_reducer_takes_away():
 
 @pytest.mark.parametrize("fault, feature", [("saved_on_cpu_in_bfloat16", "saved.cpu"),
                                             ("gradient_edge_of_a_view", "grad.edge")])
-def test_a_fault_eager_shares_is_seen_against_the_program_without_the_feature(fault, feature):
+def test_a_fault_eager_shares_is_seen_against_the_program_without_the_feature(fault, feature, tmp_path):
     """A fault in torch's saved-tensor or gradient-edge machinery that eager and the compiled run share: they
     agree, so only eager against the same program without the feature (which torch promises changes nothing)
-    sees it; without the fault that passes."""
+    sees it; without the fault that passes. The finding's repro (the transparent driver: the program without
+    its features embedded) exits 1 under the fault and 0 without (the differential driver it had compared
+    eager with compiled, and exited 0 on every such finding: seed 97)."""
+    from pathlib import Path
+
+    from harness import warm
+    from reports.repro import driver_for, render_repro
+
     from .planted_autograd import FAULTS
 
     program = _program(feature, kind="function")
@@ -183,6 +190,18 @@ def test_a_fault_eager_shares_is_seen_against_the_program_without_the_feature(fa
     assert verdict.failed and verdict.kind == "transparent" and verdict.where.startswith("grad["), verdict
     honest = run_program(program, RunConfig(backend="eager", dedup=False))
     assert honest.plain_eager is not None and autograd_trace.check(honest).status is Status.PASS
+    check, variant = driver_for(verdict.details or {}, "wrong", verdict.oracle, verdict.kind)
+    assert check == "transparent"
+    repro = tmp_path / "repro.py"
+    repro.write_text(render_repro(program, outcome.config, "transparent", check, variant))
+    root = str(Path(__file__).resolve().parent.parent)
+    under = (f"import runpy, sys; sys.path.insert(0, {root!r}); from suites.planted_autograd import FAULTS; "
+             f"_fault = FAULTS[{fault!r}](); _fault.__enter__(); sys.argv = [{str(repro)!r}]; "
+             f"runpy.run_path({str(repro)!r}, run_name='__main__')")
+    runs = {name: warm.run(args, cwd=str(tmp_path), timeout=300)
+            for name, args in (("clean", [str(repro)]), ("fault", ["-c", under]))}
+    assert runs["clean"].returncode == 0, runs["clean"].stdout[-3000:] + runs["clean"].stderr[-3000:]
+    assert runs["fault"].returncode == 1, runs["fault"].stdout[-3000:] + runs["fault"].stderr[-3000:]
 
 
 @pytest.mark.parametrize("feature", ["tensor.observe", "grad.edge"])
