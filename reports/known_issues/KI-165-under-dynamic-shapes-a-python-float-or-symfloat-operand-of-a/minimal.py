@@ -1,9 +1,4 @@
-# region_activation_memory_budget + dynamic shapes: a SymFloat scalar in a tensor op
-# (x.numel() * 0.5) is rewritten by AOTAutograd's tensorify_python_scalars pass into
-# new scalar_tensor / mul.Tensor / convert_element_type / add.Tensor nodes that do not
-# carry node.meta["custom"], so the partitioner's full-coverage check rejects the graph.
-# Exits 1 while the bug reproduces, 0 otherwise. Graph deduplication is off (default).
-import sys
+"""KI-165: under dynamic shapes a float computed from a size, in a tensor op inside region_activation_memory_budget, is rejected: tensorify_python_scalars' new nodes lack the annotation (raises while the bug lives)"""
 import torch
 
 
@@ -12,12 +7,6 @@ def f(x):
         return x.sin() + x.numel() * 0.5
 
 
-x = torch.randn(8, requires_grad=True)
-try:
-    out = torch.compile(f, backend="aot_eager", dynamic=True)(x)
-except Exception as e:  # BackendCompilerFailed: ... must cover the entire forward ...
-    print(f"{type(e).__name__}: {e}")
-    sys.exit(1)
-torch.testing.assert_close(out, x.sin() + x.numel() * 0.5)
-print("not reproduced: compiled and matches eager")
-sys.exit(0)
+# BackendCompilerFailed: RuntimeError: ... must cover the entire forward ... Unannotated ops: ['scalar_tensor_default', ...]
+torch.compile(f, backend="aot_eager", dynamic=True)(torch.randn(8, requires_grad=True))
+print("not reproduced: the forward compiled under its budget")

@@ -1,11 +1,6 @@
-"""Forward pre-hook on a submodule skipped under torch.compile (backend='eager').
-
-Outer.forward graph-breaks, so Dynamo compiles Outer.forward (its resume function) as its own frame,
-one cache shared by every Outer instance. The frame compiled for `a` (whose inner module has no hook)
-got only an EMPTY_NN_MODULE_HOOKS_DICT guard on a.inner._forward_pre_hooks, which is skipped while
-torch._dynamo.config.skip_nnmodule_hook_guards is True (the default); so the entry is reused for `b`,
-whose inner module has a hook registered before any compile, and the hook never runs.
-Exit 1: reproduced (hook call missing); 0: compiled calls match eager."""
+"""KI-167: a forward pre-hook on a submodule, registered before compiling, is never called: the frame compiled for
+another instance (no hooks: its empty hook dict unguarded under skip_nnmodule_hook_guards) serves it.
+Exit 1 while it reproduces; 0 with torch._dynamo.config.skip_nnmodule_hook_guards = False."""
 import sys
 import torch
 import torch.nn as nn
@@ -29,17 +24,9 @@ class Outer(nn.Module):
         return self.inner(x)
 
 
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a, self.b = Outer(), Outer()
-        self.b.inner.register_forward_pre_hook(lambda mod, args: calls.append("b.inner"))
-
-    def forward(self, x):
-        return self.b(self.a(x))
-
-
-model, x = Model(), torch.randn(3)
+a, b = Outer(), Outer()
+b.inner.register_forward_pre_hook(lambda mod, args: calls.append("b.inner"))
+model, x = nn.Sequential(a, b), torch.randn(3)
 model(x)
 eager, calls[:] = list(calls), []
 torch.compile(model, backend="eager")(x)

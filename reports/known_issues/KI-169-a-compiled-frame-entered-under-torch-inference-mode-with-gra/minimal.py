@@ -1,5 +1,5 @@
-"""Under torch.inference_mode() + torch.enable_grad(), a compiled frame reads
-torch.is_grad_enabled() as False (eager: True).  Exit 1 = reproduced."""
+"""KI-169: under torch.inference_mode() with grad switched back on, a compiled frame reads torch.is_grad_enabled()
+as False (eager: True): Dynamo compiles under no_grad. Exit 1 while it reproduces."""
 import sys
 import torch
 
