@@ -72,6 +72,12 @@ def draws_random(program: Program) -> bool:
     return any(OPS[s.op].random for s in program.block.body if s.op in OPS)
 
 
+def takes_tuple_element(program: Program) -> bool:
+    """Whether a graph of the program holds a getitem of a multi-output node: an op taking one element of the
+    tuple another returns (chunk, split, unbind), or a decorated block (an invoke_subgraph returns a tuple)."""
+    return any(b.compile_region or any(OPS[s.op].element for s in b.body if s.op in OPS) for b in program.blocks())
+
+
 def operand_value(operand, row: dict[str, Value]) -> Value:
     if isinstance(operand, Const):
         return operand.value

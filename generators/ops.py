@@ -152,6 +152,11 @@ class OpSpec:
         return "{out}" in self.fmt
 
     @property
+    def element(self) -> bool:
+        """Takes one element of the tuple an op returns (chunk(...)[-1]): a getitem after a multi-output node."""
+        return ")[" in self.fmt
+
+    @property
     def shape_literals(self) -> bool:
         """Writes the primary's sizes into the source (specializes dynamic dims)."""
         return any(isinstance(s, D) for s in self.slots)

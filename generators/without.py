@@ -95,6 +95,14 @@ def without_autocast(program: Program) -> Optional[Program]:
     return _context_in_force(program, "autocast")
 
 
+def without_reuse(program: Program) -> Program:
+    """Every nested_compile_region body reused by Dynamo's guards, none by a key (``reuse_hash_fn``)."""
+    for b in program.blocks():
+        if b.reuse:
+            program = with_block(program, replace(b, reuse=""))
+    return program
+
+
 def without_subclass(program: Program) -> Optional[Program]:
     """The primary passed as a plain tensor, where a call passed a torch.Tensor subclass instance."""
     if not any(call.how == SUBCLASS for _, call in program.repeats()):

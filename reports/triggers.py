@@ -25,13 +25,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Optional
 
-from generators.check import draws_random, may_alias, mutates, sizes_follow_values
+from generators.check import draws_random, may_alias, mutates, sizes_follow_values, takes_tuple_element
 from generators.features import python_values
 from generators.ir import Program, ambient_state, edge_kind
 from generators.opinfo import effectful
 from generators.regions import marked, without_regions
 from generators.without import (SUBCLASS, without_autocast, without_default_dtype, without_fn_instances,
-                                without_grad_mode, without_random, without_subclass, without_writes)
+                                without_grad_mode, without_random, without_reuse, without_subclass, without_writes)
 from harness.outcome import RunConfig
 
 from .known_issues import UNEXPLAINED, KnownIssue, matching
@@ -78,6 +78,18 @@ def _in_context(*fields: str) -> Callable[[Program, RunConfig], bool]:
     return lambda p, c: any(getattr(call.context, f) is not None for _, call in p.repeats() for f in fields)
 
 
+def _late_no_grad(p: Program, c: RunConfig) -> bool:
+    """Two calls or more with grad on before the first with grad off (no_grad, inference_mode): a bracket whose
+    switches the pass can hoist above the deduplicated calls before it."""
+    on = 0
+    for _, call in p.repeats():
+        state = ambient_state(call.context)
+        if not state["grad"] or state["inference"]:
+            return on >= 2
+        on += 1
+    return False
+
+
 # Door families whose operator is a higher-order op around the program's calls (as a decorated block is).
 HIGHER_ORDER_DOORS = ("checkpoint", "control_flow")
 
@@ -119,6 +131,8 @@ TRIGGERS: dict[str, tuple[Callable[[Program, RunConfig], bool], Removal]] = {
     "default_dtype": (_in_context("default_dtype"), _program_only(without_default_dtype)),
     "fn_instances": (_tagged("fn_instances"), _program_only(without_fn_instances)),
     "grad_mode": (_in_context("grad", "inference"), _program_only(without_grad_mode)),
+    # a grad-off bracket after two calls or more with grad on (KI-171: the pass hoists its switches above them)
+    "late_no_grad": (_late_no_grad, _program_only(without_grad_mode)),
     # a torch.autocast around a call (KI-006's brackets: the message it crashes with is not its alone)
     "autocast": (_in_context("autocast"), _program_only(without_autocast)),
     # repeats traced inside and outside autocast (an enabled bracket around some calls, none or a disabled one
@@ -143,6 +157,11 @@ TRIGGERS: dict[str, tuple[Callable[[Program, RunConfig], bool], Removal]] = {
     # a size or Python number the program computes from tensor values (x[x > 0], an unbacked op): a graph
     # break, and a later graph's input whose size changes between calls; no run is made without it
     "data_dependent": (lambda p, c: sizes_follow_values(p), _program_only(lambda p: None)),
+    # a nested_compile_region body reused by the program's own key (reuse_hash_fn): Dynamo skips its side-effect check
+    "reuse_key": (lambda p, c: any(b.compile_region and b.reuse for b in p.blocks()), _program_only(without_reuse)),
+    # a getitem of a multi-output node (chunk(...)[-1], a decorated block's call) where a region may start: no run
+    # is made without it
+    "tuple_element": (lambda p, c: takes_tuple_element(p), _program_only(lambda p: None)),
     # a Python -0.0 the program holds (a global, a field, an argument): what a sign-of-zero bug needs; no run
     # is made without it
     "negative_zero": (lambda p, c: any(edge_kind(v) == "-0.0" for _, _, values in python_values(p) for v in values),

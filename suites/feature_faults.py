@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from generators.autograd import FEATURES as AUTOGRAD
-from generators.ir import Program, plain_inputs, to_dict, with_block
+from generators.ir import Program, plain_inputs, to_dict
+from generators.without import without_reuse
 from generators.returns import SINGLE, returning
 from harness.pipeline import InvalidProgram, run_program
 from oracles import guards
@@ -92,11 +93,6 @@ def without_autograd(program: Program) -> Program:
     return replace(program, options=replace(program.options, autograd=()))
 
 
-def without_reuse(program: Program) -> Program:
-    """Every nested_compile_region body reused by Dynamo's guards, none by a key."""
-    for b in program.blocks():
-        program = with_block(program, replace(b, reuse=""))
-    return program
 
 
 def _reads_requires_grad(p: Program) -> bool:
