@@ -1,6 +1,4 @@
-"""KI-139: graph deduplication turns a region that starts at a getitem of a tuple-output node (x.max(0)[0]), whose value
-is also used outside the region, into an invoke_subgraph that takes its own output: a cycle, and
-_stable_topological_sort raises 'stable topological sort failed' (raises while the bug lives; deduplication off runs)"""
+"""KI-139: graph deduplication turns a region that starts at a getitem of a tuple-output node (x.max(0)[0]), whose value is also used outside the region, into an invoke_subgraph that takes its own output: a cycle, and _stable_topological_sort raises 'stable topological sort failed' (raises while the bug lives; deduplication off runs)"""
 import torch
 
 torch._dynamo.config.use_graph_deduplication = True
