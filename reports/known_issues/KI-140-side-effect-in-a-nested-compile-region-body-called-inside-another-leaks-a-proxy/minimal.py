@@ -1,18 +1,14 @@
-"""KI-140: a tensor made inside a nested_compile_region body and stored in a Python list (a side effect: a module
-forward hook recording its output) when that body is called inside another nested_compile_region body: the top-level
-graph's output names a node of the outer body's subgraph, and Dynamo fails (with graph deduplication: KeyError:
-'getitem_1' in the pass; without: "Argument 'getitem_2' of Node 'output' does not belong to this Graph" or the
-dce_extra_outputs assertion). Raises while the bug lives; one level of regions runs."""
+"""KI-140: a tensor made inside a nested_compile_region body and stored in a Python list (a side effect), that body called inside another nested_compile_region body: the graph's output names a node of the outer body's subgraph (with graph deduplication: KeyError: 'getitem_1'; without: "Argument 'getitem_2' of Node 'output' does not belong to this Graph"). Raises while the bug lives."""
 import torch
 
+torch._dynamo.config.use_graph_deduplication = True
 TRACE = []
 
 
 @torch.compiler.nested_compile_region
 def inner(x):
-    y = x.cos()
-    TRACE.append(y.detach().clone())
-    return y
+    TRACE.append(x.cos())  # a side effect of the body
+    return x.cos()
 
 
 @torch.compiler.nested_compile_region
@@ -21,9 +17,4 @@ def outer(x):
     return x.abs()
 
 
-x = torch.randn(5)
-expected = outer(x)
-TRACE.clear()
-got = torch.compile(outer, backend="eager")(x)
-assert torch.equal(expected, got) and len(TRACE) == 1
-print("not reproduced: the nested regions with a side effect compiled and match eager")
+torch.compile(outer, backend="eager")(torch.randn(5))
