@@ -312,11 +312,12 @@ MINIMAL_LINES = {"crash": 20, "wrong values": 40}
 def names_the_crash(expect_crash: str, output: str) -> bool:
     """Whether a script's output shows the recorded crash: every literal piece of its glob (after the backend
     wrapper's "raised:", which a bare script does not print) is in it, each line of the output normalized as the
-    glob was (``reports.signature.normalize`` of "Type: message", the exception's module dropped), quotes aside."""
+    glob was (``reports.signature.normalize`` of "Type: message", the exception's module dropped), quotes and line
+    breaks aside (Dynamo's "Got graph break/error:" puts its reason two lines down)."""
     lines = (normalize(re.sub(r"^[\w.]*\.(?=\w+: )", "", line)) for line in output.splitlines())
-    flat = "\n".join(lines).replace("'", "").replace('"', "")
+    flat = " ".join("\n".join(lines).replace("'", "").replace('"', "").split())  # a message on several lines too
     core = expect_crash.split("raised: ")[-1].replace("'", "").replace('"', "")
-    return all(piece.strip() in flat for piece in core.split("*") if piece.strip())
+    return all(" ".join(piece.split()) in flat for piece in core.split("*") if piece.strip())
 
 
 def test_snippet(subject: Subject) -> str:

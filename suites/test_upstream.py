@@ -242,6 +242,12 @@ def test_the_crash_a_script_raises_is_read_as_the_glob_was_made():
                                         "torch._dynamo.exc.InternalTorchDynamoError: KeyError: 'other'")
     assert upstream.names_the_crash("RuntimeError: index * is out of bounds for dimension N with size N",
                                     "RuntimeError: index 7 is out of bounds for dimension 0 with size 4")
+    # Dynamo's "Got graph break/error:" puts its reason two lines down (KI-005, KI-149: the nightly tier read another error)
+    hop = "UncapturedHigherOrderOpError: This higher order operator doesn't work*Got graph break/error: Dynamic shape operator*"
+    assert upstream.names_the_crash(hop, "torch._dynamo.exc.UncapturedHigherOrderOpError: This higher order operator "
+                                         "doesn't work unless ... Got graph break/error:\n\nDynamic shape operator\n  x")
+    assert not upstream.names_the_crash(hop, "UncapturedHigherOrderOpError: This higher order operator doesn't work "
+                                             "unless ... Got graph break/error:\n\nEncountered aliasing")
 
 
 def test_an_autograd_trace_finding_gets_no_short_script_that_cannot_show_it(tmp_path):
