@@ -25,7 +25,7 @@ from generators.settings import SETTINGS
 from harness.outcome import Outcome
 from harness.structure import CALLS, INVOKE_SUBGRAPH, GraphRecord, region_hazards, value_meta
 
-from .region_reuse import PREFIX, REFUSED
+from .region_reuse import REFUSED, said
 from .verdict import Status, Verdict
 
 NAME = "completeness"
@@ -392,7 +392,7 @@ def apart(calls: list[tuple[int, tuple[str, tuple]]], group: tuple[int, ...]) ->
 def _refusals(log: list[str] | None) -> list[str]:
     """Why Dynamo refused its reuse cache in the frame, as it logs it ("not eligible -- ..."): a refused call
     falls back on the install-time comparison of the traced body with those installed (are_same_graph_modules)."""
-    return sorted({m[len(PREFIX):] for m in log or () if m.startswith(PREFIX) and m[len(PREFIX):].startswith(REFUSED)})
+    return sorted(set(said(log or [], REFUSED)))
 
 
 def _check_compile_region(outcome: Outcome) -> Verdict:

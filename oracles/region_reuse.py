@@ -34,8 +34,13 @@ REFUSED = ("reuse failed", "not eligible", "mutated sources", "cannot build cond
 PREFIX = "subgraph_reuse: "
 
 
+def said(log: list[str], starts: tuple[str, ...]) -> list[str]:
+    """The reuse decisions Dynamo logged that begin with one of ``starts``, without the prefix."""
+    return [m[len(PREFIX):] for m in log if m.startswith(PREFIX) and m[len(PREFIX):].startswith(starts)]
+
+
 def _said(log: list[str], starts: tuple[str, ...]) -> int:
-    return sum(m.startswith(PREFIX) and m[len(PREFIX):].startswith(starts) for m in log)
+    return len(said(log, starts))
 
 
 def _again(calls: list[str]) -> int:

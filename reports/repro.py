@@ -34,7 +34,7 @@ from harness.outcome import RunConfig
 from harness.pipeline import torch_compile_kwargs
 from harness.replay import call_seed
 from harness.structure import CALLS, _lists_as_tuples, constant, copy_graph_module, describe_region, target_name, value_meta
-from oracles import completeness, dedup_toggle, graph_validity, region_identity, region_reuse
+from oracles import autograd_trace, completeness, dedup_toggle, graph_validity, region_identity, region_reuse
 from oracles.tolerance import BY_DTYPE, backend_floor, for_dtype
 
 from .signature import normalize
@@ -267,7 +267,7 @@ def render_repro(program: Program, config: RunConfig, title: str, check: str = "
 
 def _reuse_fields() -> dict:
     """The reuse rule as oracles.region_reuse counts it: its constants and its functions' source."""
-    parts = [_source(f).strip() for f in (bodies, region_reuse._again, region_reuse._said)]
+    parts = [_source(f).strip() for f in (bodies, region_reuse._again, region_reuse.said, region_reuse._said)]
     return {"hit": region_reuse.HIT, "refused": region_reuse.REFUSED, "prefix": region_reuse.PREFIX,
             "symbolic_operand": SYMBOLIC_OPERAND, "reuse_source": "\n\n\n".join(parts)}
 
@@ -287,7 +287,8 @@ def _transparent_fields(program: Program, config: RunConfig) -> dict:
 
     plain = replace(program, options=replace(program.options, autograd=()))
     return {"relation": plain_values(program.options.autograd), "grads_wrapped": grads_wrapped(program.options.autograd),
-            "plain_source": render_repro(plain, config, "the program without its autograd features", "differential")}
+            "plain_source": render_repro(plain, config, "the program without its autograd features", "differential"),
+            "as_eager_source": _source(autograd_trace._as_eager).strip()}
 
 
 def _autograd_fields(program: Program) -> dict:
