@@ -68,6 +68,9 @@ class Feature:
     # Gradients it asks for come back through the leaves' __torch_function__ (torch.autograd.grad is overridable):
     # of a tensor subclass where backward() leaves plain tensors in .grad; same values, another class
     grads_wrapped: bool = False
+    # Its hooks route a module's inputs through BackwardHookFunction (full backward hooks): an input no output
+    # reaches gets a gradient of zeros where the program without them leaves None; same values otherwise
+    zero_grads: bool = False
 
 
 FEATURES_LIST = (
@@ -100,7 +103,8 @@ FEATURES_LIST = (
     Feature("module.forward_replace", "module", "init", ("_module_hooks(self, 'forward_replace')",),
             "a forward hook returning a new output (twice the float output)", module=True),
     Feature("module.backward", "module", "init", ("_module_hooks(self, 'backward')",),
-            "a full backward pre-hook and a full backward hook (the pre-hook first)", module=True, values="same"),
+            "a full backward pre-hook and a full backward hook (the pre-hook first)", module=True, values="same",
+            zero_grads=True),
     Feature("module.backward_replace", "module", "init", ("_module_hooks(self, 'backward_replace')",),
             "a full backward pre-hook returning a new grad_output (twice the one it gets)", module=True),
     # --- the global module hooks (torch.nn.modules.module.register_module_*): every module call in the process,
@@ -111,7 +115,7 @@ FEATURES_LIST = (
             module=True, values="same"),
     Feature("module.global_backward", "module", "around", ("_global_hooks('backward')",),
             "a global full backward pre-hook and backward hook observing every call of the program's own modules "
-            "(the pre-hook first)", module=True, values="same"),
+            "(the pre-hook first)", module=True, values="same", zero_grads=True),
     # --- saved tensors
     Feature("saved.pair", "saved", "around", ("torch.autograd.graph.saved_tensors_hooks(_pack, _unpack)",),
             "saved_tensors_hooks packing each saved tensor in a tagged pair, counting packs and unpacks", values="same"),
@@ -171,6 +175,12 @@ def grads_wrapped(names: tuple[str, ...]) -> bool:
     """Whether the gradients of a program with the features ``names`` come back of a leaf's tensor subclass
     where the same program without them leaves plain tensors (Feature.grads_wrapped)."""
     return any(FEATURES[n].grads_wrapped for n in names)
+
+
+def zero_grads(names: tuple[str, ...]) -> bool:
+    """Whether a program with the features ``names`` may give zeros where without them a gradient is None
+    (Feature.zero_grads)."""
+    return any(FEATURES[n].zero_grads for n in names)
 
 
 def plain_values(names: tuple[str, ...]) -> str:

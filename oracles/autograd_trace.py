@@ -24,7 +24,7 @@ from collections import Counter
 
 import torch
 
-from generators.autograd import ORDERED, grads_wrapped, plain_values, promise
+from generators.autograd import ORDERED, grads_wrapped, plain_values, promise, zero_grads
 from harness.outcome import Execution, Outcome
 
 from .compare import compare
@@ -57,9 +57,9 @@ def _plain(outcome: Outcome) -> list[Verdict]:
     if not relation or eager.failure is not None or plain.failure is not None \
             or (outcome.eager_again is not None and nondeterministic(eager, outcome.eager_again)):
         return []
-    wrapped = grads_wrapped(program.options.autograd)
-    expected = _related(plain, relation, eager, wrapped)
-    reference = _related(outcome.plain_reference, relation, eager, wrapped)
+    wrapped, zeros = grads_wrapped(program.options.autograd), zero_grads(program.options.autograd)
+    expected = _related(plain, relation, eager, wrapped, zeros)
+    reference = _related(outcome.plain_reference, relation, eager, wrapped, zeros)
     verdicts = compare_runs(NAME, expected, eager, reference, **numerics(outcome),
                             requires_grad=outcome.config.mode == "train")
     features = ", ".join(program.options.autograd)
@@ -79,13 +79,23 @@ def _as_eager(value, like, plain_class_too: bool = False):
     return value
 
 
-def _related(plain: Execution | None, relation: str, eager: Execution, wrapped: bool = False) -> Execution | None:
+def _zeros_for_none(value, like, zeros: bool):
+    """A gradient of zeros where eager's is exactly that and the run without the features has none, when the features
+    route inputs through full backward hooks (Feature.zero_grads); ``value`` otherwise."""
+    if zeros and value is None and isinstance(like, torch.Tensor) and not like.any():
+        return torch.zeros_like(like)
+    return value
+
+
+def _related(plain: Execution | None, relation: str, eager: Execution, wrapped: bool = False,
+             zeros: bool = False) -> Execution | None:
     """What eager with the features should give, from the run without them (``_as_eager``: its classes)."""
     if plain is None:
         return None
     outputs = [_as_eager(p, e) for p, e in zip(plain.outputs, eager.outputs)]
     outputs += plain.outputs[len(outputs):]
-    grads = {k: _as_eager(g, eager.grads.get(k), wrapped) for k, g in plain.grads.items()}
+    grads = {k: _zeros_for_none(_as_eager(g, eager.grads.get(k), wrapped), eager.grads.get(k), zeros)
+             for k, g in plain.grads.items()}
     if relation == "twice":
         grads = {k: None if g is None else g * 2 for k, g in grads.items()}
     elif relation == "subset":  # the drive asks for every other leaf: inputs needing a gradient, then parameters

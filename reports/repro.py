@@ -283,12 +283,14 @@ def _merge_fields(group: list[int]) -> dict:
 def _transparent_fields(program: Program, config: RunConfig) -> dict:
     """The program without its autograd features, as a differential repro of its own (the transparent driver
     runs its eager run), and what torch promises of the values with and without them."""
-    from generators.autograd import grads_wrapped, plain_values
+    from generators.autograd import grads_wrapped, plain_values, zero_grads
 
     plain = replace(program, options=replace(program.options, autograd=()))
     return {"relation": plain_values(program.options.autograd), "grads_wrapped": grads_wrapped(program.options.autograd),
             "plain_source": render_repro(plain, config, "the program without its autograd features", "differential"),
-            "as_eager_source": _source(autograd_trace._as_eager).strip()}
+            "zero_grads": zero_grads(program.options.autograd),
+            "as_eager_source": "\n\n\n".join(_source(f).strip() for f in (autograd_trace._as_eager,
+                                                                            autograd_trace._zeros_for_none))}
 
 
 def _autograd_fields(program: Program) -> dict:

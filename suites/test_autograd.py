@@ -266,3 +266,21 @@ def test_a_global_module_hook_lets_the_first_entry_serve_the_same_call_again(nam
     # (None: the frame has no entry of its own: with a backward hook Dynamo compiles the blocks' frames)
     assert outcome.capture.original_accepts_original is not False, outcome.capture.original_rejects_because
     assert not [v for v in judge(outcome, ("guards", "recompiles")) if v.failed]
+
+
+def test_full_backward_hooks_give_zeros_where_the_program_without_them_gives_none():
+    """Seed 99: module inputs routed through full backward hooks (BackwardHookFunction) get a gradient of zeros where
+    no output reaches them; the program without the hooks leaves None. Zeros for None pass, any other value not."""
+    from pathlib import Path
+
+    from generators.ir import Program
+
+    program = Program.from_json((Path(__file__).parent / "data" / "global_backward_hook_zero_grad.json").read_text())
+    assert "module.global_backward" in program.options.autograd
+    outcome = run_program(program, RunConfig(backend="aot_eager", dedup=True))
+    assert any(g is None for g in outcome.plain_eager.grads.values())
+    verdict = autograd_trace.check(outcome)
+    assert not (verdict.failed and verdict.kind == "transparent"), verdict
+    assert autograd_trace._zeros_for_none(None, torch.zeros(2), True).shape == (2,)
+    assert autograd_trace._zeros_for_none(None, torch.ones(2), True) is None
+    assert autograd_trace._zeros_for_none(None, torch.zeros(2), False) is None
