@@ -313,3 +313,14 @@ def test_a_rewrite_repro_compares_the_writes_a_run_records(tmp_path):
     program = Program.from_json((ROOT / "suites" / "data" / "rewrite_of_a_program_writing_its_input.json").read_text())
     done = _run(tmp_path, program, "aot_eager", "rewrite", "repro.py", {"gradient": False})
     assert done.returncode == 1 and "output[2]" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def test_a_missed_merge_repro_counts_the_ops_of_a_helper_the_block_calls(tmp_path):
+    """Seed 99: block(x) calls block_mlp (one mish) three times, one call dead; the dead and the live mish share a
+    key (KI-014's crowded bucket). The repro counted a node as the block's only where the innermost line of the
+    script in its stack lay in block's own lines, which a helper's op never does: it exited 0 (unconfirmed)."""
+    from generators.ir import Program
+
+    program = Program.from_json((ROOT / "suites" / "data" / "crowded_in_a_helper_of_the_block.json").read_text())
+    done = _run(tmp_path, program, "aot_eager", "deduplicated")
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
