@@ -14,7 +14,7 @@ import math
 from dataclasses import fields, replace
 
 from .autograd import CONTEXT, DEFAULT_DRIVE, DRIVE, FEATURES as AUTOGRAD, INPLACE, helpers as autograd_helpers
-from .returns import SINGLE, item, reads_second, return_line
+from .returns import RETURNS, SINGLE, item, read_lines, reads_second, return_line
 from .check import PER_INSTANCE, check, default_value
 from .doors import DOORS, PRELUDE as DOOR_PRELUDE, source_door
 from .forms import FORMS, PRELUDE, Site
@@ -696,7 +696,7 @@ def _call_lines(program: Program, s: Section, call: Call, callee: str, cols: dic
     got, kept = [], []
     if b.returns != SINGLE:  # the result is carried on; the other item, if read, joins the outputs
         got = [f"{GOT} = {expr}"]
-        kept = [f"{AUX}.append({item(b.returns, GOT, 1)})"] if reads_second(b.returns) else []
+        kept = read_lines(b.returns, GOT, AUX, SEEN)
         expr = item(b.returns, GOT, 0)
     flow = {"chain": f"h = {expr}", "residual": f"h = h + {expr}", "fanout": f"outs.append({expr})"}[s.flow]
     items, before, after = _context_lines(call, set(cols))
@@ -800,6 +800,8 @@ def _render_forward(program: Program, reference: bool = False) -> list[str]:
     aux = reads_second(program.block.returns)
     if aux:
         lines.append(f"{IND}{AUX} = []")
+    if aux and RETURNS[program.block.returns].alternate:
+        lines.append(f"{IND}{SEEN} = []")
     for k, s in enumerate(program.sections):
         if k and program.interludes[k - 1]:
             lines += [IND + line for line in INTERLUDES[program.interludes[k - 1]].lines]
@@ -819,6 +821,7 @@ def _render_forward(program: Program, reference: bool = False) -> list[str]:
 
 GOT = "got"  # what a layer call returned, when it returns more than its result
 AUX = "aux"  # the other items layer calls returned, which the program returns too
+SEEN = "seen"  # the layer calls made so far, where every other one keeps its second item
 
 
 def input_expr(spec: TensorSpec, device: str = "") -> str:

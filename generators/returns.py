@@ -27,6 +27,7 @@ class Return:
     second: str  # the item beside the result
     container: str = "tuple"  # tuple, list, dict
     read: bool = True  # a layer caller keeps the second item among the program's outputs
+    alternate: bool = False  # ... every other layer call only, from the second: the first region's users are not all
     python: bool = False  # the second item is a Python value, not a tensor (or None)
     fullgraph: bool = True  # Dynamo captures it in one graph (else a graph break at the data-dependent size)
     view: bool = False  # the second item is a view (autograd rejects one made without grad of what requires it)
@@ -45,6 +46,8 @@ RETURNS_LIST = (
     Return("size", "a Python number computed from the result's size", "{r}.numel()", python=True),
     Return("none", "None beside the result", "None", python=True),
     Return("unread", "an output no caller reads", "{v}", read=False),
+    # the pass gives a group's subgraph every output some member's callers read (_get_all_output_indices)
+    Return("alternate", "an output every other caller reads, from the second", "{v}", alternate=True),
     Return("data_dependent", "a tensor whose size depends on the result's values", "{r}[{r} != 0]",
            fullgraph=False),
 )
@@ -68,6 +71,17 @@ def return_line(kind: str, result: str, primary: str, first: str) -> str:
 def item(kind: str, value: str, index: int) -> str:
     """Item ``index`` (0: the result) of what a call returned."""
     return f"{value}[{KEYS[index]!r}]" if RETURNS[kind].container == "dict" else f"{value}[{index}]"
+
+
+def read_lines(kind: str, got: str, aux: str, seen: str) -> list[str]:
+    """What a layer call does with the second item of what it returned (``got``): keep it among the
+    program's outputs (``aux``), always or every other call (``seen`` counts the calls)."""
+    if not reads_second(kind):
+        return []
+    keep = f"{aux}.append({item(kind, got, 1)})"
+    if not RETURNS[kind].alternate:
+        return [keep]
+    return [f"{seen}.append(None)", f"if len({seen}) % 2 == 0:", f"    {keep}"]
 
 
 def reads_second(kind: str) -> bool:

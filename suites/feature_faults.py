@@ -115,6 +115,8 @@ FEATURES: dict[str, FeatureFault] = {
                                   planted="suites.planted_returns:aliases_copied", backend="eager"),
     "returns:container": FeatureFault(_returning("tuple", "list", "dict", "twice"), single_returns,
                                       planted_returns.region_outputs_swapped),
+    "returns:read": FeatureFault(lambda p: p.block.returns == "alternate", single_returns,
+                                 planted_returns.first_region_outputs_only),
     "inputs:pytree": FeatureFault(_packed, plain_inputs, planted_inputs.container_leaves_swapped, dedup=False),
     "inputs:optional": FeatureFault(_given("optional"), plain_inputs, planted_inputs.none_taken_for_tensor,
                                     dedup=False),

@@ -3,7 +3,8 @@
 inputs or one another (``suites.planted_returns:aliases_copied``), and a
 pass fault in the rewiring of a region with several read outputs
 (``suites.planted_returns:region_outputs_swapped__<backend>`` enters it in a
-repro's own process)."""
+repro's own process), and one in the outputs a group's subgraph gives its
+members (``first_region_outputs_only``)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,13 @@ def region_outputs_swapped():
     return _patched(graph_deduplication, "_replace_region_with_subgraph", wrap)
 
 
+def first_region_outputs_only():
+    """A group's subgraph returns what the callers of its *first* region read, not every member's
+    (``_get_all_output_indices`` scanning one region): a later call whose callers read more of the region
+    keeps a node the pass then erases. Reached by a block whose second item only some callers read."""
+    return _patched(graph_deduplication, "_get_all_output_indices", lambda orig: lambda regions: orig(regions[:1]))
+
+
 def __getattr__(name: str):
     """``<fault>__<backend>``: a backend under a planted pass fault."""
-    return fault_backend(name, {f.__name__: f for f in (region_outputs_swapped,)})
+    return fault_backend(name, {f.__name__: f for f in (region_outputs_swapped, first_region_outputs_only)})

@@ -282,3 +282,30 @@ def test_identical_region_calls_share_a_body_unless_torch_documents_it_cannot(re
             assert runs["clean"].returncode == 0, runs["clean"].stdout + runs["clean"].stderr
             assert runs["fault"].returncode == 1, runs["fault"].stdout + runs["fault"].stderr
     assert ("is_reuse_eligible" in verdict.message) == (returns in ("none", "size")), verdict
+
+
+def test_a_second_item_every_other_caller_reads_is_kept_from_the_second_call_and_reaches_the_pass_s_union():
+    """A layer returning `alternate` keeps its second item from the second call on, every other call (Python's
+    rule: the outputs are the first value the body computes of calls 2 and 4). The first region of the pass's
+    group then has fewer outside users than a later one: a subgraph built from the first region's users alone
+    (the planted `first_region_outputs_only`) leaves a read node to erase, a crash; torch takes the union."""
+    import torch
+
+    from oracles.registry import judge, run_config
+    from suites import planted_returns
+
+    body = (Stmt("v0", "sin", (Ref("x"),)), Stmt("v1", "tanh", (Ref("v0"),)))
+    program = Program((("x", TensorSpec((3, 4), "float32", False)),),
+                      Block("function", ("x",), (), (), (), body, "v1", returns="alternate"),
+                      (Section("calls", "chain", tuple(Call() for _ in range(4))),), outputs="tuple")
+    module = load_source(render(program))
+    x = torch.randn(3, 4)
+    h, *aux = module.Program()(x)
+    first = [torch.sin(x)]
+    for _ in range(3):
+        first.append(torch.sin(torch.tanh(first[-1])))
+    assert len(aux) == 2 and torch.equal(aux[0], first[1]) and torch.equal(aux[1], first[3])
+    assert not [v for v in judge(run_program(program, run_config("aot_eager"))) if v.failed]
+    with planted_returns.first_region_outputs_only():
+        caught = [v for v in judge(run_program(program, run_config("aot_eager"))) if v.failed]
+    assert caught and caught[0].kind == "crash", caught
