@@ -361,5 +361,6 @@ def test_the_dedup_toggle_oracle_takes_the_differentials_naming_of_a_wrong_value
         searched = len(reruns)
         second = triage_module.triage(outcome, failing[1])
     assert first.culprit == second.culprit == "dedup" and searched
-    assert second.signature.removeprefix("dedup_toggle:") == first.signature.removeprefix("differential:")
+    # (a known issue whose trigger the run lacks prefixes both alike: unexplained:<issue>:<oracle>:...)
+    assert second.signature.partition("dedup_toggle:")[2] == first.signature.partition("differential:")[2]
     assert second.extra["named_by"] == "differential" and len(reruns) == searched
