@@ -399,6 +399,7 @@ def mutation_rules(b: Block, specs: dict[str, TensorSpec], finished: bool = True
     consumed: set[str] = set()
     mutated_inputs: set[str] = set()
     written: set[str] = set()  # results of in-place writes to inputs: the next repeat writes them again
+    eager_aliased: set[str] = set()  # read by an op whose eager result may be its operand itself
     weights = {n for n, _ in (*b.weights, *b.buffers)}
     for stmt in b.body:
         op = OPS[stmt.op]
@@ -428,7 +429,13 @@ def mutation_rules(b: Block, specs: dict[str, TensorSpec], finished: bool = True
             consumed.add(target)
         for name in refs:
             readers[name] = readers.get(name, 0) + 1
+        if op.eager_alias and refs:
+            eager_aliased.add(refs[0])
         producer[stmt.out] = op
+    if mutated_inputs & eager_aliased:  # a write, this repeat or the next, shows through eager's result alone
+        raise MalformedProgram(f"{', '.join(sorted(mutated_inputs & eager_aliased))} is written in place and read by an "
+                               "op whose eager result may be its operand itself (OpSpec.eager_alias), which compiled "
+                               "code need not be")
     for stmt in b.body:
         op = OPS[stmt.op]
         for o in stmt.operands:
@@ -569,6 +576,8 @@ def unwritable(program: Program, name: str) -> str | None:
         op = OPS[stmt.op]
         if Ref(name) in stmt.operands and (op.inplace or (grad and (op.saves_inputs or op.view))):
             return f"{stmt.out} = {stmt.op}({name}) keeps {name} for backward"
+        if Ref(name) in stmt.operands and op.eager_alias:  # a later write shows through eager's result alone
+            return f"{stmt.out} = {stmt.op}({name}) may be {name} itself in eager, which compiled code need not be"
     return None
 
 

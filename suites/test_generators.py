@@ -538,3 +538,25 @@ def test_a_strict_dynamic_mark_needs_a_program_that_cannot_pin_its_dim():
     with pytest.raises(MalformedProgram, match="strict"):
         check(program)
     check(replace(program, options=Options(mark_dynamic=(("x", 0, False),))))  # maybe_mark_dynamic: torch may pin it
+
+
+def test_an_input_an_eager_aliasing_op_reads_is_never_written_in_place():
+    """at::dropout with p=0 hands back its operand itself in eager (OpSpec.eager_alias); a later in-place write of
+    that input then shows through eager's result, not through compiled code's, which follows the schema (a new
+    tensor). Seed 100: dropout(y0, p) called with p = 0.5, 0.0, 0.5 and y0[..., :1].add_(1.0) after each call read
+    as a wrong value of the backend (expected 3.43, got 1.43). The check refuses such a write between calls, and in
+    the block itself (this repeat's write or the next's)."""
+    from pathlib import Path
+
+    from generators.check import MalformedProgram, unwritable
+
+    program = Program.from_json((Path(__file__).parent / "data" / "dropout_of_an_input_written_later.json").read_text())
+    assert "itself in eager" in (unwritable(program, "y0") or "")
+    with pytest.raises(MalformedProgram, match="itself in eager"):
+        check(program)
+    body = (Stmt("v0", "dropout", (Ref("y0"), Const(0.0))), Stmt("v1", "add_", (Ref("y0"), Ref("x"))),
+            Stmt("v2", "add", (Ref("x"), Ref("v0"))))
+    block = Block("function", ("x", "y0"), (), (), (), body, "v2")
+    written = Program((("x", TensorSpec((4,))), ("y0", TensorSpec((4,)))), block, (Section("calls", "chain", (Call(), Call())),))
+    with pytest.raises(MalformedProgram, match="its operand itself"):
+        check(written)
