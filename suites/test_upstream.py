@@ -248,6 +248,10 @@ def test_the_crash_a_script_raises_is_read_as_the_glob_was_made():
                                          "doesn't work unless ... Got graph break/error:\n\nDynamic shape operator\n  x")
     assert not upstream.names_the_crash(hop, "UncapturedHigherOrderOpError: This higher order operator doesn't work "
                                              "unless ... Got graph break/error:\n\nEncountered aliasing")
+    # a literal "[" in a glob is the class [[] (KI-172's "expected [sN] to have been codegen-ed")
+    codegen = "InductorError: AssertionError: For *, expected [[]*] to have been codegen-ed."
+    assert upstream.names_the_crash(codegen, "InductorError: AssertionError: For s77 - 1, expected [s77] to have been codegen-ed.")
+    assert not upstream.names_the_crash(codegen, "InductorError: AssertionError: For s77 - 1, expected s77 to be bound")
 
 
 def test_an_autograd_trace_finding_gets_no_short_script_that_cannot_show_it(tmp_path):
