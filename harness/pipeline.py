@@ -181,15 +181,35 @@ def _run_compiled(module: ModuleType, program: Program, config: RunConfig,
 @contextlib.contextmanager
 def isolated_global_state():
     """Programs set grad mode, default dtype and autocast; a crash of the
-    compiler under test can leave them set. Restore them for the next program."""
+    compiler under test can leave them set. Restore them for the next program.
+    A compiled graph that raises between its ``_enter_autocast`` and
+    ``_exit_autocast`` also leaves autocast's nesting count up, so no later
+    bracket's exit clears autocast's cache of weight casts: a later program in
+    the worker read a cast another program made (seed 99's unexplained
+    requires_grad finding). The count goes back, and the cache is cleared."""
     grad, dtype = torch.is_grad_enabled(), torch.get_default_dtype()
     autocast = torch.is_autocast_enabled("cpu")
+    autocast_dtype, cache = torch.get_autocast_dtype("cpu"), torch.is_autocast_cache_enabled()
+    nesting = _autocast_nesting()
     try:
         yield
     finally:
         torch.set_grad_enabled(grad)
         torch.set_default_dtype(dtype)
         torch.set_autocast_enabled("cpu", autocast)
+        torch.set_autocast_dtype("cpu", autocast_dtype)
+        torch.set_autocast_cache_enabled(cache)
+        while _autocast_nesting() > nesting:
+            torch.autocast_decrement_nesting()
+        if nesting == 0:
+            torch.clear_autocast_cache()
+
+
+def _autocast_nesting() -> int:
+    """How many autocast brackets are open (torch reads it only through a change)."""
+    count = torch.autocast_increment_nesting() - 1
+    torch.autocast_decrement_nesting()
+    return count
 
 
 def _check_hygiene(capture: Capture) -> None:

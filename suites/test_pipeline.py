@@ -24,6 +24,25 @@ def test_global_state_is_restored_after_a_crash_inside_a_program():
     assert torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
 
 
+def test_an_autocast_bracket_a_crash_left_open_is_closed_and_its_cast_cache_cleared():
+    """A compiled graph that raises between _enter_autocast and _exit_autocast leaves autocast's nesting count up;
+    no later bracket's exit then clears autocast's cache, and a weight cast made below autograd (invoke_subgraph's
+    forward runs its body so) served a later program's linear without grad (seed 99: read as the pass's fault)."""
+    import torch.nn.functional as F
+
+    w = torch.nn.Parameter(torch.randn(4, 4))
+    with pytest.raises(RuntimeError), isolated_global_state():
+        torch.set_autocast_dtype("cpu", torch.float16)
+        torch.autocast_increment_nesting()  # what _enter_autocast does
+        torch.set_autocast_enabled("cpu", True)
+        with torch._C._AutoDispatchBelowAutograd():
+            F.linear(torch.randn(4), w)  # a cast of w, cached with no gradient link
+        raise RuntimeError("the compiled graph raised inside its autocast bracket")
+    assert torch.get_autocast_dtype("cpu") is torch.bfloat16
+    with torch.autocast("cpu", dtype=torch.float16):
+        assert F.linear(torch.randn(4), w).requires_grad
+
+
 def test_hygiene_oracle_catches_a_leaked_dispatch_mode_and_the_pipeline_cleans_it():
     from generators.ir import Block, Call, Program, Ref, Section, Stmt, TensorSpec
     from harness.hygiene import leaked_state
