@@ -496,6 +496,20 @@ def _check_section(program: Program, k: int, s: Section, mutates: bool) -> None:
             _check_form(program, where, s, c)
     if s.structure in ("for_values", "for_tuple") and not has_columns(program, s):
         raise MalformedProgram(f"{where}: a loop over values needs something to iterate over")
+    if s.bracket:
+        _check_bracket(where, s)
+
+
+def _check_bracket(where: str, s: Section) -> None:
+    """One bracket around the calls holds only where they all run in one context (what each call computes
+    stays what it computes in a bracket of its own) and nothing else runs in it that the context would change
+    (an interlude's ops, a write under inference mode)."""
+    first = s.calls[0].context
+    if first == Context() or any(c.context != first for c in s.calls):
+        raise MalformedProgram(f"{where}: one bracket around the calls needs one context, the same for every call")
+    if s.interleave or (s.write and first.inference):
+        raise MalformedProgram(f"{where}: one bracket around the calls holds no interlude and no write under "
+                               "inference mode")
 
 
 def default_value(program: Program) -> Value:

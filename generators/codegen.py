@@ -737,6 +737,13 @@ def _call_expr(s: Section, call: Call, site: Site) -> str:
 
 
 def _render_section(program: Program, k: int, s: Section, reference: bool = False) -> list[str]:
+    if s.bracket:  # the calls' one context entered once around them
+        items, before, after = _context_lines(s.calls[0], set())
+        bare = replace(s, calls=tuple(replace(c, context=Context()) for c in s.calls), bracket=False)
+        inner = _render_section(replace(program, sections=(*program.sections[:k], bare, *program.sections[k + 1:])),
+                                k, bare, reference)
+        return [*before, f"with {', '.join(items)}:", *(IND + line for line in inner), *after] if items else \
+            [*before, *inner, *after]
     b = program.block
     attr = instance_attr(program, k, s)
     shared = "block" if b.kind == "function" else "self.block"

@@ -52,6 +52,7 @@ def universe() -> list[str]:
     out += [f"varies:tensor:{k}" for k in TENSOR_VARIATIONS]
     out += [f"varies:context:{f.name}" for f in fields(Context)]
     out += [f"context:{f.name}" for f in fields(Context)] + ["varies:frozen"]
+    out += [f"bracket:{f.name}" for f in fields(Context)]  # one bracket around a section's calls (Section.bracket)
     out += [f"layout:{lay}" for lay in LAYOUTS] + [f"call_view:{v}" for v in VIEWS if v != "none"]
     out += ["input_dtype:float64", "input_dtype:bfloat16"]
     out += ["mutates:input", "mutates:intermediate", "mutates:through_view", "mutates:buffer"]
@@ -289,6 +290,8 @@ def features(program: Program) -> set[str]:
             if c.view != "none":
                 out.add(f"call_view:{c.view}")
             out |= {f"context:{f.name}" for f in fields(Context) if getattr(c.context, f.name) is not None}
+        if s.bracket:
+            out |= {f"bracket:{f.name}" for f in fields(Context) if getattr(s.calls[0].context, f.name) is not None}
         if b.kind == "module" and s.structure in ("module_list", "calls"):
             out.add("module:instances")
         if any(c.frozen for c in s.calls):

@@ -242,6 +242,9 @@ class Section:
     interleave: Optional[str] = None  # an interlude run after every call (INTERLUDES)
     keywords: bool = False  # Python arguments passed by keyword
     write: Optional[tuple[str, str]] = None  # (program input, WRITES mode) written in place after every call
+    # the calls' one context entered once around the section (``with torch.autocast(...): for ...``), as training
+    # loops do: no bracket exits and enters between calls, and what a bracket keeps (autocast's cast cache) lasts
+    bracket: bool = False
 
     @property
     def count(self) -> int:
@@ -734,6 +737,7 @@ def to_dict(p: Program) -> dict:
                 "interleave": s.interleave,
                 "keywords": s.keywords,
                 **({"write": list(s.write)} if s.write else {}),
+                **({"bracket": True} if s.bracket else {}),
             }
             for s in p.sections
         ],
@@ -775,6 +779,7 @@ def from_dict(d: Any) -> Program:
                     interleave=s.get("interleave"),
                     keywords=bool(s.get("keywords", False)),
                     write=tuple(s["write"]) if s.get("write") else None,
+                    bracket=bool(s.get("bracket", False)),
                 )
                 for s in d["sections"]
             ),

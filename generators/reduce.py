@@ -268,6 +268,8 @@ def proposals(p: Program) -> Iterator[tuple[str, Optional[Program]]]:
     for k, s in enumerate(p.sections):
         if s.interleave is not None:
             yield "interleave", _with_section(p, k, replace(s, interleave=None))
+        if s.bracket:  # a bracket per call again
+            yield "bracket", _with_section(p, k, replace(s, bracket=False))
     # Structure, flow, outputs, block flags.
     for k, s in enumerate(p.sections):
         if s.structure != "calls":

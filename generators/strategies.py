@@ -815,7 +815,20 @@ def programs(
     program = _draw_takes(draw, program, edges)
     program = _draw_autograd(draw, program, edges)
     program = _draw_reuse(draw, program, edges)
+    program = _draw_brackets(draw, program)
     check(program)  # valid by construction; a failure here is a generator bug
+    return program
+
+
+def _draw_brackets(draw, program: Program) -> Program:
+    """Maybe enter a section's one context once around its calls (Section.bracket), as a training loop under
+    ``torch.autocast`` or ``torch.no_grad`` does, where every call of it runs in the same context: even odds."""
+    sections = list(program.sections)
+    for k, s in enumerate(sections):
+        if s.calls[0].context != Context() and _rarely(draw, 1):
+            candidate = replace(program, sections=(*sections[:k], replace(s, bracket=True), *sections[k + 1:]))
+            if checked(candidate) is not None:
+                program, sections = candidate, list(candidate.sections)
     return program
 
 

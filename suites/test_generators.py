@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -560,3 +561,35 @@ def test_an_input_an_eager_aliasing_op_reads_is_never_written_in_place():
     written = Program((("x", TensorSpec((4,))), ("y0", TensorSpec((4,)))), block, (Section("calls", "chain", (Call(), Call())),))
     with pytest.raises(MalformedProgram, match="its operand itself"):
         check(written)
+
+
+def test_one_bracket_around_a_sections_calls_computes_what_a_bracket_per_call_does():
+    """Section.bracket enters the calls' one context once around the loop, as training code does under
+    torch.autocast; what each call computes stays what it computes in a bracket of its own (eager), and only a
+    section whose calls share one context, with no interlude, may have it."""
+    import torch
+
+    from generators.check import MalformedProgram
+    from generators.reduce import proposals
+
+    body = (Stmt("v0", "sin", (Ref("x"),)), Stmt("v1", "linear", (Ref("v0"), Ref("w0"), Ref("w1"))),
+            Stmt("v2", "type_as", (Ref("v1"), Ref("x"))))
+    block = Block("module", ("x",), (("w0", TensorSpec((4, 4), "float32", True)), ("w1", TensorSpec((4,), "float32", True))),
+                  (), (), body, "v2")
+    ac = Context(autocast=True)
+    apart = Program((("x", TensorSpec((3, 4)),),), block, (Section("for_range", "residual", (Call(context=ac),) * 3),))
+    shared = replace(apart, sections=(replace(apart.sections[0], bracket=True),))
+    check(shared)
+    source = render(shared)
+    assert source.count("torch.autocast(") == 1 and source.index("torch.autocast(") < source.index("for i in range(3)")
+    runs = []
+    for program in (apart, shared):
+        module = load_source(render(program))
+        torch.manual_seed(0)
+        model = module.Program()
+        runs.append(model(torch.ones(3, 4)))
+    assert runs[0].dtype == runs[1].dtype and torch.equal(runs[0], runs[1])
+    assert ("bracket", apart) in list(proposals(shared))
+    mixed = replace(shared, sections=(replace(shared.sections[0], calls=(Call(context=ac), Call(context=Context(autocast=False)), Call(context=ac))),))
+    with pytest.raises(MalformedProgram, match="one context"):
+        check(mixed)
