@@ -15,7 +15,7 @@ from typing import Callable, Optional
 from .check import check
 from .ir import MalformedProgram, Program, Ref, Stmt, with_block
 from .ops import OPS, W
-from .reduce import _bypass, _tidy, _tidy_sub
+from .reduce import _bypass, _tidy, _tidy_sub, _unset
 from .regions import marked, without_regions
 from .variation import equalize
 
@@ -93,6 +93,12 @@ def without_grad_mode(program: Program) -> Optional[Program]:
 def without_autocast(program: Program) -> Optional[Program]:
     """Every repeat under the autocast state in force: no ``torch.autocast`` around a call."""
     return _context_in_force(program, "autocast")
+
+
+def without_rebinds(program: Program) -> Optional[Program]:
+    """No state rebound inside the compiled call (``Call.sets``): each free value holds what the first repeat saw."""
+    names = {n for _, c in program.repeats() for n, _ in c.sets}
+    return _checked(_unset(program, names)) if names else program
 
 
 def without_reuse(program: Program) -> Program:

@@ -31,7 +31,8 @@ from generators.ir import Program, ambient_state, edge_kind
 from generators.opinfo import effectful
 from generators.regions import marked, without_regions
 from generators.without import (SUBCLASS, without_autocast, without_default_dtype, without_fn_instances,
-                                without_grad_mode, without_random, without_reuse, without_subclass, without_writes)
+                                without_grad_mode, without_random, without_rebinds, without_reuse, without_subclass,
+                                without_writes)
 from harness.outcome import RunConfig
 
 from .known_issues import UNEXPLAINED, KnownIssue, matching
@@ -158,6 +159,9 @@ TRIGGERS: dict[str, tuple[Callable[[Program, RunConfig], bool], Removal]] = {
     # break, and a later graph's input whose size changes between calls; no run is made without it
     "data_dependent": (lambda p, c: sizes_follow_values(p), _program_only(lambda p: None)),
     # a nested_compile_region body reused by the program's own key (reuse_hash_fn): Dynamo skips its side-effect check
+    # state rebound inside the compiled call (a global, a field, a class attribute: Call.sets), which a reused
+    # nested_compile_region body may not see
+    "rebinds": (lambda p, c: any(call.sets for _, call in p.repeats()), _program_only(without_rebinds)),
     "reuse_key": (lambda p, c: any(b.compile_region and b.reuse for b in p.blocks()), _program_only(without_reuse)),
     # a getitem of a multi-output node (chunk(...)[-1], a decorated block's call) where a region may start: no run
     # is made without it
