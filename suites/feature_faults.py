@@ -118,6 +118,10 @@ FEATURES: dict[str, FeatureFault] = {
                                       planted_returns.region_outputs_swapped),
     "returns:read": FeatureFault(lambda p: p.block.returns == "alternate", single_returns,
                                  planted_returns.first_region_outputs_only),
+    # (without the pass: with it two calls of a region meet KI-003 first)
+    "returns:python": FeatureFault(lambda p: any(b.compile_region and b.returns in ("size", "none")
+                                                 for b in p.blocks()),
+                                   single_returns, planted_returns.python_outputs_reused, dedup=False),
     "inputs:pytree": FeatureFault(_packed, plain_inputs, planted_inputs.container_leaves_swapped, dedup=False),
     "inputs:optional": FeatureFault(_given("optional"), plain_inputs, planted_inputs.none_taken_for_tensor,
                                     dedup=False),

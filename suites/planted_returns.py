@@ -4,11 +4,13 @@ inputs or one another (``suites.planted_returns:aliases_copied``), and a
 pass fault in the rewiring of a region with several read outputs
 (``suites.planted_returns:region_outputs_swapped__<backend>`` enters it in a
 repro's own process), and one in the outputs a group's subgraph gives its
-members (``first_region_outputs_only``)."""
+members (``first_region_outputs_only``), and one in nested_compile_region's
+reuse check of what a body returns (``python_outputs_reused``)."""
 
 from __future__ import annotations
 
 from torch._dynamo import graph_deduplication
+from torch._dynamo.variables import invoke_subgraph as invoke_subgraph_variables
 
 from .planted_pass import _patched, fault_backend
 
@@ -65,6 +67,26 @@ def first_region_outputs_only():
     return _patched(graph_deduplication, "_get_all_output_indices", lambda orig: lambda regions: orig(regions[:1]))
 
 
+def python_outputs_reused():
+    """nested_compile_region's reuse check (``is_reuse_eligible``: a body's output must be tensors) judges a
+    tuple on its tensors alone, so a body returning a Python value beside its result (a size, None) is reused:
+    the cached call rebuilds its outputs from the tensors the graph returns, and loses the Python item. Reached
+    by a region body returning a Python value beside its result."""
+    def wrap(orig):  # type: ignore[no-untyped-def]
+        def eligible(tx, body_r, *args, **kwargs):  # type: ignore[no-untyped-def]
+            from torch._dynamo.variables.lists import TupleVariable
+            from torch._dynamo.variables.tensor import TensorVariable
+
+            if isinstance(body_r, TupleVariable):
+                body_r = TupleVariable([i for i in body_r.items if isinstance(i, TensorVariable)])
+            return orig(tx, body_r, *args, **kwargs)
+
+        return eligible
+
+    return _patched(invoke_subgraph_variables, "is_reuse_eligible", wrap)
+
+
 def __getattr__(name: str):
     """``<fault>__<backend>``: a backend under a planted pass fault."""
-    return fault_backend(name, {f.__name__: f for f in (region_outputs_swapped, first_region_outputs_only)})
+    return fault_backend(name, {f.__name__: f for f in (region_outputs_swapped, first_region_outputs_only,
+                                                        python_outputs_reused)})
