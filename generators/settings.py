@@ -33,6 +33,10 @@ class Setting:
     changes: str  # what it changes, one line
     weight: int = 1  # relative share of the programs given a setting that get this one
     module_layer: bool = False  # only for a layer block that is a module (what it changes is about instances)
+    data_dependent: bool = False  # only for a program some size or number of which follows tensor values
+    # what it changes first is where Dynamo breaks the graph (a known failure it lets Dynamo reach is that
+    # failure still: reports.known_issues); what it opens of its own shows in crashes of its own
+    moves_breaks: bool = False
 
 
 SETTINGS_LIST = (
@@ -53,6 +57,13 @@ SETTINGS_LIST = (
     Setting("guard.module_hooks", "guard", (("dynamo.skip_nnmodule_hook_guards", False),),
             "Dynamo guards every module's hook dicts, so a hook added or removed after a compile must recompile "
             "(the changed calls add and remove hooks: generators.variants)", module_layer=True),
+    # the dynamic:unbacked door patches the same keys, but a door calls a layer returning one tensor: as a setting
+    # a region may return a tensor of data-dependent size, or hold the op that makes one
+    Setting("capture.unbacked", "capture", (("dynamo.capture_dynamic_output_shape_ops", True),
+                                            ("dynamo.capture_scalar_outputs", True)),
+            "data-dependent sizes and Python numbers stay in the graph as unbacked symbols: a region holds "
+            "nonzero or boolean indexing, or returns what they make, instead of breaking the graph there",
+            data_dependent=True, moves_breaks=True),
 )
 SETTINGS: dict[str, Setting] = {s.name: s for s in SETTINGS_LIST}
 FAMILIES = tuple(dict.fromkeys(s.family for s in SETTINGS_LIST))
@@ -60,7 +71,11 @@ FAMILIES = tuple(dict.fromkeys(s.family for s in SETTINGS_LIST))
 
 def suits(name: str, program) -> bool:
     """Whether setting ``name`` can change anything about ``program`` (a ``generators.ir.Program``)."""
-    return not SETTINGS[name].module_layer or program.block.kind == "module"
+    from .check import sizes_follow_values  # check reads this catalogue
+
+    s = SETTINGS[name]
+    return (not s.module_layer or program.block.kind == "module") and (
+        not s.data_dependent or sizes_follow_values(program))
 
 
 def patches(names) -> tuple[tuple[str, Any], ...]:

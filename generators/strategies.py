@@ -813,6 +813,7 @@ def programs(
     program = _draw_settings(draw, program, edges)
     program = _draw_returns(draw, program, edges)
     program = _draw_takes(draw, program, edges)
+    program = _draw_late_settings(draw, program, edges)
     program = _draw_autograd(draw, program, edges)
     program = _draw_reuse(draw, program, edges)
     program = _draw_brackets(draw, program)
@@ -886,14 +887,26 @@ def _draw_returns(draw, program: Program, focus: bool = False) -> Program:
 
 
 def _draw_settings(draw, program: Program, focus: bool = False) -> Program:
-    """Maybe compile under one or two of torch's settings (generators.settings), of two families."""
+    """Maybe compile under one or two of torch's settings (generators.settings), of two families; those about
+    data-dependent sizes come later (``_draw_late_settings``), once what the block returns and takes is drawn."""
     chosen: list[str] = []
     while len(chosen) < 2 and _edge(draw, focus, 5 if not chosen else 2):
         taken = {SETTINGS[n].family for n in chosen}
         pool = [s.name for s in SETTINGS_LIST for _ in range(s.weight) if s.family not in taken
-                and suits(s.name, program)]
+                and not s.data_dependent and suits(s.name, program)]
         chosen.append(draw(st.sampled_from(pool)))
     return replace(program, options=replace(program.options, settings=tuple(chosen))) if chosen else program
+
+
+def _draw_late_settings(draw, program: Program, focus: bool = False) -> Program:
+    """Maybe a setting about data-dependent sizes (capturing them), where some size the program computes
+    follows tensor values: even odds under focus, else one in three. Draws nothing elsewhere, so a program
+    without such a size is drawn as before."""
+    chosen = program.options.settings
+    pool = [s.name for s in SETTINGS_LIST for _ in range(s.weight) if s.data_dependent and suits(s.name, program)]
+    if len(chosen) >= 2 or not pool or not _edge(draw, focus, 2):
+        return program
+    return replace(program, options=replace(program.options, settings=(*chosen, draw(st.sampled_from(pool)))))
 
 
 def _draw_writes(draw, program: Program, focus: bool = False) -> Program:

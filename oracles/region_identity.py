@@ -6,11 +6,15 @@ waiting for inputs that expose it. This oracle compares the harness's own
 description of each region (``harness.structure.NodeDesc``), never the
 tracker's hash: op targets in topological correspondence, constant arguments
 by type and value, the metadata of external inputs and of each node's value,
-and the global state each node was traced under.
+and the global state each node was traced under. A data-dependent size is a
+fresh unbacked symbol at every call of the op that makes it (u0 in one
+region, u1 in the next), so regions are compared up to a one-to-one
+renaming of those symbols.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Optional
 
 from harness.outcome import Outcome
@@ -22,6 +26,7 @@ NAME = "region_identity"
 
 # Ambient fields that change what an op computes; thread count does not.
 IGNORED_AMBIENT = {"num_threads"}
+UNBACKED = r"\bu\d+\b"  # an unbacked symbol: a data-dependent size, fresh at every call of the op making it
 
 
 def _first_difference(a: NodeDesc, b: NodeDesc) -> Optional[tuple[str, str]]:
@@ -76,13 +81,50 @@ def _meta_difference(a: Any, b: Any) -> Optional[tuple[str, str]]:
     return "kind", f"{a} vs {b}"
 
 
+def _unbacked_pairs(x: Any, y: Any, pairs: list) -> None:
+    """(ref's symbol, the region's) for each unbacked symbol where ``x`` and ``y`` agree but for those."""
+    if isinstance(x, str) and isinstance(y, str):
+        if re.sub(UNBACKED, "u", x) == re.sub(UNBACKED, "u", y):
+            pairs.extend(zip(re.findall(UNBACKED, x), re.findall(UNBACKED, y)))
+    elif isinstance(x, dict) and isinstance(y, dict):
+        for key in sorted(x.keys() & y.keys()):
+            _unbacked_pairs(x[key], y[key], pairs)
+    elif isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)) and len(x) == len(y):
+        for a, b in zip(x, y):
+            _unbacked_pairs(a, b, pairs)
+
+
+def _renamed(x: Any, names: dict) -> Any:
+    if isinstance(x, str):
+        return re.sub(UNBACKED, lambda m: names.get(m.group(0), m.group(0)), x)
+    if isinstance(x, dict):
+        return {k: _renamed(v, names) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(_renamed(v, names) for v in x)
+    return x
+
+
+def _unbacked_renamed(ref: list, region: list) -> list:
+    """``region``'s nodes with its unbacked symbols named as ``ref``'s where the two agree one to one (first
+    sight decides; a symbol paired twice differently keeps its name, and the difference shows)."""
+    pairs: list = []
+    for a, b in zip(ref, region):
+        _unbacked_pairs((a.args, a.value), (b.args, b.value), pairs)
+    names: dict = {}
+    for x, y in pairs:
+        if y not in names and x not in names.values():
+            names[y] = x
+    return [type(b)(b.name, b.op, b.target, _renamed(b.args, names), _renamed(b.value, names), b.ambient)
+            for b in region]
+
+
 def _pair_differences(ref: list, region: list) -> list[tuple[str, str, Any, Any]]:
     """(label, description, node of ``ref``, node of ``region``) of each
     node pair of two regions of one size that differs, causes only: a
     result that differs because an argument made in the region does is a
     consequence. Regions repros embed it (reports.repro)."""
     out, differing = [], set()
-    for i, (a, b) in enumerate(zip(ref, region)):
+    for i, (a, b) in enumerate(zip(ref, _unbacked_renamed(ref, region))):
         hit = _first_difference(a, b)
         if not hit:
             continue

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Optional
 
 from generators.ir import Program
+from generators.settings import SETTINGS
 
 from .signature import matches
 
@@ -26,6 +27,19 @@ ROOT = Path(__file__).parent / "known_issues"
 # A signature a known issue matches in a run lacking one of its triggers (reports.triggers.claimed) starts
 # "unexplained:<issue>:": no issue's.
 UNEXPLAINED = "unexplained"
+# Settings that change only where Dynamo breaks the graph (generators.settings.Setting.moves_breaks): a known
+# failure a program meets once one of them keeps more in the graph is that failure still.
+MOVES_BREAKS = frozenset(n for n, s in SETTINGS.items() if s.moves_breaks)
+
+
+def _breaks_moved(signature: str) -> str:
+    """``signature`` without the settings that only move graph breaks (its ``settings=`` tag dropped if none
+    is left)."""
+    def kept(m: re.Match) -> str:
+        names = [n for n in m.group(1).split("+") if n not in MOVES_BREAKS]
+        return f":settings={'+'.join(names)}" if names else ""
+
+    return re.sub(r":settings=([^:]*)", kept, signature)
 
 
 def _installed(version: Optional[str]) -> str:
@@ -172,7 +186,8 @@ class KnownIssue:
 
     def matches(self, signature: str) -> bool:
         """``unexplained:<issue>:...``: a failure in a run without one of an issue's triggers, no issue's."""
-        return not signature.startswith(f"{UNEXPLAINED}:") and matches(signature, self.patterns)
+        return not signature.startswith(f"{UNEXPLAINED}:") and (
+            matches(signature, self.patterns) or matches(_breaks_moved(signature), self.patterns))
 
     def program(self) -> Program:
         return Program.from_json((self.folder / "program.json").read_text())

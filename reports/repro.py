@@ -142,10 +142,12 @@ def _source(obj) -> str:
 def _structure_source() -> str:
     """The oracles' own description of regions and their differences, as
     source a repro embeds (torch-only functions)."""
-    parts = [f"IGNORED_AMBIENT = {region_identity.IGNORED_AMBIENT!r}"]
+    parts = [f"IGNORED_AMBIENT = {region_identity.IGNORED_AMBIENT!r}", f"UNBACKED = {region_identity.UNBACKED!r}"]
     parts += [_source(f).strip() for f in (target_name, value_meta, constant, _lists_as_tuples, describe_region,
                                                       region_identity._first_difference, region_identity._arg_difference,
                                                       region_identity._meta_difference,
+                                                      region_identity._unbacked_pairs, region_identity._renamed,
+                                                      region_identity._unbacked_renamed,
                                                       region_identity._pair_differences)]
     return "\n\n\n".join(parts)
 

@@ -136,6 +136,25 @@ def test_region_identity_catches_the_real_float_constant_bug():
     assert verdict.failed and verdict.details["label"] == "constant:float", verdict
 
 
+def test_region_identity_compares_regions_up_to_a_renaming_of_their_unbacked_symbols():
+    """A data-dependent size is a fresh symbol at every call (nonzero gives u0, then u1): regions alike but for
+    that are identical; a region whose two sizes are one symbol where the other's are two is not."""
+    from harness.structure import NodeDesc
+
+    def node(shape, source=None):  # type: ignore[no-untyped-def]
+        args = [("args[0]", ("input", 0, {"shape": source or ["3"]}))]
+        return NodeDesc("n", "call_function", "nonzero", args, {"shape": shape}, None)
+
+    assert region_identity._pair_differences([node(["u0", "1"])], [node(["u1", "1"])]) == []
+    assert region_identity._pair_differences([node(["u0", "u0"])], [node(["u1", "u1"])]) == []
+    differing = region_identity._pair_differences([node(["u0", "u0"])], [node(["u1", "u2"])])
+    assert [d[0] for d in differing] == ["value:shape"], differing
+    # the symbol an input brings pairs first: a result reusing it where the other region's makes a new one differs
+    differing = region_identity._pair_differences([node(["u0"], ["u0"])], [node(["u2"], ["u1"])])
+    assert [d[0] for d in differing] == ["value:shape"], differing
+    assert region_identity._pair_differences([node(["s0"])], [node(["s1"])]), "backed symbols are compared as named"
+
+
 def test_rewrite_accepts_summation_noise_in_16_bit_gradients_only():
     import torch
 
