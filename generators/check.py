@@ -777,6 +777,12 @@ def sizes_follow_values(program: Program) -> bool:
         b.takes in TAKES and not TAKES[b.takes].fullgraph for b in program.blocks())
 
 
+def follows_values(program: Program) -> bool:
+    """Some size or Python number the program computes depends on tensor values, a number an interlude reads
+    with ``.item()`` too: what a setting that captures them changes (generators.settings)."""
+    return sizes_follow_values(program) or any(i is not None and INTERLUDES[i].captured for i in program.interludes)
+
+
 def _plain_value(v) -> bool:  # type: ignore[no-untyped-def]
     """A value Dynamo sees as a constant (or a container of them), which a reuse key reads as it is."""
     if isinstance(v, (tuple, PyList)):

@@ -33,7 +33,7 @@ class Setting:
     changes: str  # what it changes, one line
     weight: int = 1  # relative share of the programs given a setting that get this one
     module_layer: bool = False  # only for a layer block that is a module (what it changes is about instances)
-    data_dependent: bool = False  # only for a program some size or number of which follows tensor values
+    data_dependent: bool = False  # only for a program some size or Python number of which follows tensor values
     # what it changes first is where Dynamo breaks the graph (a known failure it lets Dynamo reach is that
     # failure still: reports.known_issues); what it opens of its own shows in crashes of its own
     moves_breaks: bool = False
@@ -71,11 +71,11 @@ FAMILIES = tuple(dict.fromkeys(s.family for s in SETTINGS_LIST))
 
 def suits(name: str, program) -> bool:
     """Whether setting ``name`` can change anything about ``program`` (a ``generators.ir.Program``)."""
-    from .check import sizes_follow_values  # check reads this catalogue
+    from .check import follows_values  # check reads this catalogue
 
     s = SETTINGS[name]
     return (not s.module_layer or program.block.kind == "module") and (
-        not s.data_dependent or sizes_follow_values(program))
+        not s.data_dependent or follows_values(program))
 
 
 def patches(names) -> tuple[tuple[str, Any], ...]:

@@ -112,6 +112,10 @@ FEATURES: dict[str, FeatureFault] = {
     # a hook added after the first call (generators.variants' "hook" changes, made only under this setting)
     "setting:guard": FeatureFault(_settled("guard.module_hooks"), without_settings,
                                   planted_guards.module_hook_check_dropped, oracles=("differential", guards.NAME)),
+    # a captured .item() (the item interlude): without the setting it breaks the graph and no backend sees it
+    "setting:capture": FeatureFault(_settled("capture.unbacked"), without_settings,
+                                    planted="suites.planted_settings:captured_scalars_rounded", backend="eager",
+                                    dedup=False),
     "returns:alias": FeatureFault(_returning("input", "input_view", "twice", "alias"), single_returns,
                                   planted="suites.planted_returns:aliases_copied", backend="eager"),
     "returns:container": FeatureFault(_returning("tuple", "list", "dict", "twice"), single_returns,

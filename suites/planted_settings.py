@@ -105,6 +105,22 @@ def reuse_key_ignored():
     return _patched(module, "find_reuse_entry_by_key", wrap)
 
 
+def captured_scalars_rounded(gm, example_inputs):
+    """A backend that runs the graph like ``eager`` but hands every Python number the graph reads off a tensor
+    (``.item()``, kept in the graph by ``capture_scalar_outputs``, the ``capture`` family) on rounded to
+    bfloat16, as a backend passing captured scalars through a 16-bit buffer would: without the setting the
+    number is read between graphs and never reaches a backend."""
+    def rounded(v):  # type: ignore[no-untyped-def]
+        return float(torch.tensor(v, dtype=torch.float64).to(torch.bfloat16)) if isinstance(v, float) else v
+
+    for node in list(gm.graph.find_nodes(op="call_method", target="item")):
+        with gm.graph.inserting_after(node):
+            r = gm.graph.call_function(rounded, (node,))
+        node.replace_all_uses_with(r, delete_user_cb=lambda user: user is not r)
+    gm.recompile()
+    return gm.forward
+
+
 def __getattr__(name: str):
     """``<fault>__<backend>``: a backend under a planted setting fault."""
     return fault_backend(name, {f.__name__: f for f in (inliner_reuses_operands, budget_grads_scaled,
