@@ -783,6 +783,13 @@ def follows_values(program: Program) -> bool:
     return sizes_follow_values(program) or any(i is not None and INTERLUDES[i].captured for i in program.interludes)
 
 
+def suits(setting: str, program: Program) -> bool:
+    """Whether the torch setting ``setting`` (generators.settings) can change anything about ``program``."""
+    s = SETTINGS[setting]
+    return (not s.module_layer or program.block.kind == "module") and (
+        not s.data_dependent or follows_values(program))
+
+
 def _plain_value(v) -> bool:  # type: ignore[no-untyped-def]
     """A value Dynamo sees as a constant (or a container of them), which a reuse key reads as it is."""
     if isinstance(v, (tuple, PyList)):

@@ -19,9 +19,9 @@ from typing import Callable, Optional
 
 from .inputs import TAKES, TAKES_LIST
 from .returns import RETURNS, SINGLE, returning
-from .settings import SETTINGS, suits
+from .settings import SETTINGS
 from .autograd import FEATURES as AUTOGRAD
-from .check import check, checked, fitting_autograd
+from .check import check, checked, fitting_autograd, suits
 from .forms import FORMS_LIST, applies
 from .ir import (CHILD, EXTRAS, FLOWS, HOLDERS, SETTABLE, WRITES, Arg, Call, Const, Context, Free, FreeVar, Program,
                  Ref, Section, Stmt, TensorSpec, respelled, taking, with_block, with_call)

@@ -69,15 +69,6 @@ SETTINGS: dict[str, Setting] = {s.name: s for s in SETTINGS_LIST}
 FAMILIES = tuple(dict.fromkeys(s.family for s in SETTINGS_LIST))
 
 
-def suits(name: str, program) -> bool:
-    """Whether setting ``name`` can change anything about ``program`` (a ``generators.ir.Program``)."""
-    from .check import follows_values  # check reads this catalogue
-
-    s = SETTINGS[name]
-    return (not s.module_layer or program.block.kind == "module") and (
-        not s.data_dependent or follows_values(program))
-
-
 def patches(names) -> tuple[tuple[str, Any], ...]:
     """The config patches of settings ``names``, in order."""
     return tuple(p for n in names for p in SETTINGS[n].patch)

@@ -27,6 +27,7 @@ from .check import (
     env_of,
     fitting_autograd,
     keyable,
+    suits,
     has_columns,
     has_graph_breaks,
     live_values,
@@ -41,7 +42,7 @@ from .check import (
 )
 from .inputs import PACKS as EXTRA_PACKS, TAKES, TAKES_LIST
 from .returns import RETURNS_LIST, returning
-from .settings import SETTINGS, SETTINGS_LIST, suits
+from .settings import SETTINGS, SETTINGS_LIST
 from .autograd import FEATURES as AUTOGRAD
 from .forms import FORMS, FORMS_LIST, applies
 from .spellings import kinds_of
